@@ -1,0 +1,5 @@
+"""`python -m census` runs the command line."""
+
+from census.cli import main
+
+main()

@@ -1,0 +1,54 @@
+"""Census results cached per export, keyed by the file's identity and census's own code.
+
+The key is the file's size, mtime and a hash of its first and last MiB (hashing gigabytes would
+cost more than the census), plus the options and a hash of the modules that compute numbers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from census.model import Census, from_record, to_record
+from census.paths import cache_dir, write_atomic
+
+_EDGE_BYTES = 1 << 20
+_CODE_MODULES = ("load", "census", "classify", "model", "schema")
+
+
+def _code_hash() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _CODE_MODULES:
+        h.update((here / f"{name}.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def file_key(path: Path) -> str:
+    stat = path.stat()
+    h = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(_EDGE_BYTES))
+        if stat.st_size > _EDGE_BYTES:
+            fh.seek(max(_EDGE_BYTES, stat.st_size - _EDGE_BYTES))
+            h.update(fh.read(_EDGE_BYTES))
+    return h.hexdigest()
+
+
+def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
+    if os.environ.get("CENSUS_NO_CACHE") or not path.is_file():
+        return compute()
+    key = hashlib.sha256(
+        f"{file_key(path)}|{json.dumps(options)}|{_code_hash()}".encode()
+    ).hexdigest()[:32]
+    entry = cache_dir() / "census" / f"{key}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return from_record(json.loads(entry.read_text(encoding="utf-8")))
+    census = compute()
+    with contextlib.suppress(OSError):  # an unwritable cache only costs speed
+        write_atomic(entry, json.dumps(to_record(census)))
+    return census

@@ -1,0 +1,152 @@
+"""Aggregates -> Census. Pure: no I/O, no plotting; every number's definition lives here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from census.classify import CLASS_ORDER, NCCL, classify_kernel
+from census.load import Profile, kernel_name
+from census.model import (
+    ApiStat,
+    Census,
+    ClassStat,
+    Gpu,
+    KernelStat,
+    MemoryStat,
+    Metrics,
+    Source,
+    Step,
+)
+from census.schema import COPY_KIND_D2D, MEMCPY_KINDS
+
+MEMSET_KIND = -1
+
+
+def compute_census(profile: Profile) -> Census:
+    agg = profile.aggregates
+    step_ids = {s.idx for s in profile.steps}
+    named = [
+        (kernel_name(agg.names, dn, sn), st, c, t)
+        for dn, sn, st, _has_api, c, t in agg.kernel_groups
+    ]
+    kernels = _kernel_stats(named, step_ids)
+    totals = _metrics(named, agg.memory_groups, agg.launch.get(None), agg.non_nccl_union_ns, None)
+    steps = tuple(
+        Step(
+            name=s.name,
+            start_ns=s.start_ns,
+            end_ns=s.end_ns,
+            metrics=_metrics(
+                [g for g in named if g[1] == s.idx],
+                [m for m in agg.memory_groups if m[1] == s.idx],
+                agg.launch.get(s.idx),
+                agg.non_nccl_union_ns,
+                s.idx,
+            ),
+            gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
+        )
+        for s in profile.steps
+    )
+    warnings = list(profile.warnings)
+    if not profile.steps and profile.schema.has("NVTX_EVENTS"):
+        warnings.append("no NVTX step ranges matched: per-step figures are unavailable")
+    return Census(
+        source=Source(
+            path=str(profile.path),
+            nsys_version=profile.schema.nsys_version,
+            schema_version=profile.schema.schema_version,
+            gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
+        ),
+        totals=totals,
+        steps=steps,
+        classes=_class_stats(kernels),
+        kernels=kernels,
+        memory=_memory_stats(agg.memory_groups, step_ids),
+        launch_apis=tuple(
+            ApiStat(api, *v)
+            for api, v in sorted(agg.launch_by_api.items(), key=lambda kv: (-kv[1][1], kv[0]))
+        ),
+        warnings=tuple(warnings),
+        graph_trace_mode=any("--cuda-graph-trace=graph" in w for w in warnings),
+        sliced=agg.orphans.get("kernels", 0) > 0,
+    )
+
+
+def _metrics(
+    named: Iterable[tuple[str, int | None, int, int]],
+    memory: Iterable[tuple],
+    launch: tuple[int, int, int] | None,
+    union: dict[int | None, int],
+    step: int | None,
+) -> Metrics:
+    count = time_ns = nccl_count = nccl_time = 0
+    for name, _st, c, t in named:
+        count += c
+        time_ns += t
+        if classify_kernel(name) == NCCL:
+            nccl_count += c
+            nccl_time += t
+    d2d = [m for m in memory if m[0] == COPY_KIND_D2D]
+    launch_count, launch_time, graph_count = launch or (0, 0, 0)
+    return Metrics(
+        kernel_count=count,
+        kernel_time_ns=time_ns,
+        nccl_kernel_count=nccl_count,
+        nccl_kernel_time_ns=nccl_time,
+        non_nccl_kernel_count=count - nccl_count,
+        non_nccl_kernel_time_ns=time_ns - nccl_time,
+        non_nccl_union_ns=union.get(step, 0),
+        launch_api_count=launch_count,
+        launch_api_time_ns=launch_time,
+        graph_launch_count=graph_count,
+        d2d_count=sum(m[3] for m in d2d),
+        d2d_bytes=sum(m[4] for m in d2d),
+    )
+
+
+def _kernel_stats(
+    named: list[tuple[str, int | None, int, int]], step_ids: set[int]
+) -> tuple[KernelStat, ...]:
+    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for name, st, c, t in named:
+        a = acc[name]
+        a[0] += c
+        a[1] += t
+        if st in step_ids:
+            a[2] += c
+            a[3] += t
+    stats = [KernelStat(n, classify_kernel(n), *v) for n, v in acc.items()]
+    return tuple(sorted(stats, key=lambda k: (-k.time_ns, k.name)))
+
+
+def _class_stats(kernels: Iterable[KernelStat]) -> tuple[ClassStat, ...]:
+    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for k in kernels:
+        a = acc[k.cls]
+        a[0] += k.count
+        a[1] += k.time_ns
+        a[2] += k.step_count
+        a[3] += k.step_time_ns
+    return tuple(ClassStat(c, *acc[c]) for c in CLASS_ORDER if c in acc)
+
+
+def _memory_stats(groups: list[tuple], step_ids: set[int]) -> tuple[MemoryStat, ...]:
+    acc: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for kind, st, _has_api, c, b, t in groups:
+        a = acc[kind]
+        a[0] += c
+        a[1] += b
+        a[2] += t
+        if st in step_ids:
+            a[3] += c
+            a[4] += b
+    return tuple(
+        MemoryStat(memory_kind_name(k), *v) for k, v in sorted(acc.items(), key=lambda kv: kv[0])
+    )
+
+
+def memory_kind_name(kind: int) -> str:
+    if kind == MEMSET_KIND:
+        return "memset"
+    return MEMCPY_KINDS.get(kind, f"copy kind {kind}")

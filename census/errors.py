@@ -1,0 +1,48 @@
+"""Errors census raises. Each message says what is wrong and, where it can, what to do.
+
+The CLI turns any CensusError into one line on stderr and the exit code below.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 1
+EXIT_USAGE = 2
+EXIT_TOOL_MISSING = 3
+EXIT_CAPTURE_FAILED = 4
+EXIT_INTERRUPTED = 130
+
+
+class CensusError(Exception):
+    """Base class: a problem the user can act on. `exit_code` is what the CLI returns."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class InputError(CensusError):
+    """The profile given is missing, unreadable, not an nsys export, or corrupt."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class UsageError(CensusError):
+    """Arguments that cannot work together (bad regex, bad labels, ...)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ToolMissingError(CensusError):
+    """An external tool (nsys, a browser) is not installed or not on PATH."""
+
+    exit_code = EXIT_TOOL_MISSING
+
+
+class CaptureError(CensusError):
+    """`nsys` or the profiled program failed; the message carries the command and its output tail."""
+
+    exit_code = EXIT_CAPTURE_FAILED
+
+    def __init__(self, message: str, command: list[str] | None = None, tail: str = "") -> None:
+        self.command = command or []
+        self.tail = tail
+        super().__init__(message)

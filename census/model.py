@@ -1,0 +1,266 @@
+"""The census data model: frozen dataclasses of integer nanoseconds and bytes.
+
+`summary_json` is the public contract (`census summary --json`); `to_record`/`from_record`
+round-trip the whole model for the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from census import CENSUS_VERSION
+
+METRIC_KEYS: tuple[str, ...] = (
+    "kernel_count",
+    "kernel_time_ns",
+    "nccl_kernel_count",
+    "nccl_kernel_time_ns",
+    "non_nccl_kernel_count",
+    "non_nccl_kernel_time_ns",
+    "non_nccl_union_ns",
+    "launch_api_count",
+    "launch_api_time_ns",
+    "graph_launch_count",
+    "d2d_count",
+    "d2d_bytes",
+)
+TIMING_KEYS: tuple[str, ...] = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
+
+
+@dataclass(frozen=True)
+class Metrics:
+    kernel_count: int = 0
+    kernel_time_ns: int = 0
+    nccl_kernel_count: int = 0
+    nccl_kernel_time_ns: int = 0
+    non_nccl_kernel_count: int = 0
+    non_nccl_kernel_time_ns: int = 0
+    non_nccl_union_ns: int = 0
+    launch_api_count: int = 0
+    launch_api_time_ns: int = 0
+    graph_launch_count: int = 0
+    d2d_count: int = 0
+    d2d_bytes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in METRIC_KEYS}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    start_ns: int
+    end_ns: int
+    metrics: Metrics
+    gpu_busy_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def gpu_idle_ns(self) -> int:
+        return self.duration_ns - self.gpu_busy_ns
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel name: totals over the capture, and sums over the selected steps."""
+
+    name: str
+    cls: str
+    count: int
+    time_ns: int
+    step_count: int
+    step_time_ns: int
+
+
+@dataclass(frozen=True)
+class ClassStat:
+    cls: str
+    count: int
+    time_ns: int
+    step_count: int
+    step_time_ns: int
+
+
+@dataclass(frozen=True)
+class MemoryStat:
+    """Memory copies of one kind (`Device-to-Device`, ...) or memsets (`memset`)."""
+
+    kind: str
+    count: int
+    bytes: int
+    time_ns: int
+    step_count: int
+    step_bytes: int
+
+
+@dataclass(frozen=True)
+class ApiStat:
+    api: str
+    count: int
+    time_ns: int
+    step_count: int = 0
+    step_time_ns: int = 0
+
+
+@dataclass(frozen=True)
+class Gpu:
+    id: int
+    name: str | None
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    nsys_version: str | None
+    schema_version: str | None
+    gpus: tuple[Gpu, ...]
+
+
+@dataclass(frozen=True)
+class Census:
+    source: Source
+    totals: Metrics
+    steps: tuple[Step, ...]
+    classes: tuple[ClassStat, ...]
+    kernels: tuple[KernelStat, ...]  # every kernel name, by total time, descending
+    memory: tuple[MemoryStat, ...]
+    launch_apis: tuple[ApiStat, ...]
+    warnings: tuple[str, ...]
+    graph_trace_mode: bool = False
+    sliced: bool = False
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps)
+
+    def per_step(self) -> dict[str, float] | None:
+        """Mean of each metric over the selected steps; None without steps."""
+        if not self.steps:
+            return None
+        n = len(self.steps)
+        return {k: sum(getattr(s.metrics, k) for s in self.steps) / n for k in METRIC_KEYS}
+
+    def per_step_timing(self) -> dict[str, float] | None:
+        if not self.steps:
+            return None
+        n = len(self.steps)
+        return {
+            "step_time_ns": sum(s.duration_ns for s in self.steps) / n,
+            "gpu_busy_ns": sum(s.gpu_busy_ns for s in self.steps) / n,
+            "gpu_idle_ns": sum(s.gpu_idle_ns for s in self.steps) / n,
+        }
+
+
+def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
+    """The `census summary --json` contract."""
+    n = census.step_count
+
+    def mean(x: int) -> float | None:
+        return x / n if n else None
+
+    return {
+        "census_version": CENSUS_VERSION,
+        "source": {
+            "path": census.source.path,
+            "nsys_version": census.source.nsys_version,
+            "schema_version": census.source.schema_version,
+            "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
+        },
+        "totals": census.totals.as_dict(),
+        "steps": [
+            {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict()}
+            for s in census.steps
+        ],
+        "per_step": census.per_step(),
+        "timing": {
+            "steps": [
+                {
+                    "name": s.name,
+                    "step_time_ns": s.duration_ns,
+                    "gpu_busy_ns": s.gpu_busy_ns,
+                    "gpu_idle_ns": s.gpu_idle_ns,
+                }
+                for s in census.steps
+            ],
+            "per_step": census.per_step_timing(),
+        },
+        "classes": [
+            {
+                "class": c.cls,
+                "count": c.count,
+                "time_ns": c.time_ns,
+                "per_step_count": mean(c.step_count),
+                "per_step_time_ns": mean(c.step_time_ns),
+            }
+            for c in census.classes
+        ],
+        "top_kernels": [
+            {
+                "name": k.name,
+                "class": k.cls,
+                "count": k.count,
+                "time_ns": k.time_ns,
+                "per_step_count": mean(k.step_count),
+                "per_step_time_ns": mean(k.step_time_ns),
+            }
+            for k in census.kernels[:top]
+        ],
+        "memory": [
+            {
+                "kind": m.kind,
+                "count": m.count,
+                "bytes": m.bytes,
+                "time_ns": m.time_ns,
+                "per_step_count": mean(m.step_count),
+                "per_step_bytes": mean(m.step_bytes),
+            }
+            for m in census.memory
+        ],
+        "launch_apis": [
+            {
+                "api": a.api,
+                "count": a.count,
+                "time_ns": a.time_ns,
+                "per_step_count": mean(a.step_count),
+                "per_step_time_ns": mean(a.step_time_ns),
+            }
+            for a in census.launch_apis
+        ],
+        "warnings": list(census.warnings),
+    }
+
+
+def to_record(census: Census) -> dict[str, Any]:
+    """Everything, for the cache; `from_record` inverts it exactly."""
+    return asdict(census)
+
+
+def from_record(rec: dict[str, Any]) -> Census:
+    def build(cls: type, data: dict[str, Any]) -> Any:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+    src = rec["source"]
+    return Census(
+        source=Source(
+            src["path"],
+            src["nsys_version"],
+            src["schema_version"],
+            tuple(build(Gpu, g) for g in src["gpus"]),
+        ),
+        totals=build(Metrics, rec["totals"]),
+        steps=tuple(
+            Step(s["name"], s["start_ns"], s["end_ns"], build(Metrics, s["metrics"]), s["gpu_busy_ns"])
+            for s in rec["steps"]
+        ),
+        classes=tuple(build(ClassStat, c) for c in rec["classes"]),
+        kernels=tuple(build(KernelStat, k) for k in rec["kernels"]),
+        memory=tuple(build(MemoryStat, m) for m in rec["memory"]),
+        launch_apis=tuple(build(ApiStat, a) for a in rec["launch_apis"]),
+        warnings=tuple(rec["warnings"]),
+        graph_trace_mode=rec.get("graph_trace_mode", False),
+        sliced=rec.get("sliced", False),
+    )

@@ -1,0 +1,46 @@
+"""From what the user names (an export, a report, a capture folder, a bundled sample) to a Census."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from census.classify import is_nccl
+from census.errors import UsageError
+from census.load import Progress, load_profile
+from census.model import Census
+
+DEFAULT_STEPS_REGEX = r"^(step\b|ProfilerStep#)"
+
+
+def summarize(
+    path: Path,
+    steps_regex: str = DEFAULT_STEPS_REGEX,
+    skip_first: int = 0,
+    progress: Progress | None = None,
+    use_cache: bool = True,
+) -> Census:
+    """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand) or capture folder."""
+    from census.cache import cached_census
+    from census.census import compute_census
+    from census.export import resolve_sqlite
+
+    _check_regex(steps_regex)
+    if skip_first < 0:
+        raise UsageError("--skip-first must be 0 or more")
+    sqlite_path = resolve_sqlite(path, progress)
+
+    def compute() -> Census:
+        profile = load_profile(sqlite_path, steps_regex, skip_first, is_nccl, progress)
+        return compute_census(profile)
+
+    if not use_cache:
+        return compute()
+    return cached_census(sqlite_path, (steps_regex, skip_first), compute)
+
+
+def _check_regex(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"--steps {pattern!r} is not a valid regular expression: {exc}") from None

@@ -1,0 +1,1 @@
+"""Renderers: one per output format. Units are decided here and nowhere earlier."""

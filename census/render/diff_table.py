@@ -1,0 +1,44 @@
+"""Terminal (rich) rendering of a diff."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from census.diff import CensusDiff
+from census.render.diffrows import (
+    accounting_rows,
+    basis_line,
+    class_rows,
+    headers,
+    headline_rows,
+    kernel_rows,
+)
+
+
+def _table(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> Table:
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(head):
+        t.add_column(escape(col), justify="left" if i < left else "right")
+    for row in rows:
+        t.add_row(*(escape(c) for c in row))
+    return t
+
+
+def render_diff_table(
+    d: CensusDiff, explanation: list[str], console: Console, top: int = 15
+) -> None:
+    h = headers(d)
+    console.print(escape(basis_line(d)))
+    console.print(_table(f"{d.labels[0]} vs {d.labels[1]}", h["headline"], headline_rows(d)))
+    acc = accounting_rows(d)
+    if acc:
+        console.print(_table("Step accounting", h["accounting"], acc))
+    console.print("[bold]Why[/bold]")
+    for s in explanation:
+        console.print(f" • {escape(s)}")
+    console.print(_table("Kernel classes", h["classes"], class_rows(d)))
+    kernels = kernel_rows(d, top)
+    if kernels:
+        console.print(_table(f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3))

@@ -1,0 +1,105 @@
+"""The diff's tables as rows of display strings, shared by the terminal and markdown renderers."""
+
+from __future__ import annotations
+
+from census.diff import CensusDiff
+from census.render.table import LABELS
+from census.render.units import fmt_count, fmt_metric, fmt_ns, fmt_pct
+
+HEADLINE_KEYS = (
+    "step_time_ns",
+    "gpu_busy_ns",
+    "gpu_idle_ns",
+    "kernel_count",
+    "nccl_kernel_count",
+    "nccl_kernel_time_ns",
+    "non_nccl_kernel_time_ns",
+    "non_nccl_union_ns",
+    "launch_api_count",
+    "launch_api_time_ns",
+    "graph_launch_count",
+    "d2d_count",
+    "d2d_bytes",
+)
+
+
+def headline_rows(d: CensusDiff) -> list[list[str]]:
+    rows = []
+    for key in HEADLINE_KEYS:
+        m = d.metrics[key]
+        if m.a is None and m.b is None:
+            continue
+        delta = "unchanged" if m.delta == 0 else fmt_metric(key, m.delta, signed=True)
+        rows.append(
+            [LABELS[key], fmt_metric(key, m.a), fmt_metric(key, m.b), delta,
+             "" if m.delta == 0 else fmt_pct(m.pct)]  # fmt: skip
+        )
+    return rows
+
+
+def accounting_rows(d: CensusDiff) -> list[list[str]]:
+    """Δ step time = Δ GPU busy + Δ GPU idle, shown term by term."""
+    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    if step.delta is None:
+        return []
+    return [
+        ["Δ GPU busy", fmt_ns(busy.delta, signed=True)],
+        ["Δ GPU idle", fmt_ns(idle.delta, signed=True)],
+        ["= Δ step time", fmt_ns(step.delta, signed=True)],
+    ]
+
+
+def class_rows(d: CensusDiff) -> list[list[str]]:
+    return [
+        [
+            c.cls,
+            fmt_count(c.count.a),
+            fmt_count(c.count.b),
+            fmt_count(c.count.delta, signed=True),
+            fmt_ns(c.time_ns.a),
+            fmt_ns(c.time_ns.b),
+            fmt_ns(c.time_ns.delta, signed=True),
+        ]
+        for c in d.classes
+    ]
+
+
+def kernel_rows(d: CensusDiff, top: int, width: int | None = 100) -> list[list[str]]:
+    rows = []
+    for k in [k for k in d.kernels if k.bucket != "unchanged"][:top]:
+        name = k.name if width is None or len(k.name) <= width else k.name[: width - 1] + "…"
+        rows.append(
+            [
+                k.bucket,
+                name,
+                k.cls,
+                fmt_count(k.count.a),
+                fmt_count(k.count.b),
+                fmt_ns(k.time_ns.a),
+                fmt_ns(k.time_ns.b),
+                fmt_ns(k.time_ns.delta, signed=True),
+            ]
+        )
+    return rows
+
+
+def headers(d: CensusDiff) -> dict[str, list[str]]:
+    la, lb = d.labels
+    return {
+        "headline": ["Metric", la, lb, "Delta", "Delta %"],
+        "accounting": ["Step accounting", "per step"],
+        "classes": ["Class", f"{la} count", f"{lb} count", "Δ count",
+                    f"{la} time", f"{lb} time", "Δ time"],  # fmt: skip
+        "kernels": ["Change", "Kernel", "Class", f"{la} count", f"{lb} count",
+                    f"{la} time", f"{lb} time", "Δ time"],  # fmt: skip
+    }
+
+
+def basis_line(d: CensusDiff) -> str:
+    la, lb = d.labels
+    if d.per_step:
+        return (
+            f"Per step: mean over {d.a.step_count} step(s) of {la} and "
+            f"{d.b.step_count} step(s) of {lb}."
+        )
+    return "Whole captures (at least one side has no step ranges)."

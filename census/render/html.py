@@ -1,0 +1,340 @@
+"""Self-contained HTML dashboards (plotly.js inlined; nothing fetched at view time).
+
+Every name reaches the page as text: HTML-escaped in markup and plotly labels, and as JSON data
+that the kernel table inserts with textContent.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from census.diff import CensusDiff
+from census.model import Census
+from census.paths import write_atomic
+from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows
+from census.render.table import LABELS
+from census.render.units import fmt_metric
+
+TOP_CHART = 20
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#1d2430;background:#fafbfc}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px} .sub{color:#5b6675;font-size:13px}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{background:#fff;border:1px solid #dde3ea;border-radius:8px;padding:10px 14px;min-width:150px}
+.card .v{font-size:20px;font-weight:600} .card .k{font-size:12px;color:#5b6675}
+.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:16px}
+.panel{background:#fff;border:1px solid #dde3ea;border-radius:8px;padding:8px}
+table{border-collapse:collapse;font-size:13px;background:#fff}
+th,td{border:1px solid #dde3ea;padding:4px 8px;text-align:right;vertical-align:top}
+th{background:#f0f3f7;cursor:pointer;user-select:none} td.l,th.l{text-align:left}
+td.name{font-family:ui-monospace,monospace;font-size:12px;max-width:720px;word-break:break-all}
+.warn{color:#8a5300} ul.why li{margin:4px 0} input#filter{padding:4px 8px;width:320px;margin:6px 0}
+"""
+
+TABLE_JS = """
+(function(){
+  const data = JSON.parse(document.getElementById('kernel-data').textContent);
+  const table = document.getElementById('kernels');
+  const body = table.querySelector('tbody');
+  const filter = document.getElementById('filter');
+  let sortKey = data.sort, asc = false;
+  function render(){
+    const q = filter.value.toLowerCase();
+    const rows = data.rows.filter(r => data.columns.some(c => String(r[c.key]).toLowerCase().includes(q)));
+    rows.sort((a,b) => { const x=a[sortKey], y=b[sortKey];
+      const c = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
+      return asc ? c : -c; });
+    body.replaceChildren();
+    for (const r of rows) {
+      const tr = document.createElement('tr');
+      for (const c of data.columns) {
+        const td = document.createElement('td');
+        td.textContent = c.fmt ? r[c.fmt] : r[c.key];
+        if (c.left) td.className = c.key === 'name' ? 'l name' : 'l';
+        tr.appendChild(td);
+      }
+      body.appendChild(tr);
+    }
+    document.getElementById('shown').textContent = rows.length + ' of ' + data.rows.length + ' kernels';
+  }
+  table.querySelectorAll('th').forEach((th, i) => th.addEventListener('click', () => {
+    const k = data.columns[i].key; if (sortKey === k) asc = !asc; else { sortKey = k; asc = false; }
+    render(); }));
+  filter.addEventListener('input', render);
+  render();
+})();
+"""
+
+LOADER_JS = (
+    """
+(async function(){
+  const specs = JSON.parse(document.getElementById('figures').textContent);
+  if (!('DecompressionStream' in window)) {
+    document.querySelectorAll('.plot').forEach(
+      d => d.textContent = 'This browser cannot unpack the charts (no DecompressionStream).');
+    return;
+  }
+  const b64 = document.getElementById('plotly-gz').textContent;
+  const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+  const s = document.createElement('script');
+  s.textContent = await new Response(stream).text();
+  document.head.appendChild(s);
+  for (let i = 0; i < specs.length; i++) {
+    await Plotly.newPlot('fig-' + i, specs[i].data, specs[i].layout, CONFIG);
+  }
+  document.body.dataset.chartsReady = 'true';
+})();
+""".replace("CONFIG", json.dumps(PLOT_CONFIG))
+)
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _json_script(element_id: str, data: Any) -> str:
+    payload = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="{element_id}">{payload}</script>'
+
+
+def _figures(figs: list[Any]) -> str:
+    """Panels plus their plotly JSON; drawn by LOADER_JS once plotly.js is unpacked."""
+    panels = []
+    for i, fig in enumerate(figs):
+        fig.update_layout(
+            margin={"l": 60, "r": 20, "t": 50, "b": 50}, template="plotly_white",
+            height=fig.layout.height or 380,
+        )  # fmt: skip
+        panels.append(f"<div class='panel'><div class='plot' id='fig-{i}'></div></div>")
+    specs = [json.loads(f.to_json()) for f in figs]
+    return "<div class='grid'>" + "".join(panels) + "</div>" + _json_script("figures", specs)
+
+
+@functools.lru_cache(maxsize=1)
+def _plotly_gz_b64() -> str:
+    """plotly.js, gzipped and base64-encoded: a third of its size, unpacked in the browser."""
+    from plotly.offline import get_plotlyjs
+
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode(), mtime=0)).decode()
+
+
+def _page(title: str, subtitle: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{_e(title)}</h1><div class='sub'>{_e(subtitle)}</div>{body}"
+        f"<script type='text/plain' id='plotly-gz'>{_plotly_gz_b64()}</script>"
+        f"<script>{TABLE_JS}</script><script>{LOADER_JS}</script></body></html>"
+    )
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
+    head = "".join(f"<th class='{'l' if c.get('left') else ''}'>{_e(c['label'])}</th>" for c in columns)
+    return (
+        "<h2>Kernels</h2><input id='filter' placeholder='filter by name or class'> "
+        "<span id='shown' class='sub'></span>"
+        f"<table id='kernels'><thead><tr>{head}</tr></thead><tbody></tbody></table>"
+        + _json_script("kernel-data", {"columns": columns, "rows": rows, "sort": sort})
+    )
+
+
+def _cards(items: list[tuple[str, str]]) -> str:
+    return "<div class='cards'>" + "".join(
+        f"<div class='card'><div class='v'>{_e(v)}</div><div class='k'>{_e(k)}</div></div>"
+        for k, v in items
+    ) + "</div>"
+
+
+def _html_table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th class='{'l' if i == 0 else ''}'>{_e(h)}</th>" for i, h in enumerate(head))
+    trs = "".join(
+        "<tr>" + "".join(f"<td class='{'l' if i == 0 else ''}'>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
+
+
+def summary_html(census: Census, label: str) -> str:
+    import plotly.graph_objects as go
+
+    n = census.step_count
+    per = census.per_step() or census.totals.as_dict()
+    timing = census.per_step_timing()
+    basis = "per step" if n else "whole capture"
+    cards = [(f"{LABELS[k]} ({basis})", fmt_metric(k, per[k])) for k in
+             ("kernel_count", "non_nccl_union_ns", "nccl_kernel_time_ns", "launch_api_time_ns", "d2d_bytes")]  # fmt: skip
+    if timing:
+        cards = [(f"{LABELS[k]} (per step)", fmt_metric(k, timing[k])) for k in
+                 ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")] + cards  # fmt: skip
+    scale = float(n) if n else 1.0
+    classes = census.classes
+    figs = []
+    cls_fig = go.Figure(go.Bar(
+        x=[_e(c.cls) for c in classes],
+        y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
+        text=[f"{(c.step_count if n else c.count) / scale:,.1f} kernels" for c in classes],
+        name="time",
+    ))  # fmt: skip
+    cls_fig.update_layout(title=f"Kernel classes: time ({basis}, ms)", yaxis_title="ms")
+    figs.append(cls_fig)
+    top = list(census.kernels[:TOP_CHART])[::-1]
+    top_fig = go.Figure(go.Bar(
+        orientation="h",
+        y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(top)],
+        x=[k.time_ns / 1e6 for k in top],
+        hovertext=[_e(k.name) for k in top],
+        hoverinfo="text+x",
+    ))  # fmt: skip
+    top_fig.update_layout(title=f"Top {len(top)} kernels by total time (ms)", height=560)
+    figs.append(top_fig)
+    if census.steps:
+        names = [_e(s.name) for s in census.steps]
+        step_fig = go.Figure([
+            go.Bar(name="GPU busy", x=names, y=[s.gpu_busy_ns / 1e6 for s in census.steps]),
+            go.Bar(name="GPU idle", x=names, y=[s.gpu_idle_ns / 1e6 for s in census.steps]),
+        ])  # fmt: skip
+        step_fig.update_layout(barmode="stack", title="Step time = GPU busy + GPU idle (ms)")
+        figs.append(step_fig)
+        d2d_fig = go.Figure(go.Bar(x=names, y=[s.metrics.d2d_bytes / 2**20 for s in census.steps]))
+        d2d_fig.update_layout(title="Device-to-device traffic per step (MiB)")
+        figs.append(d2d_fig)
+    api_fig = go.Figure(go.Bar(
+        x=[_e(a.api) for a in census.launch_apis], y=[a.time_ns / 1e6 for a in census.launch_apis],
+        text=[f"{a.count:,} calls" for a in census.launch_apis],
+    ))  # fmt: skip
+    api_fig.update_layout(title="Launch API time by API (ms, whole capture)")
+    figs.append(api_fig)
+    t = census.totals
+    nccl_fig = go.Figure(go.Bar(
+        x=["NCCL kernel time", "non-NCCL kernel time", "non-NCCL union"],
+        y=[t.nccl_kernel_time_ns / 1e6, t.non_nccl_kernel_time_ns / 1e6, t.non_nccl_union_ns / 1e6],
+    ))  # fmt: skip
+    nccl_fig.update_layout(title="NCCL vs non-NCCL kernel time (ms, whole capture)")
+    figs.append(nccl_fig)
+    columns = [
+        {"key": "name", "label": "kernel", "left": True},
+        {"key": "cls", "label": "class", "left": True},
+        {"key": "count", "label": "count"},
+        {"key": "time_ns", "label": "time", "fmt": "time"},
+        {"key": "per_step_count", "label": "per step count"},
+        {"key": "per_step_time_ns", "label": "per step time", "fmt": "per_step_time"},
+    ]
+    rows = [
+        {
+            "name": k.name, "cls": k.cls, "count": k.count, "time_ns": k.time_ns,
+            "time": fmt_metric("time_ns", k.time_ns),
+            "per_step_count": round(k.step_count / n, 2) if n else 0,
+            "per_step_time_ns": k.step_time_ns / n if n else 0,
+            "per_step_time": fmt_metric("time_ns", k.step_time_ns / n) if n else "",
+        }
+        for k in census.kernels
+    ]  # fmt: skip
+    warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in census.warnings)
+    body = (
+        _cards(cards)
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+        + _figures(figs)
+        + _kernel_table(columns, rows, "time_ns")
+    )
+    src = census.source
+    gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
+    sub = f"{src.path} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
+    return _page(f"census: {label}", sub, body)
+
+
+def diff_html(d: CensusDiff, explanation: list[str]) -> str:
+    import plotly.graph_objects as go
+
+    la, lb = d.labels
+    unit = "per step" if d.per_step else "whole capture"
+    h = headers(d)
+    figs = []
+    cls = d.classes
+    cls_fig = go.Figure([
+        go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]),
+        go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]),
+    ])  # fmt: skip
+    cls_fig.update_layout(barmode="group", title=f"Kernel class time, {unit} (ms)")
+    figs.append(cls_fig)
+    cnt_fig = go.Figure([
+        go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
+        go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
+    ])  # fmt: skip
+    cnt_fig.update_layout(barmode="group", title=f"Kernel class count, {unit}")
+    figs.append(cnt_fig)
+    changed = [k for k in d.kernels if k.bucket != "unchanged"][:TOP_CHART][::-1]
+    colors = {"added": "#2a9d8f", "removed": "#e76f51", "increased": "#f4a261", "decreased": "#457b9d"}
+    k_fig = go.Figure(go.Bar(
+        orientation="h",
+        y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(changed)],
+        x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
+        marker_color=[colors[k.bucket] for k in changed],
+        hovertext=[f"{k.bucket}: {_e(k.name)}" for k in changed],
+        hoverinfo="text+x",
+    ))  # fmt: skip
+    k_fig.update_layout(title=f"Largest kernel changes, Δ time {unit} (ms)", height=560)
+    figs.append(k_fig)
+    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    if step.delta is not None:
+        wf = go.Figure(go.Waterfall(
+            x=[f"{_e(la)} step", "Δ GPU busy", "Δ GPU idle", f"{_e(lb)} step"],
+            measure=["absolute", "relative", "relative", "total"],
+            y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
+        ))  # fmt: skip
+        wf.update_layout(title="Step accounting: Δ step = Δ busy + Δ idle (ms)")
+        figs.append(wf)
+    columns = [
+        {"key": "name", "label": "kernel", "left": True},
+        {"key": "cls", "label": "class", "left": True},
+        {"key": "bucket", "label": "change", "left": True},
+        {"key": "count_a", "label": f"{la} count"},
+        {"key": "count_b", "label": f"{lb} count"},
+        {"key": "time_a", "label": f"{la} time", "fmt": "time_a_text"},
+        {"key": "time_b", "label": f"{lb} time", "fmt": "time_b_text"},
+        {"key": "abs_delta", "label": "Δ time", "fmt": "delta_text"},
+    ]
+    rows = [
+        {
+            "name": k.name, "cls": k.cls, "bucket": k.bucket,
+            "count_a": round(k.count.a or 0, 2), "count_b": round(k.count.b or 0, 2),
+            "time_a": k.time_ns.a or 0, "time_b": k.time_ns.b or 0,
+            "time_a_text": fmt_metric("t_ns", k.time_ns.a), "time_b_text": fmt_metric("t_ns", k.time_ns.b),
+            "abs_delta": abs(k.time_ns.delta or 0),
+            "delta_text": fmt_metric("t_ns", k.time_ns.delta, signed=True),
+        }
+        for k in d.kernels
+    ]  # fmt: skip
+    why = "".join(f"<li>{_e(s)}</li>" for s in explanation)
+    warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in d.warnings)
+    acc = accounting_rows(d)
+    body = (
+        f"<p class='sub'>{_e(basis_line(d))}</p>"
+        + _html_table(h["headline"], headline_rows(d))
+        + (_html_table(h["accounting"], acc) if acc else "")
+        + f"<h2>Why</h2><ul class='why'>{why}</ul>"
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+        + _figures(figs)
+        + _kernel_table(columns, rows, "abs_delta")
+    )
+    return _page(f"census: {la} vs {lb}", f"{d.a.source.path} vs {d.b.source.path}", body)
+
+
+def write_summary_html(census: Census, label: str, path: Path) -> None:
+    write_atomic(path, summary_html(census, label))
+
+
+def write_diff_html(d: CensusDiff, explanation: list[str], path: Path) -> None:
+    write_atomic(path, diff_html(d, explanation))

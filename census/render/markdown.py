@@ -1,0 +1,64 @@
+"""GitHub-flavoured markdown for a diff: pasted into a pull request unchanged."""
+
+from __future__ import annotations
+
+from census.diff import CensusDiff
+from census.render.diffrows import (
+    accounting_rows,
+    basis_line,
+    class_rows,
+    headers,
+    headline_rows,
+    kernel_rows,
+)
+
+_RIGHT = "---:"
+
+
+def _cell(text: str) -> str:
+    # Kernel names carry `|`, `<`, `>` and `*`: keep them literal in a table cell.
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("*", "\\*")
+        .replace("_", "\\_")
+    )
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = [
+        "| " + " | ".join(_cell(h) for h in head) + " |",
+        "| " + " | ".join(["---"] + [_RIGHT] * (len(head) - 1)) + " |",
+    ]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
+    right = [False, False, False, True, True, True, True, True]
+    lines = [
+        "| " + " | ".join(_cell(h) for h in head) + " |",
+        "| " + " | ".join(_RIGHT if r else "---" for r in right) + " |",
+    ]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
+    h = headers(d)
+    out = [f"### {d.labels[0]} vs {d.labels[1]}", "", basis_line(d), ""]
+    out += [_table(h["headline"], headline_rows(d)), ""]
+    acc = accounting_rows(d)
+    if acc:
+        out += [_table(h["accounting"], acc), ""]
+    out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation] + [""]
+    out += ["#### Kernel classes", "", _table(h["classes"], class_rows(d)), ""]
+    kernels = kernel_rows(d, top, width=None)
+    if kernels:
+        out += [f"#### Top {len(kernels)} kernel changes", ""]
+        out += [_kernel_table(h["kernels"], kernels), ""]
+    if d.warnings:
+        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in d.warnings] + [""]
+    return "\n".join(out)

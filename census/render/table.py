@@ -1,0 +1,100 @@
+"""Terminal tables (rich) for a summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from census.model import METRIC_KEYS, Census
+from census.render.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
+
+LABELS: dict[str, str] = {
+    "step_time_ns": "step time",
+    "gpu_busy_ns": "GPU busy (union of all GPU work)",
+    "gpu_idle_ns": "GPU idle inside the step",
+    "kernel_count": "GPU kernels",
+    "kernel_time_ns": "kernel time",
+    "nccl_kernel_count": "NCCL kernels",
+    "nccl_kernel_time_ns": "NCCL kernel time",
+    "non_nccl_kernel_count": "non-NCCL kernels",
+    "non_nccl_kernel_time_ns": "non-NCCL kernel time",
+    "non_nccl_union_ns": "non-NCCL kernel union",
+    "launch_api_count": "launch API calls",
+    "launch_api_time_ns": "launch API time",
+    "graph_launch_count": "graph launches",
+    "d2d_count": "D2D copies",
+    "d2d_bytes": "D2D bytes",
+}
+
+
+def render_summary(census: Census, console: Console, top: int = 15) -> None:
+    src = census.source
+    gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
+    console.print(
+        f"[bold]{escape(src.path)}[/bold]  nsys {src.nsys_version or '?'} · schema "
+        f"{src.schema_version or '?'} · GPUs {gpus} · {census.step_count} step(s)"
+    )
+    per_step = census.per_step()
+    timing = census.per_step_timing()
+    t = Table(title="Kernel census", title_justify="left")
+    t.add_column("metric")
+    t.add_column("total", justify="right")
+    t.add_column("per step (mean)", justify="right")
+    if timing:
+        for key in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"):
+            t.add_row(LABELS[key], "", fmt_metric(key, timing[key]))
+    for key in METRIC_KEYS:
+        t.add_row(
+            LABELS[key],
+            fmt_metric(key, getattr(census.totals, key)),
+            fmt_metric(key, per_step[key]) if per_step else "",
+        )
+    console.print(t)
+    if census.steps:
+        st = Table(title="Steps", title_justify="left")
+        for col in ("step", "duration", "GPU busy", "GPU idle", "kernels", "union", "launch API"):
+            st.add_column(col, justify="left" if col == "step" else "right")
+        for s in census.steps:
+            st.add_row(
+                escape(s.name),
+                fmt_ns(s.duration_ns),
+                fmt_ns(s.gpu_busy_ns),
+                fmt_ns(s.gpu_idle_ns),
+                fmt_count(s.metrics.kernel_count),
+                fmt_ns(s.metrics.non_nccl_union_ns),
+                fmt_ns(s.metrics.launch_api_time_ns),
+            )
+        console.print(st)
+    ct = Table(title="Kernel classes", title_justify="left")
+    for col in ("class", "count", "time", "per step count", "per step time"):
+        ct.add_column(col, justify="left" if col == "class" else "right")
+    n = census.step_count
+    for c in census.classes:
+        ct.add_row(
+            c.cls,
+            fmt_count(c.count),
+            fmt_ns(c.time_ns),
+            fmt_count(c.step_count / n) if n else "",
+            fmt_ns(c.step_time_ns / n) if n else "",
+        )
+    console.print(ct)
+    kt = Table(title=f"Top {top} kernels by time", title_justify="left")
+    for col in ("kernel", "class", "count", "time"):
+        kt.add_column(col, justify="left" if col in ("kernel", "class") else "right")
+    for k in census.kernels[:top]:
+        kt.add_row(_short(k.name), k.cls, fmt_count(k.count), fmt_ns(k.time_ns))
+    console.print(kt)
+    if census.memory or census.launch_apis:
+        mt = Table(title="Memory operations and launch APIs", title_justify="left")
+        for col in ("what", "count", "bytes", "time"):
+            mt.add_column(col, justify="left" if col == "what" else "right")
+        for m in census.memory:
+            mt.add_row(m.kind, fmt_count(m.count), fmt_bytes(m.bytes), fmt_ns(m.time_ns))
+        for a in census.launch_apis:
+            mt.add_row(a.api, fmt_count(a.count), "", fmt_ns(a.time_ns))
+        console.print(mt)
+
+
+def _short(name: str, width: int = 90) -> str:
+    return escape(name if len(name) <= width else name[: width - 1] + "…")

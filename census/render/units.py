@@ -1,0 +1,56 @@
+"""Human units for integer nanoseconds and bytes; the only place numbers meet units."""
+
+from __future__ import annotations
+
+KIB = 1024
+MIB = 1024**2
+GIB = 1024**3
+
+
+def fmt_ns(ns: float | None, signed: bool = False) -> str:
+    if ns is None:
+        return ""
+    sign = "+" if signed and ns > 0 else ("-" if ns < 0 else "")
+    v = abs(ns)
+    if v >= 1e9:
+        text = f"{v / 1e9:,.3f} s"
+    elif v >= 1e6:
+        text = f"{v / 1e6:,.2f} ms"
+    elif v >= 1e3:
+        text = f"{v / 1e3:,.1f} µs"
+    else:
+        text = f"{v:,.0f} ns"
+    return sign + text
+
+
+def fmt_bytes(b: float | None, signed: bool = False) -> str:
+    if b is None:
+        return ""
+    sign = "+" if signed and b > 0 else ("-" if b < 0 else "")
+    v = abs(b)
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if v >= size:
+            return f"{sign}{v / size:,.2f} {unit}"
+    return f"{sign}{v:,.0f} B"
+
+
+def fmt_count(n: float | None, signed: bool = False) -> str:
+    if n is None:
+        return ""
+    text = f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
+    return f"+{text}" if signed and n > 0 else text
+
+
+def fmt_metric(key: str, value: float | None, signed: bool = False) -> str:
+    """Format by the unit suffix of the metric's name."""
+    if key.endswith("_ns"):
+        return fmt_ns(value, signed)
+    if key.endswith("bytes"):
+        return fmt_bytes(value, signed)
+    return fmt_count(value, signed)
+
+
+def fmt_pct(pct: float | None) -> str:
+    if pct is None:
+        return ""
+    return f"{pct:+.1f}%"

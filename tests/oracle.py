@@ -1,0 +1,117 @@
+"""A slow, obviously-correct reading of the issue's definitions, for cross-checking census.
+
+It loads whole tables into Python, which census must not do; fine for test-sized exports.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+LAUNCH = {
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernel", "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid",
+    "cuLaunchGridAsync", "cudaGraphLaunch", "cuGraphLaunch",
+}  # fmt: skip
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def _union(intervals: list[tuple[int, int]]) -> int:
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t = _tables(conn)
+    names = dict(conn.execute("SELECT id, value FROM StringIds")) if "StringIds" in t else {}
+    api_start: dict[tuple[int, int], int] = {}
+    launches: dict[tuple, tuple[int, int, str]] = {}
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        for i, (s, e, tid, corr, nid) in enumerate(conn.execute(
+            "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        )):  # fmt: skip
+            proc = tid >> 24
+            key = (proc, corr)
+            api_start[key] = min(api_start.get(key, s), s)
+            base = re.sub(r"_(ptsz|ptds)$", "", re.sub(r"_v\d+$", "", names.get(nid, "")))
+            if base in LAUNCH:
+                k = key if corr is not None else (proc, None, i)
+                if k not in launches or e - s > launches[k][1] - launches[k][0]:
+                    launches[k] = (s, e, base)
+    steps = []
+    if "NVTX_EVENTS" in t:
+        for s, e, text, tid in conn.execute(
+            "SELECT n.start, n.end, COALESCE(n.text, (SELECT value FROM StringIds WHERE id = n.textId)),"
+            " n.globalTid FROM NVTX_EVENTS n WHERE eventType IN (59, 60, 70) ORDER BY n.start"
+        ):
+            if text and re.search(steps_regex, text) and e is not None:
+                steps.append((s, e, tid >> 24))
+
+    def step_of(proc: int, time: int) -> int | None:
+        for i, (s, e, p) in enumerate(steps):
+            if p == proc and s <= time <= e:
+                return i
+        return None
+
+    kernels = []
+    if "CUPTI_ACTIVITY_KIND_KERNEL" in t:
+        for s, e, dev, corr, pid, dn, sn in conn.execute(
+            "SELECT start, end, deviceId, correlationId, globalPid, demangledName, shortName"
+            " FROM CUPTI_ACTIVITY_KIND_KERNEL"
+        ):
+            name = names.get(dn, names.get(sn, ""))
+            launched = api_start.get((pid >> 24, corr))
+            st = step_of(pid >> 24, launched) if launched is not None else None
+            kernels.append((s, e, dev, "nccl" in name.lower(), st))
+    d2d = []
+    if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
+        for corr, pid, nbytes, kind in conn.execute(
+            "SELECT correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
+        ):
+            if kind == 8:
+                launched = api_start.get((pid >> 24, corr))
+                d2d.append((nbytes, step_of(pid >> 24, launched) if launched is not None else None))
+
+    def metrics(step: int | None) -> dict:
+        ks = [k for k in kernels if step is None or k[4] == step]
+        ls = [v for v in launches.values() if step is None or step_of_launch(v) == step]
+        ds = [d for d in d2d if step is None or d[1] == step]
+        devices = {k[2] for k in ks}
+        return {
+            "kernel_count": len(ks),
+            "kernel_time_ns": sum(k[1] - k[0] for k in ks),
+            "nccl_kernel_count": sum(1 for k in ks if k[3]),
+            "nccl_kernel_time_ns": sum(k[1] - k[0] for k in ks if k[3]),
+            "non_nccl_kernel_count": sum(1 for k in ks if not k[3]),
+            "non_nccl_kernel_time_ns": sum(k[1] - k[0] for k in ks if not k[3]),
+            "non_nccl_union_ns": sum(
+                _union([(k[0], k[1]) for k in ks if k[2] == d and not k[3]]) for d in devices
+            ),
+            "launch_api_count": len(ls),
+            "launch_api_time_ns": sum(e - s for s, e, _ in ls),
+            "graph_launch_count": sum(1 for *_, n in ls if "GraphLaunch" in n),
+            "d2d_count": len(ds),
+            "d2d_bytes": sum(b for b, _ in ds),
+        }
+
+    launch_proc = {v: k[0] for k, v in launches.items()}
+
+    def step_of_launch(v: tuple[int, int, str]) -> int | None:
+        return step_of(launch_proc[v], v[0])
+
+    return {"totals": metrics(None), "steps": [metrics(i) for i in range(len(steps))]}
