@@ -48,7 +48,9 @@ class CaptureSpec:
         return self.out_dir / self.name
 
 
-def nsys_profile_command(nsys: str, output_base: Path, command: tuple[str, ...], trace: str) -> list[str]:
+def nsys_profile_command(
+    nsys: str, output_base: Path, command: tuple[str, ...], trace: str
+) -> list[str]:
     """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
     no CPU sampling or context switches (they add overhead and nothing to a kernel census)."""
     return [
@@ -136,20 +138,24 @@ def check_outputs(work: Path, cmd: list[str]) -> None:
 
 def _run(cmd: list[str], env: dict[str, str], what: str) -> str:
     """Run in its own process group; Ctrl-C stops the whole group and raises KeyboardInterrupt."""
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
     out_lines: list[str] = []
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out_lines.append(line)
-            print(line, end="", file=sys.stderr)
-        proc.wait()
-    except KeyboardInterrupt:
-        _stop_group(proc)
-        raise
+    with subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out_lines.append(line)
+                print(line, end="", file=sys.stderr)
+            proc.wait()
+        except KeyboardInterrupt:
+            _stop_group(proc)
+            raise
     output = "".join(out_lines)
     if proc.returncode != 0:
         tail = output[-TAIL_CHARS:]
@@ -204,9 +210,12 @@ def environment_info(nsys: str) -> dict:
     """GPU model and driver, CUDA and torch versions, nsys version: None where unknown."""
     gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     torch_info = _probe(
-        [sys.executable, "-c",
-         "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))"],
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))",
+        ],
+    )
     torch_version, cuda_version = json.loads(torch_info) if torch_info else (None, None)
     gpus = [ln.split(",")[0].strip() for ln in gpu.splitlines()] if gpu else []
     driver = gpu.splitlines()[0].split(",")[1].strip() if gpu and "," in gpu else None

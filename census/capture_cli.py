@@ -17,8 +17,17 @@ STEPS = r"^(step\b|ProfilerStep#)"
 def demo_command(mode: str, warmup: int, steps: int) -> tuple[str, ...]:
     if mode not in DEMO_MODES:
         raise UsageError(f"--demo {mode!r}: choose eager or compiled")
-    return (sys.executable, "-m", "census.demo.train", "--mode", mode,
-            "--warmup", str(warmup), "--steps", str(steps))  # fmt: skip
+    return (
+        sys.executable,
+        "-m",
+        "census.demo.train",
+        "--mode",
+        mode,
+        "--warmup",
+        str(warmup),
+        "--steps",
+        str(steps),
+    )
 
 
 def overhead_line(folder: Path, census) -> str | None:
@@ -45,19 +54,39 @@ def register(app: typer.Typer, handle_errors) -> None:
         steps: Annotated[int | None, typer.Option(help="Steps inside the capture range.")] = None,
         nsys: Annotated[str | None, typer.Option(help="Path to nsys.")] = None,
         trace: Annotated[str, typer.Option(help="nsys --trace value.")] = "cuda,nvtx",
-        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path("profiles"),
-        demo: Annotated[str | None, typer.Option(help="Capture the built-in workload: eager or compiled.")] = None,
+        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path(
+            "profiles"
+        ),
+        demo: Annotated[
+            str | None, typer.Option(help="Capture the built-in workload: eager or compiled.")
+        ] = None,
         force: Annotated[bool, typer.Option(help="Replace an existing capture.")] = False,
-        calibrate: Annotated[bool | None, typer.Option(help="First run without nsys to measure overhead (default: on for --demo).")] = None,
+        calibrate: Annotated[
+            bool | None,
+            typer.Option(
+                help="First run without nsys to measure overhead (default: on for --demo)."
+            ),
+        ] = None,
     ) -> None:
         """Run COMMAND (after --) under nsys and print its census."""
         command = tuple(ctx.args)
         if demo:
             if command:
                 raise UsageError("give either --demo or a command after --, not both")
-            command = demo_command(demo, 5 if warmup is None else warmup, 3 if steps is None else steps)
-        folder = do_capture(name, command, warmup, steps, nsys, trace, output, force,
-                            bool(demo) if calibrate is None else calibrate)  # fmt: skip
+            command = demo_command(
+                demo, 5 if warmup is None else warmup, 3 if steps is None else steps
+            )
+        folder = do_capture(
+            name,
+            command,
+            warmup,
+            steps,
+            nsys,
+            trace,
+            output,
+            force,
+            bool(demo) if calibrate is None else calibrate,
+        )
         print(f"capture written to {folder}", file=sys.stderr)
 
     @app.command()
@@ -65,8 +94,12 @@ def register(app: typer.Typer, handle_errors) -> None:
     def demo(
         steps: Annotated[int, typer.Option(help="Measured steps per capture.")] = 20,
         warmup: Annotated[int, typer.Option(help="Warm-up steps (compilation happens here).")] = 5,
-        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path("profiles"),
-        report: Annotated[Path, typer.Option(help="Dashboard to write.")] = Path("reports/demo.html"),
+        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path(
+            "profiles"
+        ),
+        report: Annotated[Path, typer.Option(help="Dashboard to write.")] = Path(
+            "reports/demo.html"
+        ),
         nsys: Annotated[str | None, typer.Option(help="Path to nsys.")] = None,
         force: Annotated[bool, typer.Option(help="Replace existing demo captures.")] = True,
     ) -> None:
@@ -81,12 +114,23 @@ def register(app: typer.Typer, handle_errors) -> None:
 
         reason = _cannot_capture(nsys)
         if reason:
-            print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
+            print(
+                f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr
+            )
             paths = [sample_path("eager"), sample_path("compiled")]
         else:
             paths = [
-                do_capture(f"demo-{mode}", demo_command(mode, warmup, steps), warmup, steps, nsys,
-                           "cuda,nvtx", output, force, True)  # fmt: skip
+                do_capture(
+                    f"demo-{mode}",
+                    demo_command(mode, warmup, steps),
+                    warmup,
+                    steps,
+                    nsys,
+                    "cuda,nvtx",
+                    output,
+                    force,
+                    True,
+                )
                 for mode in DEMO_MODES
             ]
         from census.cli import _summarize
@@ -104,7 +148,9 @@ def register(app: typer.Typer, handle_errors) -> None:
     @handle_errors
     def doctor(
         nsys: Annotated[str | None, typer.Option(help="Path to nsys.")] = None,
-        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path("profiles"),
+        output: Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")] = Path(
+            "profiles"
+        ),
     ) -> None:
         """Check that this machine can capture: nsys, GPU, torch, CUDA, profiles/."""
         from census.doctor import run_checks
@@ -126,9 +172,14 @@ def _cannot_capture(nsys: str | None) -> str | None:
     except ToolMissingError:
         return "nsys is not installed"
     probe = subprocess.run(
-        [sys.executable, "-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"],
-        capture_output=True, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)",
+        ],
+        capture_output=True,
+        check=False,
+    )
     return None if probe.returncode == 0 else "no CUDA GPU visible to torch"
 
 
@@ -139,9 +190,17 @@ def do_capture(name, command, warmup, steps, nsys, trace, output, force, calibra
     from census.render.table import render_summary
 
     spec = CaptureSpec(
-        name=name, command=tuple(command), out_dir=output, nsys=find_nsys(nsys), trace=trace,
-        warmup=warmup, steps=steps, force=force, calibrate=calibrate,
-    )  # fmt: skip
+        name=name,
+        command=tuple(command),
+        out_dir=output,
+        nsys=find_nsys(nsys),
+        trace=trace,
+        warmup=warmup,
+        steps=steps,
+        force=force,
+        calibrate=calibrate,
+    )
+
     def verify(work: Path) -> None:
         if not _summarize(work, STEPS, 0, quiet=True).steps:
             raise CaptureError(
@@ -159,4 +218,3 @@ def do_capture(name, command, warmup, steps, nsys, trace, output, force, calibra
     if line:
         print(line, file=sys.stderr)
     return folder
-

@@ -31,7 +31,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @app.callback()
 def _main(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of internal errors.")
+    ] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -66,7 +68,9 @@ def handle_errors(func: F) -> F:
 StepsOpt = Annotated[
     str, typer.Option("--steps", help="Regex for the NVTX ranges that are training steps.")
 ]
-SkipOpt = Annotated[int, typer.Option("--skip-first", help="Steps to drop at the start, per process.")]
+SkipOpt = Annotated[
+    int, typer.Option("--skip-first", help="Steps to drop at the start, per process.")
+]
 TopOpt = Annotated[int, typer.Option("--top", help="How many kernels to list.")]
 
 
@@ -96,8 +100,12 @@ def _warn(warnings: Any) -> None:
 @app.command()
 @handle_errors
 def summary(
-    profile: Annotated[str | None, typer.Argument(help=".sqlite, .nsys-rep or capture folder")] = None,
-    sample: Annotated[str | None, typer.Option(help="A bundled capture: eager or compiled.")] = None,
+    profile: Annotated[
+        str | None, typer.Argument(help=".sqlite, .nsys-rep or capture folder")
+    ] = None,
+    sample: Annotated[
+        str | None, typer.Option(help="A bundled capture: eager or compiled.")
+    ] = None,
     steps: StepsOpt = DEFAULT_STEPS_REGEX,
     skip_first: SkipOpt = 0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
@@ -152,7 +160,9 @@ def _diff(a: Path, b: Path, labels: str | None, steps: str, skip_first: int):
 @app.command()
 @handle_errors
 def diff(
-    a: Annotated[str, typer.Argument(help="Baseline: .sqlite, .nsys-rep, capture folder, or sample:NAME")],
+    a: Annotated[
+        str, typer.Argument(help="Baseline: .sqlite, .nsys-rep, capture folder, or sample:NAME")
+    ],
     b: Annotated[str, typer.Argument(help="Candidate, as A")],
     labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
     steps: StepsOpt = DEFAULT_STEPS_REGEX,
@@ -201,7 +211,9 @@ def _named(text: str) -> Path:
 def dashboard(
     a: Annotated[str, typer.Argument(help="A capture (or the baseline of a diff)")],
     b: Annotated[str | None, typer.Argument(help="Optional second capture to diff against")] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="HTML file to write.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="HTML file to write.")
+    ] = None,
     labels: Annotated[str | None, typer.Option(help="Two labels for a diff.")] = None,
     steps: StepsOpt = DEFAULT_STEPS_REGEX,
     skip_first: SkipOpt = 0,
@@ -222,10 +234,16 @@ def dashboard(
     print(f"wrote {out}", file=sys.stderr)
 
 
-def main() -> None:
-    from census import capture_cli  # registers capture, demo and doctor
+def _register_runners() -> None:
+    from census import capture_cli  # capture, demo and doctor; light to import
 
     capture_cli.register(app, handle_errors)
+
+
+_register_runners()
+
+
+def main() -> None:
     app()
 
 

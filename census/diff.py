@@ -106,8 +106,10 @@ def _class_deltas(a: Census, b: Census, per_step: bool) -> tuple[ClassDelta, ...
     def table(c: Census) -> dict[str, tuple[float, float]]:
         n = _scale(c, per_step)
         return {
-            s.cls: ((s.step_count if per_step else s.count) / n,
-                    (s.step_time_ns if per_step else s.time_ns) / n)  # fmt: skip
+            s.cls: (
+                (s.step_count if per_step else s.count) / n,
+                (s.step_time_ns if per_step else s.time_ns) / n,
+            )
             for s in c.classes
         }
 
@@ -141,7 +143,13 @@ def _kernel_deltas(a: Census, b: Census, per_step: bool) -> tuple[KernelDelta, .
         ca, xa = ta[name][1:] if name in ta else (0.0, 0.0)
         cb, xb = tb[name][1:] if name in tb else (0.0, 0.0)
         rows.append(
-            KernelDelta(name, cls, Delta(ca, cb), Delta(xa, xb), _bucket(name in ta, name in tb, ca, cb, xa, xb))
+            KernelDelta(
+                name,
+                cls,
+                Delta(ca, cb),
+                Delta(xa, xb),
+                _bucket(name in ta, name in tb, ca, cb, xa, xb),
+            )
         )
     rows.sort(key=lambda k: (-abs(k.time_ns.delta or 0.0), k.name))
     return tuple(rows)
@@ -154,7 +162,7 @@ def _bucket(in_a: bool, in_b: bool, ca: float, cb: float, xa: float, xb: float) 
         return "removed"
     if ca == cb and abs(xb - xa) <= UNCHANGED_TOLERANCE * max(abs(xa), abs(xb)):
         return "unchanged"
-    return "increased" if xb > xa else "decreased"
+    return "increased" if (xb, cb) > (xa, ca) else "decreased"  # time first, then count
 
 
 def comparability_warnings(a: Census, b: Census, labels: tuple[str, str]) -> list[str]:

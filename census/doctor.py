@@ -35,7 +35,9 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
         checks.append(Check("nsys", rc == 0, f"{exe}: {out.splitlines()[-1] if out else rc}"))
         rc, out = _run([exe, "status", "-e"])
         last = out.splitlines()[-1] if out else f"exit {rc}"
-        checks.append(Check("nsys status -e", rc == 0, last if rc == 0 else f"{last} (see `nsys status -e`)"))
+        checks.append(
+            Check("nsys status -e", rc == 0, last if rc == 0 else f"{last} (see `nsys status -e`)")
+        )
     except ToolMissingError as exc:
         checks.append(Check("nsys", False, str(exc)))
     code = (
@@ -45,7 +47,9 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
     )
     rc, out = _run([sys.executable, "-c", code])
     if rc != 0:
-        checks.append(Check("torch", False, "torch is not importable: pip install 'census[capture]'"))
+        checks.append(
+            Check("torch", False, "torch is not importable: pip install 'census[capture]'")
+        )
     else:
         import json
 
@@ -56,11 +60,19 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
         )
     rc, out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     checks.append(
-        Check("NVIDIA driver", rc == 0, out.splitlines()[0] if rc == 0 and out else "nvidia-smi not found or failed")
+        Check(
+            "NVIDIA driver",
+            rc == 0,
+            out.splitlines()[0] if rc == 0 and out else "nvidia-smi not found or failed",
+        )
     )
     profiles.mkdir(parents=True, exist_ok=True) if profiles.parent.exists() else None
     writable = profiles.is_dir() and os.access(profiles, os.W_OK)
     checks.append(
-        Check(f"{profiles}/ writable", writable, "ok" if writable else "cannot write captures here: use -o")
+        Check(
+            f"{profiles}/ writable",
+            writable,
+            "ok" if writable else "cannot write captures here: use -o",
+        )
     )
     return checks

@@ -38,8 +38,10 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
         return None
     la, lb = d.labels
     verdict = "faster" if step.delta < 0 else "slower"
-    share = "fewer GPU gaps (launch/CPU-bound time)" if abs(idle.delta) > abs(busy.delta) else (
-        "less GPU work" if busy.delta < 0 else "more GPU work"
+    share = (
+        "fewer GPU gaps (launch/CPU-bound time)"
+        if abs(idle.delta) > abs(busy.delta)
+        else ("less GPU work" if busy.delta < 0 else "more GPU work")
     )
     if step.delta > 0:
         share = "more GPU gaps" if abs(idle.delta) > abs(busy.delta) else "more GPU work"
@@ -54,9 +56,7 @@ def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     count = d.metrics["kernel_count"]
     if not count.delta:
         return None
-    parts = sorted(
-        (c for c in d.classes if c.count.delta), key=lambda c: -abs(c.count.delta or 0)
-    )
+    parts = sorted((c for c in d.classes if c.count.delta), key=lambda c: -abs(c.count.delta or 0))
     detail = ", ".join(f"{c.cls} {fmt_count(c.count.delta, signed=True)}" for c in parts[:4])
     triton = next((c for c in parts if c.cls == "Triton" and (c.count.delta or 0) > 0), None)
     if triton:
@@ -85,7 +85,8 @@ def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         return None
     apis = _api_counts(d)
     parts = [
-        f"{api} {fmt_count(cb - ca, signed=True)}{unit}" + (" (Triton)" if api == "cuLaunchKernel" else "")
+        f"{api} {fmt_count(cb - ca, signed=True)}{unit}"
+        + (" (Triton)" if api == "cuLaunchKernel" else "")
         for api, (ca, cb) in sorted(apis.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
         if cb != ca
     ]
@@ -150,9 +151,10 @@ def _fusion(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         kind = decoded[0] if decoded else "Triton"
         described.append(f"{k.name} ({kind}: {ops}; {fmt_ns(k.time_ns.b)}{unit})")
     replaced = [
-        c for c in d.classes
+        c
+        for c in d.classes
         if c.cls in ("elementwise", "reduction", "copy/memset") and (c.count.delta or 0) < 0
-    ]  # fmt: skip
+    ]
     gone = sum(-(c.count.delta or 0) for c in replaced)
     gone_text = (
         f", replacing {fmt_count(gone)} eager "

@@ -82,13 +82,23 @@ def export_report(report: Path, progress: Progress | None = None, nsys: str | No
         progress(f"exporting {report.name} to SQLite with nsys")
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(target) as tmp:
-        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true",
-               "--output", str(tmp), str(report)]  # fmt: skip
+        cmd = [
+            exe,
+            "export",
+            "--type",
+            "sqlite",
+            "--force-overwrite",
+            "true",
+            "--output",
+            str(tmp),
+            str(report),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not tmp.exists():
             tail = (proc.stdout + proc.stderr).strip()[-2000:]
+            last = tail.splitlines()[-1] if tail else "no output"
             raise CaptureError(
-                f"{report}: `nsys export` failed (exit {proc.returncode}): {tail.splitlines()[-1] if tail else 'no output'}",
+                f"{report}: `nsys export` failed (exit {proc.returncode}): {last}",
                 cmd,
                 tail,
             )

@@ -76,7 +76,10 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     if len(head) == 0:
         raise InputError(f"{path}: empty file, not an nsys SQLite export")
     if head != SQLITE_MAGIC:
-        raise InputError(f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)")
+        raise InputError(
+            f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
+        )
+    _check_not_truncated(path)
     uri = f"{path.resolve().as_uri()}?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=2.0)
@@ -87,6 +90,23 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     return conn
+
+
+def _check_not_truncated(path: Path) -> None:
+    """The header records the page size and count: a shorter file was cut while copying."""
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100:
+        raise InputError(f"{path}: truncated SQLite file ({len(header)} bytes); copy it again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    size = path.stat().st_size
+    # The in-header count is valid only when the change counters agree (SQLite >= 3.7.0).
+    if pages and header[24:28] == header[92:96] and size < pages * page_size:
+        raise InputError(
+            f"{path}: truncated SQLite file ({size:,} of {pages * page_size:,} bytes); copy it again"
+        )
 
 
 def _decode_text(raw: bytes) -> str:
@@ -150,9 +170,7 @@ def _load(
     progress("counting kernels")
     kernel_groups = _kernel_groups(conn, schema)
     names = _resolve_names(conn, schema, _kernel_name_ids(kernel_groups))
-    nccl_pairs = [
-        (dn, sn) for dn, sn, *_ in kernel_groups if is_nccl(kernel_name(names, dn, sn))
-    ]
+    nccl_pairs = [(dn, sn) for dn, sn, *_ in kernel_groups if is_nccl(kernel_name(names, dn, sn))]
     _create_nccl_table(conn, nccl_pairs)
     progress("computing non-NCCL kernel union")
     union = _non_nccl_union(conn, schema, bool(nccl_pairs))
@@ -197,7 +215,9 @@ def read_steps(
     if not schema.has(sc.NVTX):
         return [], []
     pattern = re.compile(steps_regex)
-    conn.create_function("census_step_match", 1, lambda t: t is not None and bool(pattern.search(t)))
+    conn.create_function(
+        "census_step_match", 1, lambda t: t is not None and bool(pattern.search(t))
+    )
     text = "n.text"
     join = ""
     if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):

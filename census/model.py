@@ -253,7 +253,13 @@ def from_record(rec: dict[str, Any]) -> Census:
         ),
         totals=build(Metrics, rec["totals"]),
         steps=tuple(
-            Step(s["name"], s["start_ns"], s["end_ns"], build(Metrics, s["metrics"]), s["gpu_busy_ns"])
+            Step(
+                s["name"],
+                s["start_ns"],
+                s["end_ns"],
+                build(Metrics, s["metrics"]),
+                s["gpu_busy_ns"],
+            )
             for s in rec["steps"]
         ),
         classes=tuple(build(ClassStat, c) for c in rec["classes"]),

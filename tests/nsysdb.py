@@ -12,26 +12,59 @@ from pathlib import Path
 import sqlite_utils
 
 KERNEL_COLUMNS = {
-    "start": int, "end": int, "deviceId": int, "contextId": int, "streamId": int,
-    "correlationId": int, "globalPid": int, "demangledName": int, "shortName": int,
-    "gridId": int, "graphNodeId": int,
-}  # fmt: skip
+    "start": int,
+    "end": int,
+    "deviceId": int,
+    "contextId": int,
+    "streamId": int,
+    "correlationId": int,
+    "globalPid": int,
+    "demangledName": int,
+    "shortName": int,
+    "gridId": int,
+    "graphNodeId": int,
+}
 RUNTIME_COLUMNS = {
-    "start": int, "end": int, "eventClass": int, "globalTid": int, "correlationId": int,
-    "nameId": int, "returnValue": int,
-}  # fmt: skip
+    "start": int,
+    "end": int,
+    "eventClass": int,
+    "globalTid": int,
+    "correlationId": int,
+    "nameId": int,
+    "returnValue": int,
+}
 MEMCPY_COLUMNS = {
-    "start": int, "end": int, "deviceId": int, "contextId": int, "streamId": int,
-    "correlationId": int, "globalPid": int, "bytes": int, "copyKind": int,
-}  # fmt: skip
+    "start": int,
+    "end": int,
+    "deviceId": int,
+    "contextId": int,
+    "streamId": int,
+    "correlationId": int,
+    "globalPid": int,
+    "bytes": int,
+    "copyKind": int,
+}
 MEMSET_COLUMNS = {
-    "start": int, "end": int, "deviceId": int, "contextId": int, "streamId": int,
-    "correlationId": int, "globalPid": int, "value": int, "bytes": int,
-}  # fmt: skip
+    "start": int,
+    "end": int,
+    "deviceId": int,
+    "contextId": int,
+    "streamId": int,
+    "correlationId": int,
+    "globalPid": int,
+    "value": int,
+    "bytes": int,
+}
 NVTX_COLUMNS = {
-    "start": int, "end": int, "eventType": int, "rangeId": int, "text": str,
-    "globalTid": int, "textId": int, "domainId": int,
-}  # fmt: skip
+    "start": int,
+    "end": int,
+    "eventType": int,
+    "rangeId": int,
+    "text": str,
+    "globalTid": int,
+    "textId": int,
+    "domainId": int,
+}
 
 PUSH_POP = 59
 
@@ -69,51 +102,136 @@ class Export:
         self._corr += 1
         return self._corr
 
-    def api(self, name: str, start: int, end: int, pid: int = 1, tid: int = 1,
-            corr: int | None = None, event_class: int = 0) -> int:  # fmt: skip
+    def api(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        pid: int = 1,
+        tid: int = 1,
+        corr: int | None = None,
+        event_class: int = 0,
+    ) -> int:
         corr = self.next_corr() if corr is None else corr
         self.runtime.append(
-            {"start": start, "end": end, "eventClass": event_class, "globalTid": gtid(pid, tid),
-             "correlationId": corr, "nameId": self.sid(name), "returnValue": 0}  # fmt: skip
+            {
+                "start": start,
+                "end": end,
+                "eventClass": event_class,
+                "globalTid": gtid(pid, tid),
+                "correlationId": corr,
+                "nameId": self.sid(name),
+                "returnValue": 0,
+            }
         )
         return corr
 
-    def kernel(self, name: str, start: int, end: int, device: int = 0, pid: int = 1,
-               corr: int | None = None, stream: int = 7, short: str | None = None) -> None:  # fmt: skip
+    def kernel(
+        self,
+        name: str,
+        start: int,
+        end: int,
+        device: int = 0,
+        pid: int = 1,
+        corr: int | None = None,
+        stream: int = 7,
+        short: str | None = None,
+    ) -> None:
         self.kernels.append(
-            {"start": start, "end": end, "deviceId": device, "contextId": 1, "streamId": stream,
-             "correlationId": corr, "globalPid": gpid(pid), "demangledName": self.sid(name),
-             "shortName": self.sid(short or name), "gridId": len(self.kernels),
-             "graphNodeId": None}  # fmt: skip
+            {
+                "start": start,
+                "end": end,
+                "deviceId": device,
+                "contextId": 1,
+                "streamId": stream,
+                "correlationId": corr,
+                "globalPid": gpid(pid),
+                "demangledName": self.sid(name),
+                "shortName": self.sid(short or name),
+                "gridId": len(self.kernels),
+                "graphNodeId": None,
+            }
         )
 
-    def launch(self, name: str, api_start: int, k_start: int, k_end: int, api: str = "cudaLaunchKernel_v7000",
-               api_len: int = 5, pid: int = 1, tid: int = 1, device: int = 0, stream: int = 7) -> int:  # fmt: skip
+    def launch(
+        self,
+        name: str,
+        api_start: int,
+        k_start: int,
+        k_end: int,
+        api: str = "cudaLaunchKernel_v7000",
+        api_len: int = 5,
+        pid: int = 1,
+        tid: int = 1,
+        device: int = 0,
+        stream: int = 7,
+    ) -> int:
         corr = self.api(api, api_start, api_start + api_len, pid, tid)
         self.kernel(name, k_start, k_end, device, pid, corr, stream)
         return corr
 
-    def copy(self, kind: int, nbytes: int, api_start: int, start: int, end: int,
-             pid: int = 1, device: int = 0) -> None:  # fmt: skip
+    def copy(
+        self,
+        kind: int,
+        nbytes: int,
+        api_start: int,
+        start: int,
+        end: int,
+        pid: int = 1,
+        device: int = 0,
+    ) -> None:
         corr = self.api("cudaMemcpyAsync_v3020", api_start, api_start + 3, pid)
         self.memcpy.append(
-            {"start": start, "end": end, "deviceId": device, "contextId": 1, "streamId": 7,
-             "correlationId": corr, "globalPid": gpid(pid), "bytes": nbytes, "copyKind": kind}  # fmt: skip
+            {
+                "start": start,
+                "end": end,
+                "deviceId": device,
+                "contextId": 1,
+                "streamId": 7,
+                "correlationId": corr,
+                "globalPid": gpid(pid),
+                "bytes": nbytes,
+                "copyKind": kind,
+            }
         )
 
     def set(self, nbytes: int, api_start: int, start: int, end: int, pid: int = 1) -> None:
         corr = self.api("cudaMemsetAsync_v3020", api_start, api_start + 3, pid)
         self.memset.append(
-            {"start": start, "end": end, "deviceId": 0, "contextId": 1, "streamId": 7,
-             "correlationId": corr, "globalPid": gpid(pid), "value": 0, "bytes": nbytes}  # fmt: skip
+            {
+                "start": start,
+                "end": end,
+                "deviceId": 0,
+                "contextId": 1,
+                "streamId": 7,
+                "correlationId": corr,
+                "globalPid": gpid(pid),
+                "value": 0,
+                "bytes": nbytes,
+            }
         )
 
-    def range(self, text: str, start: int, end: int | None, pid: int = 1, tid: int = 1,
-              registered: bool = False, event_type: int = PUSH_POP) -> None:  # fmt: skip
+    def range(
+        self,
+        text: str,
+        start: int,
+        end: int | None,
+        pid: int = 1,
+        tid: int = 1,
+        registered: bool = False,
+        event_type: int = PUSH_POP,
+    ) -> None:
         self.nvtx.append(
-            {"start": start, "end": end, "eventType": event_type, "rangeId": None,
-             "text": None if registered else text, "globalTid": gtid(pid, tid),
-             "textId": self.sid(text) if registered else None, "domainId": 0}  # fmt: skip
+            {
+                "start": start,
+                "end": end,
+                "eventType": event_type,
+                "rangeId": None,
+                "text": None if registered else text,
+                "globalTid": gtid(pid, tid),
+                "textId": self.sid(text) if registered else None,
+                "domainId": 0,
+            }
         )
 
     def write(self, path: Path) -> Path:
@@ -121,8 +239,10 @@ class Export:
         meta = "EXPORT_META_DATA" if self.legacy_meta else "META_DATA_EXPORT"
         if meta not in self.omit:
             db[meta].insert_all(
-                [{"name": "EXPORT_SCHEMA_VERSION", "value": self.schema_version},
-                 {"name": "EXPORT_PRODUCT_VERSION", "value": "2099.1.1.0-test"}]  # fmt: skip
+                [
+                    {"name": "EXPORT_SCHEMA_VERSION", "value": self.schema_version},
+                    {"name": "EXPORT_PRODUCT_VERSION", "value": "2099.1.1.0-test"},
+                ]
             )
         if "StringIds" not in self.omit:
             db["StringIds"].create({"id": int, "value": str}, pk="id")

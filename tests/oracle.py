@@ -10,11 +10,20 @@ import sqlite3
 from pathlib import Path
 
 LAUNCH = {
-    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx", "cudaLaunchCooperativeKernel",
-    "cudaLaunchCooperativeKernelMultiDevice", "cuLaunchKernel", "cuLaunchKernelEx",
-    "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid",
-    "cuLaunchGridAsync", "cudaGraphLaunch", "cuGraphLaunch",
-}  # fmt: skip
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cudaLaunchKernelEx",
+    "cudaLaunchCooperativeKernel",
+    "cudaLaunchCooperativeKernelMultiDevice",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuLaunchCooperativeKernel",
+    "cuLaunchCooperativeKernelMultiDevice",
+    "cuLaunchGrid",
+    "cuLaunchGridAsync",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+}
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
@@ -42,9 +51,11 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
     api_start: dict[tuple[int, int], int] = {}
     launches: dict[tuple, tuple[int, int, str]] = {}
     if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
-        for i, (s, e, tid, corr, nid) in enumerate(conn.execute(
-            "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
-        )):  # fmt: skip
+        for i, (s, e, tid, corr, nid) in enumerate(
+            conn.execute(
+                "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+            )
+        ):
             proc = tid >> 24
             key = (proc, corr)
             api_start[key] = min(api_start.get(key, s), s)

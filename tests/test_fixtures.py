@@ -16,18 +16,60 @@ from tests.oracle import oracle
 TOTALS = {
     "h200_eager_3steps.sqlite": (861, 16929824, 0, 0, 16929824, 861, 6740355, 0, 39, 352321536),
     "h200_compiled_3steps.sqlite": (732, 13561734, 0, 0, 13561734, 732, 6513133, 0, 3, 50331648),
-    "nsysai_mfu_2gpu_before.sqlite": (4010, 535200650, 66, 25401752, 509786456, 4006, 31387035, 0, 986, 8046134272),
-    "nsysai_mfu_2gpu_after.sqlite": (3587, 488835406, 62, 33742101, 455093305, 3580, 39453182, 0, 872, 7195376640),
-    "pipit_saxpy-mpi-cuda_nsys_perlmutter0.sqlite": (5, 88573480, 0, 0, 88573480, 5, 162714, 0, 0, 0),
+    "nsysai_mfu_2gpu_before.sqlite": (
+        4010,
+        535200650,
+        66,
+        25401752,
+        509786456,
+        4006,
+        31387035,
+        0,
+        986,
+        8046134272,
+    ),
+    "nsysai_mfu_2gpu_after.sqlite": (
+        3587,
+        488835406,
+        62,
+        33742101,
+        455093305,
+        3580,
+        39453182,
+        0,
+        872,
+        7195376640,
+    ),
+    "pipit_saxpy-mpi-cuda_nsys_perlmutter0.sqlite": (
+        5,
+        88573480,
+        0,
+        0,
+        88573480,
+        5,
+        162714,
+        0,
+        0,
+        0,
+    ),
     "flameox_nsight-2025.5.2_cudagraph.sqlite": (3, 3840, 0, 0, 3840, 6, 87088, 2, 0, 0),
     "nsysai_mock.sqlite": (2, 4129, 0, 0, 4129, 2, 35200405, 0, 0, 0),
-}  # fmt: skip
+}
 
 
 def _tuple(m) -> tuple:
-    return (m.kernel_count, m.kernel_time_ns, m.nccl_kernel_count, m.nccl_kernel_time_ns,
-            m.non_nccl_union_ns, m.launch_api_count, m.launch_api_time_ns, m.graph_launch_count,
-            m.d2d_count, m.d2d_bytes)  # fmt: skip
+    return (
+        m.kernel_count,
+        m.kernel_time_ns,
+        m.nccl_kernel_count,
+        m.nccl_kernel_time_ns,
+        m.non_nccl_union_ns,
+        m.launch_api_count,
+        m.launch_api_time_ns,
+        m.graph_launch_count,
+        m.d2d_count,
+        m.d2d_bytes,
+    )
 
 
 @pytest.mark.parametrize("name", sorted(TOTALS))
@@ -55,18 +97,26 @@ def test_h200_eager_steps_hold_every_kernel() -> None:
     assert [s.metrics.kernel_count for s in census.steps] == [287, 287, 287]
     assert sum(s.metrics.kernel_count for s in census.steps) == 861
     assert [(s.start_ns, s.end_ns) for s in census.steps] == [
-        (11342289, 27413837), (27616791, 41606489), (41744119, 55295063)]  # fmt: skip
+        (11342289, 27413837),
+        (27616791, 41606489),
+        (41744119, 55295063),
+    ]
     assert [s.metrics.launch_api_time_ns for s in census.steps] == [2491509, 2187323, 2061523]
     assert [s.gpu_busy_ns for s in census.steps] == [5750717, 5743425, 5741185]
     assert census.per_step()["d2d_bytes"] == 117440512
     assert {a.api: (a.count, a.time_ns) for a in census.launch_apis} == {
-        "cudaLaunchKernel": (669, 5242545), "cuLaunchKernelEx": (192, 1497810)}  # fmt: skip
+        "cudaLaunchKernel": (669, 5242545),
+        "cuLaunchKernelEx": (192, 1497810),
+    }
 
 
 def test_h200_compiled_launch_apis() -> None:
     census = summarize(fixture_file("h200_compiled_3steps.sqlite"))
     assert {a.api: a.count for a in census.launch_apis} == {
-        "cuLaunchKernel": 453, "cuLaunchKernelEx": 192, "cudaLaunchKernel": 87}  # fmt: skip
+        "cuLaunchKernel": 453,
+        "cuLaunchKernelEx": 192,
+        "cudaLaunchKernel": 87,
+    }
     assert [s.gpu_busy_ns for s in census.steps] == [4535496, 4543085, 4555697]
 
 

@@ -24,11 +24,15 @@ FILES = {
     "nsysai_mfu_2gpu_before": lambda: fixture_file("nsysai_mfu_2gpu_before.sqlite"),
     "nsysai_mfu_2gpu_after": lambda: fixture_file("nsysai_mfu_2gpu_after.sqlite"),
     "nsysai_mock": lambda: fixture_file("nsysai_mock.sqlite"),
-    "flameox_nsight-2025.5.2_cudagraph": lambda: fixture_file("flameox_nsight-2025.5.2_cudagraph.sqlite"),
-    "pipit_saxpy-mpi-cuda_nsys_perlmutter0": lambda: fixture_file("pipit_saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+    "flameox_nsight-2025.5.2_cudagraph": lambda: fixture_file(
+        "flameox_nsight-2025.5.2_cudagraph.sqlite"
+    ),
+    "pipit_saxpy-mpi-cuda_nsys_perlmutter0": lambda: fixture_file(
+        "pipit_saxpy-mpi-cuda_nsys_perlmutter0.sqlite"
+    ),
     "sample-eager": lambda: sample_path("eager"),
     "sample-compiled": lambda: sample_path("compiled"),
-}  # fmt: skip
+}
 
 
 def _rows(stem: str, report: str) -> list[dict[str, str]]:
@@ -70,8 +74,11 @@ def test_launch_apis_match_cuda_api_sum(stem: str) -> None:
 
 def test_legacy_duplicates_nsys_counts_twice_census_once() -> None:
     census = summarize(FILES["pipit_saxpy-mpi-cuda_nsys_perlmutter0"]())
-    rows = [r for r in _rows("pipit_saxpy-mpi-cuda_nsys_perlmutter0", "cuda_api_sum")
-            if r["Name"] == "cudaLaunchKernel"]  # fmt: skip
+    rows = [
+        r
+        for r in _rows("pipit_saxpy-mpi-cuda_nsys_perlmutter0", "cuda_api_sum")
+        if r["Name"] == "cudaLaunchKernel"
+    ]
     assert sorted(int(r["Total Time (ns)"]) for r in rows) == [160329, 162714]
     assert census.totals.launch_api_time_ns == max(int(r["Total Time (ns)"]) for r in rows)
     assert census.totals.launch_api_count == int(rows[0]["Num Calls"])

@@ -31,8 +31,13 @@ def headline_rows(d: CensusDiff) -> list[list[str]]:
             continue
         delta = "unchanged" if m.delta == 0 else fmt_metric(key, m.delta, signed=True)
         rows.append(
-            [LABELS[key], fmt_metric(key, m.a), fmt_metric(key, m.b), delta,
-             "" if m.delta == 0 else fmt_pct(m.pct)]  # fmt: skip
+            [
+                LABELS[key],
+                fmt_metric(key, m.a),
+                fmt_metric(key, m.b),
+                delta,
+                "" if m.delta == 0 else fmt_pct(m.pct),
+            ]
         )
     return rows
 
@@ -88,10 +93,25 @@ def headers(d: CensusDiff) -> dict[str, list[str]]:
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
-        "classes": ["Class", f"{la} count", f"{lb} count", "Δ count",
-                    f"{la} time", f"{lb} time", "Δ time"],  # fmt: skip
-        "kernels": ["Change", "Kernel", "Class", f"{la} count", f"{lb} count",
-                    f"{la} time", f"{lb} time", "Δ time"],  # fmt: skip
+        "classes": [
+            "Class",
+            f"{la} count",
+            f"{lb} count",
+            "Δ count",
+            f"{la} time",
+            f"{lb} time",
+            "Δ time",
+        ],
+        "kernels": [
+            "Change",
+            "Kernel",
+            "Class",
+            f"{la} count",
+            f"{lb} count",
+            f"{la} time",
+            f"{lb} time",
+            "Δ time",
+        ],
     }
 
 

@@ -73,8 +73,7 @@ TABLE_JS = """
 })();
 """
 
-LOADER_JS = (
-    """
+LOADER_JS = """
 (async function(){
   const specs = JSON.parse(document.getElementById('figures').textContent);
   if (!('DecompressionStream' in window)) {
@@ -94,7 +93,6 @@ LOADER_JS = (
   document.body.dataset.chartsReady = 'true';
 })();
 """.replace("CONFIG", json.dumps(PLOT_CONFIG))
-)
 
 
 def _e(text: Any) -> str:
@@ -102,7 +100,9 @@ def _e(text: Any) -> str:
 
 
 def _json_script(element_id: str, data: Any) -> str:
-    payload = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    payload = (
+        json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    )
     return f'<script type="application/json" id="{element_id}">{payload}</script>'
 
 
@@ -111,9 +111,10 @@ def _figures(figs: list[Any]) -> str:
     panels = []
     for i, fig in enumerate(figs):
         fig.update_layout(
-            margin={"l": 60, "r": 20, "t": 50, "b": 50}, template="plotly_white",
+            margin={"l": 60, "r": 20, "t": 50, "b": 50},
+            template="plotly_white",
             height=fig.layout.height or 380,
-        )  # fmt: skip
+        )
         panels.append(f"<div class='panel'><div class='plot' id='fig-{i}'></div></div>")
     specs = [json.loads(f.to_json()) for f in figs]
     return "<div class='grid'>" + "".join(panels) + "</div>" + _json_script("figures", specs)
@@ -142,7 +143,9 @@ def _short(name: str, width: int = 60) -> str:
 
 
 def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
-    head = "".join(f"<th class='{'l' if c.get('left') else ''}'>{_e(c['label'])}</th>" for c in columns)
+    head = "".join(
+        f"<th class='{'l' if c.get('left') else ''}'>{_e(c['label'])}</th>" for c in columns
+    )
     return (
         "<h2>Kernels</h2><input id='filter' placeholder='filter by name or class'> "
         "<span id='shown' class='sub'></span>"
@@ -152,16 +155,22 @@ def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sor
 
 
 def _cards(items: list[tuple[str, str]]) -> str:
-    return "<div class='cards'>" + "".join(
-        f"<div class='card'><div class='v'>{_e(v)}</div><div class='k'>{_e(k)}</div></div>"
-        for k, v in items
-    ) + "</div>"
+    return (
+        "<div class='cards'>"
+        + "".join(
+            f"<div class='card'><div class='v'>{_e(v)}</div><div class='k'>{_e(k)}</div></div>"
+            for k, v in items
+        )
+        + "</div>"
+    )
 
 
 def _html_table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th class='{'l' if i == 0 else ''}'>{_e(h)}</th>" for i, h in enumerate(head))
     trs = "".join(
-        "<tr>" + "".join(f"<td class='{'l' if i == 0 else ''}'>{_e(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        "<tr>"
+        + "".join(f"<td class='{'l' if i == 0 else ''}'>{_e(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
         for r in rows
     )
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
@@ -174,54 +183,79 @@ def summary_html(census: Census, label: str) -> str:
     per = census.per_step() or census.totals.as_dict()
     timing = census.per_step_timing()
     basis = "per step" if n else "whole capture"
-    cards = [(f"{LABELS[k]} ({basis})", fmt_metric(k, per[k])) for k in
-             ("kernel_count", "non_nccl_union_ns", "nccl_kernel_time_ns", "launch_api_time_ns", "d2d_bytes")]  # fmt: skip
+    cards = [
+        (f"{LABELS[k]} ({basis})", fmt_metric(k, per[k]))
+        for k in (
+            "kernel_count",
+            "non_nccl_union_ns",
+            "nccl_kernel_time_ns",
+            "launch_api_time_ns",
+            "d2d_bytes",
+        )
+    ]
     if timing:
-        cards = [(f"{LABELS[k]} (per step)", fmt_metric(k, timing[k])) for k in
-                 ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")] + cards  # fmt: skip
+        cards = [
+            (f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
+            for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
+        ] + cards
     scale = float(n) if n else 1.0
     classes = census.classes
     figs = []
-    cls_fig = go.Figure(go.Bar(
-        x=[_e(c.cls) for c in classes],
-        y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
-        text=[f"{(c.step_count if n else c.count) / scale:,.1f} kernels" for c in classes],
-        name="time",
-    ))  # fmt: skip
+    cls_fig = go.Figure(
+        go.Bar(
+            x=[_e(c.cls) for c in classes],
+            y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
+            text=[f"{(c.step_count if n else c.count) / scale:,.1f} kernels" for c in classes],
+            name="time",
+        )
+    )
     cls_fig.update_layout(title=f"Kernel classes: time ({basis}, ms)", yaxis_title="ms")
     figs.append(cls_fig)
     top = list(census.kernels[:TOP_CHART])[::-1]
-    top_fig = go.Figure(go.Bar(
-        orientation="h",
-        y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(top)],
-        x=[k.time_ns / 1e6 for k in top],
-        hovertext=[_e(k.name) for k in top],
-        hoverinfo="text+x",
-    ))  # fmt: skip
+    top_fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(top)],
+            x=[k.time_ns / 1e6 for k in top],
+            hovertext=[_e(k.name) for k in top],
+            hoverinfo="text+x",
+        )
+    )
     top_fig.update_layout(title=f"Top {len(top)} kernels by total time (ms)", height=560)
     figs.append(top_fig)
     if census.steps:
         names = [_e(s.name) for s in census.steps]
-        step_fig = go.Figure([
-            go.Bar(name="GPU busy", x=names, y=[s.gpu_busy_ns / 1e6 for s in census.steps]),
-            go.Bar(name="GPU idle", x=names, y=[s.gpu_idle_ns / 1e6 for s in census.steps]),
-        ])  # fmt: skip
+        step_fig = go.Figure(
+            [
+                go.Bar(name="GPU busy", x=names, y=[s.gpu_busy_ns / 1e6 for s in census.steps]),
+                go.Bar(name="GPU idle", x=names, y=[s.gpu_idle_ns / 1e6 for s in census.steps]),
+            ]
+        )
         step_fig.update_layout(barmode="stack", title="Step time = GPU busy + GPU idle (ms)")
         figs.append(step_fig)
         d2d_fig = go.Figure(go.Bar(x=names, y=[s.metrics.d2d_bytes / 2**20 for s in census.steps]))
         d2d_fig.update_layout(title="Device-to-device traffic per step (MiB)")
         figs.append(d2d_fig)
-    api_fig = go.Figure(go.Bar(
-        x=[_e(a.api) for a in census.launch_apis], y=[a.time_ns / 1e6 for a in census.launch_apis],
-        text=[f"{a.count:,} calls" for a in census.launch_apis],
-    ))  # fmt: skip
+    api_fig = go.Figure(
+        go.Bar(
+            x=[_e(a.api) for a in census.launch_apis],
+            y=[a.time_ns / 1e6 for a in census.launch_apis],
+            text=[f"{a.count:,} calls" for a in census.launch_apis],
+        )
+    )
     api_fig.update_layout(title="Launch API time by API (ms, whole capture)")
     figs.append(api_fig)
     t = census.totals
-    nccl_fig = go.Figure(go.Bar(
-        x=["NCCL kernel time", "non-NCCL kernel time", "non-NCCL union"],
-        y=[t.nccl_kernel_time_ns / 1e6, t.non_nccl_kernel_time_ns / 1e6, t.non_nccl_union_ns / 1e6],
-    ))  # fmt: skip
+    nccl_fig = go.Figure(
+        go.Bar(
+            x=["NCCL kernel time", "non-NCCL kernel time", "non-NCCL union"],
+            y=[
+                t.nccl_kernel_time_ns / 1e6,
+                t.non_nccl_kernel_time_ns / 1e6,
+                t.non_nccl_union_ns / 1e6,
+            ],
+        )
+    )
     nccl_fig.update_layout(title="NCCL vs non-NCCL kernel time (ms, whole capture)")
     figs.append(nccl_fig)
     columns = [
@@ -234,14 +268,17 @@ def summary_html(census: Census, label: str) -> str:
     ]
     rows = [
         {
-            "name": k.name, "cls": k.cls, "count": k.count, "time_ns": k.time_ns,
+            "name": k.name,
+            "cls": k.cls,
+            "count": k.count,
+            "time_ns": k.time_ns,
             "time": fmt_metric("time_ns", k.time_ns),
             "per_step_count": round(k.step_count / n, 2) if n else 0,
             "per_step_time_ns": k.step_time_ns / n if n else 0,
             "per_step_time": fmt_metric("time_ns", k.step_time_ns / n) if n else "",
         }
         for k in census.kernels
-    ]  # fmt: skip
+    ]
     warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in census.warnings)
     body = (
         _cards(cards)
@@ -263,37 +300,54 @@ def diff_html(d: CensusDiff, explanation: list[str]) -> str:
     h = headers(d)
     figs = []
     cls = d.classes
-    cls_fig = go.Figure([
-        go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]),
-        go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]),
-    ])  # fmt: skip
+    cls_fig = go.Figure(
+        [
+            go.Bar(
+                name=_e(la), x=[_e(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]
+            ),
+            go.Bar(
+                name=_e(lb), x=[_e(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]
+            ),
+        ]
+    )
     cls_fig.update_layout(barmode="group", title=f"Kernel class time, {unit} (ms)")
     figs.append(cls_fig)
-    cnt_fig = go.Figure([
-        go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
-        go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
-    ])  # fmt: skip
+    cnt_fig = go.Figure(
+        [
+            go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
+            go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
+        ]
+    )
     cnt_fig.update_layout(barmode="group", title=f"Kernel class count, {unit}")
     figs.append(cnt_fig)
     changed = [k for k in d.kernels if k.bucket != "unchanged"][:TOP_CHART][::-1]
-    colors = {"added": "#2a9d8f", "removed": "#e76f51", "increased": "#f4a261", "decreased": "#457b9d"}
-    k_fig = go.Figure(go.Bar(
-        orientation="h",
-        y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(changed)],
-        x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
-        marker_color=[colors[k.bucket] for k in changed],
-        hovertext=[f"{k.bucket}: {_e(k.name)}" for k in changed],
-        hoverinfo="text+x",
-    ))  # fmt: skip
+    colors = {
+        "added": "#2a9d8f",
+        "removed": "#e76f51",
+        "increased": "#f4a261",
+        "decreased": "#457b9d",
+    }
+    k_fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(changed)],
+            x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
+            marker_color=[colors[k.bucket] for k in changed],
+            hovertext=[f"{k.bucket}: {_e(k.name)}" for k in changed],
+            hoverinfo="text+x",
+        )
+    )
     k_fig.update_layout(title=f"Largest kernel changes, Δ time {unit} (ms)", height=560)
     figs.append(k_fig)
     step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
     if step.delta is not None:
-        wf = go.Figure(go.Waterfall(
-            x=[f"{_e(la)} step", "Δ GPU busy", "Δ GPU idle", f"{_e(lb)} step"],
-            measure=["absolute", "relative", "relative", "total"],
-            y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
-        ))  # fmt: skip
+        wf = go.Figure(
+            go.Waterfall(
+                x=[f"{_e(la)} step", "Δ GPU busy", "Δ GPU idle", f"{_e(lb)} step"],
+                measure=["absolute", "relative", "relative", "total"],
+                y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
+            )
+        )
         wf.update_layout(title="Step accounting: Δ step = Δ busy + Δ idle (ms)")
         figs.append(wf)
     columns = [
@@ -308,15 +362,20 @@ def diff_html(d: CensusDiff, explanation: list[str]) -> str:
     ]
     rows = [
         {
-            "name": k.name, "cls": k.cls, "bucket": k.bucket,
-            "count_a": round(k.count.a or 0, 2), "count_b": round(k.count.b or 0, 2),
-            "time_a": k.time_ns.a or 0, "time_b": k.time_ns.b or 0,
-            "time_a_text": fmt_metric("t_ns", k.time_ns.a), "time_b_text": fmt_metric("t_ns", k.time_ns.b),
+            "name": k.name,
+            "cls": k.cls,
+            "bucket": k.bucket,
+            "count_a": round(k.count.a or 0, 2),
+            "count_b": round(k.count.b or 0, 2),
+            "time_a": k.time_ns.a or 0,
+            "time_b": k.time_ns.b or 0,
+            "time_a_text": fmt_metric("t_ns", k.time_ns.a),
+            "time_b_text": fmt_metric("t_ns", k.time_ns.b),
             "abs_delta": abs(k.time_ns.delta or 0),
             "delta_text": fmt_metric("t_ns", k.time_ns.delta, signed=True),
         }
         for k in d.kernels
-    ]  # fmt: skip
+    ]
     why = "".join(f"<li>{_e(s)}</li>" for s in explanation)
     warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in d.warnings)
     acc = accounting_rows(d)

@@ -1,0 +1,39 @@
+"""The census cache: a second call answers from it, an edited export or option misses it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from census import pipeline
+from census.pipeline import summarize
+from tests.conftest import fixture_file
+
+
+def test_cache_hit_equals_fresh_and_edits_miss(tmp_path: Path, monkeypatch) -> None:
+    p = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "e.sqlite"))
+    first = summarize(p)
+    calls = []
+    import census.load
+
+    real = census.load.load_profile
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(census.load, "load_profile", counting)
+    monkeypatch.setattr(pipeline, "load_profile", counting)
+    assert summarize(p) == first
+    assert calls == []  # answered from the cache
+    assert summarize(p, skip_first=1).step_count == 2 and len(calls) == 1
+    os.utime(p, ns=(1, 1))  # same bytes, new mtime: a new key
+    assert summarize(p) == first and len(calls) == 2
+
+
+def test_unwritable_cache_only_costs_speed(tmp_path: Path, monkeypatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("CENSUS_CACHE_DIR", str(blocker / "sub"))
+    assert summarize(fixture_file("nsysai_mock.sqlite")).totals.kernel_count == 2

@@ -1,0 +1,111 @@
+"""The command line: JSON contract, exit codes, stdout vs stderr, samples, help speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from census.cli import app
+from census.model import METRIC_KEYS
+from tests.conftest import fixture_file
+
+runner = CliRunner()
+
+
+def test_summary_json_contract() -> None:
+    r = runner.invoke(app, ["summary", str(fixture_file("h200_eager_3steps.sqlite")), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)  # stdout is pure JSON; progress and warnings go to stderr
+    assert {
+        "census_version",
+        "source",
+        "totals",
+        "steps",
+        "per_step",
+        "classes",
+        "top_kernels",
+        "warnings",
+    } <= set(doc)
+    assert set(doc["source"]) == {"path", "nsys_version", "schema_version", "gpus"}
+    assert doc["source"]["gpus"] == [{"id": 0, "name": "NVIDIA H200"}]
+    assert set(doc["totals"]) == set(METRIC_KEYS)
+    assert set(doc["per_step"]) == set(METRIC_KEYS)
+    for step in doc["steps"]:
+        assert set(step) == {"name", "start_ns", "end_ns", *METRIC_KEYS}
+    assert all(isinstance(v, int) for v in doc["totals"].values())
+    assert doc["totals"]["kernel_count"] == 861
+    assert doc["per_step"]["launch_api_time_ns"] == 6740355 / 3
+    assert doc["capture"] is None
+
+
+def test_summary_table_and_skip_first() -> None:
+    path = str(fixture_file("h200_eager_3steps.sqlite"))
+    r = runner.invoke(app, ["summary", path, "--skip-first", "1", "--json"])
+    doc = json.loads(r.stdout)
+    assert [s["name"] for s in doc["steps"]] == ["step 1", "step 2"]
+    r = runner.invoke(app, ["summary", path])
+    assert r.exit_code == 0 and "Kernel census" in r.stdout and "861" in r.stdout
+
+
+def test_bad_regex_and_negative_skip_are_usage_errors() -> None:
+    path = str(fixture_file("h200_eager_3steps.sqlite"))
+    r = runner.invoke(app, ["summary", path, "--steps", "("])
+    assert r.exit_code == 2 and r.stderr.startswith(
+        "Error: --steps '(' is not a valid regular expression"
+    )
+    r = runner.invoke(app, ["summary", path, "--skip-first", "-1"])
+    assert r.exit_code == 2
+
+
+def test_samples_and_sample_overhead() -> None:
+    r = runner.invoke(app, ["summary", "--sample", "compiled", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert len(doc["steps"]) == 20
+    assert doc["capture"]["uncaptured_mean_step_time_ns"] == 6602791.7
+    assert doc["capture"]["overhead_ratio"] > 1
+    r = runner.invoke(app, ["summary", "--sample", "nope"])
+    assert r.exit_code == 2 and "unknown sample 'nope'" in r.stderr
+    r = runner.invoke(app, ["diff", "sample:eager", "sample:compiled", "--format", "markdown"])
+    assert r.exit_code == 0 and "| Metric | eager | compiled |" in r.stdout
+
+
+def test_demo_falls_back_to_bundled_captures(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CENSUS_NSYS", raising=False)
+    report = tmp_path / "demo.html"
+    r = runner.invoke(app, ["demo", "--report", str(report)])
+    assert r.exit_code == 0, r.output
+    assert "nsys is not installed; using the bundled H200 captures instead" in r.stderr
+    assert "compiled is faster than eager" in r.stdout
+    assert report.stat().st_size > 100_000
+
+
+def test_help_is_fast_and_imports_nothing_heavy() -> None:
+    code = "import sys, census.cli; print(sorted(m for m in ('torch', 'plotly', 'pandas') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    r = subprocess.run(
+        [sys.executable, "-m", "census", "--help"], capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0 and "summary" in r.stdout
+
+
+def test_internal_errors_are_one_line_unless_debug(monkeypatch) -> None:
+    import census.pipeline
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(census.pipeline, "summarize", boom)
+    r = runner.invoke(app, ["summary", "x.sqlite"])
+    assert r.exit_code == 70
+    assert (
+        r.stderr.strip()
+        == "Error: internal error: RuntimeError: kaboom (run with --debug for details)"
+    )
+    r = runner.invoke(app, ["--debug", "summary", "x.sqlite"])
+    assert isinstance(r.exception, RuntimeError)

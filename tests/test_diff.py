@@ -1,0 +1,130 @@
+"""`census diff` on the real pairs: exact deltas, buckets, explanation, formats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from census.cli import app
+from census.diff import diff_census
+from census.explain import explain_diff
+from census.pipeline import summarize
+from census.render.json_out import diff_json
+from census.render.markdown import render_diff_markdown
+from tests.conftest import fixture_file
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def h200():
+    a = summarize(fixture_file("h200_eager_3steps.sqlite"))
+    b = summarize(fixture_file("h200_compiled_3steps.sqlite"))
+    return diff_census(a, b, ("eager", "compiled"))
+
+
+def test_h200_headline_deltas(h200) -> None:
+    m = h200.metrics
+    assert h200.per_step
+    assert (m["kernel_count"].a, m["kernel_count"].b, m["kernel_count"].delta) == (287, 244, -43)
+    assert m["kernel_count"].pct == pytest.approx(-14.98, abs=0.01)
+    assert m["non_nccl_union_ns"].delta == pytest.approx((13561734 - 16929824) / 3)
+    assert m["d2d_bytes"].delta == 16777216 - 117440512
+    assert m["step_time_ns"].a == pytest.approx(
+        (27413837 - 11342289 + 41606489 - 27616791 + 55295063 - 41744119) / 3
+    )
+    assert m["gpu_busy_ns"].a == pytest.approx((5750717 + 5743425 + 5741185) / 3)
+    # Step accounting adds up exactly.
+    assert m["step_time_ns"].delta == pytest.approx(m["gpu_busy_ns"].delta + m["gpu_idle_ns"].delta)
+    assert m["launch_api_count"].delta == -43
+
+
+def test_h200_classes_and_buckets(h200) -> None:
+    classes = {c.cls: c.count.delta for c in h200.classes}
+    assert classes["Triton"] == 151
+    assert classes["copy/memset"] == -120
+    assert classes["reduction"] == -39
+    assert classes["elementwise"] == -35
+    assert classes["GEMM"] == 0
+    added = h200.bucket("added")
+    assert len(added) == len({k.name for k in added})
+    assert all(k.cls == "Triton" for k in added)
+    assert sum(k.count.b for k in added) == 151
+    assert h200.kernels[0].bucket == "removed"  # largest |Δ time| first
+    assert abs(h200.kernels[0].time_ns.delta) >= abs(h200.kernels[1].time_ns.delta)
+
+
+def test_h200_explanation_numbers_come_from_the_tables(h200) -> None:
+    lines = explain_diff(h200)
+    assert lines[0].startswith("compiled is faster than eager: step time -996.0 µs/step (-6.9%)")
+    text = "\n".join(lines)
+    assert (
+        "-43 kernels/step (-15.0%): Triton +151 (fused), copy/memset -120, reduction -39, elementwise -35"
+        in text
+    )
+    assert "cudaLaunchKernel -194/step, cuLaunchKernel +151/step (Triton)" in text
+    assert "D2D -96.00 MiB/step (-85.7%) in -12 copies/step" in text
+    assert (
+        "triton_poi_fused_gelu_gelu_backward_view_2 (pointwise: gelu + gelu_backward + view" in text
+    )
+
+
+def test_diff_json_contract(h200) -> None:
+    doc = diff_json(h200, explain_diff(h200))
+    assert set(doc) >= {"a", "b", "metrics", "classes", "kernels", "explanation", "warnings"}
+    assert set(doc["kernels"]) == {"added", "removed", "increased", "decreased"}
+    assert set(doc["metrics"]["kernel_count"]) == {"a", "b", "delta", "pct"}
+    assert {"step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "d2d_bytes"} <= set(doc["metrics"])
+    assert "eager" not in json.dumps(doc["metrics"])  # labels never become field names
+
+
+def test_markdown_is_a_pasteable_table(h200) -> None:
+    md = render_diff_markdown(h200, explain_diff(h200))
+    assert "| Metric | eager | compiled | Delta | Delta % |" in md
+    assert "| GPU kernels | 287 | 244 | -43 | -15.0% |" in md
+    assert "| NCCL kernels | 0 | 0 | unchanged |  |" in md
+    assert "| = Δ step time | -996.0 µs |" in md
+    for line in md.splitlines():
+        if line.startswith("| removed ") or line.startswith("| added "):
+            assert line.count(" | ") == 7  # no `|` inside a name breaks the row
+
+
+def test_two_gpu_pair_compares_whole_captures() -> None:
+    a = summarize(fixture_file("nsysai_mfu_2gpu_before.sqlite"))
+    b = summarize(fixture_file("nsysai_mfu_2gpu_after.sqlite"))
+    d = diff_census(a, b, ("before", "after"))
+    assert not d.per_step
+    assert d.metrics["kernel_count"].delta == 3587 - 4010
+    assert d.metrics["nccl_kernel_count"].delta == 62 - 66
+    assert d.metrics["nccl_kernel_time_ns"].delta == 33742101 - 25401752
+    assert d.metrics["step_time_ns"].a is None
+    assert d.warnings[0].startswith("comparing whole captures")
+    assert any("sliced" in w for w in d.warnings)
+    assert "NCCL -4 kernels" in "\n".join(explain_diff(d))
+
+
+def test_comparability_warnings() -> None:
+    a = summarize(fixture_file("h200_eager_3steps.sqlite"))
+    b = summarize(fixture_file("nsysai_mfu_2gpu_after.sqlite"))
+    w = "\n".join(diff_census(a, b, ("x", "y")).warnings)
+    assert "different GPU counts: x used 1, y used 2" in w
+    assert "different numbers of steps: x 3, y 0" in w
+    assert "different nsys versions" in w
+
+
+def test_cli_diff_formats() -> None:
+    ea = str(fixture_file("h200_eager_3steps.sqlite"))
+    cb = str(fixture_file("h200_compiled_3steps.sqlite"))
+    r = runner.invoke(app, ["diff", ea, cb, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["labels"] == {"a": "h200_eager_3steps", "b": "h200_compiled_3steps"}
+    assert doc["metrics"]["kernel_count"]["delta"] == -43
+    r = runner.invoke(app, ["diff", ea, cb, "--labels", "eager,compiled", "--format", "markdown"])
+    assert r.exit_code == 0 and "| Metric | eager | compiled |" in r.stdout
+    r = runner.invoke(app, ["diff", ea, cb, "--format", "yaml"])
+    assert r.exit_code == 2 and "Error: --format 'yaml': choose table, markdown or json" in r.stderr
+    r = runner.invoke(app, ["diff", ea, cb, "--labels", "only-one"])
+    assert r.exit_code == 2

@@ -1,0 +1,300 @@
+"""Bad inputs: a one-line error naming the file and a non-zero exit, or a census with a warning.
+Inputs stay byte-identical. Every case here is a row of the README's robustness table."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from census.cli import app
+from census.errors import InputError
+from census.pipeline import summarize
+from tests.conftest import fixture_file
+from tests.nsysdb import Export
+
+runner = CliRunner()
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cli_error(args: list[str], code: int) -> str:
+    r = runner.invoke(app, args)
+    assert r.exit_code == code, r.output
+    assert "Traceback" not in r.output
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def small_export(tmp_path: Path) -> Path:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 1, 10, 20)
+    return e.write(tmp_path / "ok.sqlite")
+
+
+def test_missing_path(tmp_path: Path) -> None:
+    p = tmp_path / "nope.sqlite"
+    assert cli_error(["summary", str(p)], 1) == f"Error: {p}: no such file"
+
+
+def test_directory_without_exports(tmp_path: Path) -> None:
+    msg = cli_error(["summary", str(tmp_path)], 1)
+    assert msg == f"Error: {tmp_path}: a directory with no .sqlite or .nsys-rep export in it"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    p = tmp_path / "empty.sqlite"
+    p.write_bytes(b"")
+    assert cli_error(["summary", str(p)], 1) == f"Error: {p}: empty file, not an nsys SQLite export"
+
+
+def test_random_bytes(tmp_path: Path) -> None:
+    p = tmp_path / "noise.sqlite"
+    p.write_bytes(os.urandom(4096))
+    assert "not a SQLite database" in cli_error(["summary", str(p)], 1)
+
+
+@pytest.mark.parametrize("fraction", [0.001, 0.1, 0.5, 0.9, 0.999])
+def test_truncated_export(tmp_path: Path, fraction: float) -> None:
+    src = fixture_file("h200_eager_3steps.sqlite")
+    data = src.read_bytes()
+    p = tmp_path / "cut.sqlite"
+    p.write_bytes(data[: max(1, int(len(data) * fraction))])
+    msg = cli_error(["summary", str(p)], 1)
+    assert str(p) in msg and ("truncated" in msg or "not a SQLite" in msg)
+
+
+def test_plain_sqlite(tmp_path: Path) -> None:
+    p = tmp_path / "other.db"
+    with sqlite3.connect(p) as conn:
+        conn.execute("CREATE TABLE users (id)")
+    assert "not an nsys export" in cli_error(["summary", str(p)], 1)
+
+
+def test_nulls_in_every_column(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 1, 10, 20)
+    e.copy(8, 10, 2, 30, 40)
+    p = e.write(tmp_path / "nulls.sqlite")
+    with sqlite3.connect(p) as conn:
+        for table in (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "NVTX_EVENTS",
+        ):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            conn.execute(
+                f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('NULL' for _ in cols)})"
+            )
+        conn.execute("INSERT INTO StringIds (id, value) VALUES (9999, NULL)")
+    c = summarize(p)
+    assert c.totals.kernel_count == 2  # the all-NULL row is a kernel too
+    assert c.totals.kernel_time_ns == 10
+    assert c.steps[0].metrics.kernel_count == 1
+    assert any("missing or negative duration" in w for w in c.warnings)
+
+
+def test_unresolvable_huge_and_invalid_utf8_names(tmp_path: Path) -> None:
+    e = Export()
+    e.launch("x" * 100_000, 1, 10, 20)
+    e.launch("bad-utf8-placeholder", 2, 30, 40)
+    e.api("cudaLaunchKernel_v7000", 3, 8, corr=77)
+    e.kernels.append(
+        {**e.kernels[0], "demangledName": 424242, "shortName": 434343, "correlationId": 77}
+    )
+    p = e.write(tmp_path / "names.sqlite")
+    with sqlite3.connect(p) as conn:
+        conn.execute(
+            "UPDATE StringIds SET value = CAST(? AS TEXT) WHERE value = 'bad-utf8-placeholder'",
+            (b"gemm\xff\xfe<kernel>",),
+        )
+    c = summarize(p)
+    names = {k.name for k in c.kernels}
+    assert "x" * 100_000 in names
+    assert "gemm\ufffd\ufffd<kernel>" in names
+    assert "<unknown kernel name id 424242>" in names
+    r = runner.invoke(app, ["summary", str(p), "--json"])
+    assert r.exit_code == 0
+
+
+def test_zero_kernels_and_nonpositive_durations(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 100)
+    c = summarize(e.write(tmp_path / "none.sqlite"))
+    assert c.totals.kernel_count == 0 and c.steps[0].gpu_busy_ns == 0
+    f = Export()
+    f.launch("zero", 1, 10, 10)
+    f.launch("negative", 2, 50, 40)
+    f.launch("fine", 3, 60, 70)
+    c2 = summarize(f.write(tmp_path / "neg.sqlite"))
+    assert c2.totals.kernel_time_ns == 0 + (-10) + 10  # sum of end - start, as defined
+    assert c2.totals.non_nccl_union_ns == 10
+    assert any("1 kernel(s) have a missing or negative duration" in w for w in c2.warnings)
+
+
+def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    shutil.copy(fixture_file("h200_eager_3steps.nsys-rep"), rep)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CENSUS_NSYS", raising=False)
+    msg = cli_error(["summary", str(rep)], 3)
+    assert msg.startswith("Error: nsys not found on PATH: install Nsight Systems")
+
+
+def test_nsys_rep_is_exported_beside_or_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from census import export
+
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"report")
+    fake = Path(__file__).parent / "helpers" / "fake_nsys.py"
+    monkeypatch.setenv("CENSUS_NSYS", str(fake))
+    monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
+    monkeypatch.setenv("FAKE_NSYS_SQLITE", str(fixture_file("h200_eager_3steps.sqlite")))
+    assert export.resolve_sqlite(rep) == tmp_path / "run.sqlite"
+    assert summarize(rep).totals.kernel_count == 861
+    (tmp_path / "run.sqlite").unlink()
+    monkeypatch.setattr(export.os, "access", lambda p, mode: mode != os.W_OK)
+    target = export.resolve_sqlite(rep)
+    assert target.parent == Path(os.environ["CENSUS_CACHE_DIR"]) / "exports"
+    monkeypatch.setenv("FAKE_NSYS_MODE", "fail")
+    target.unlink()
+    msg = cli_error(["summary", str(rep)], 4)
+    assert "`nsys export` failed (exit 1)" in msg and "cannot import report" in msg
+    assert not list(target.parent.glob("*.sqlite"))  # nothing half-written left behind
+
+
+def test_qdstrm_only(tmp_path: Path) -> None:
+    p = tmp_path / "x.qdstrm"
+    p.write_bytes(b"q")
+    assert "QdstrmImporter" in cli_error(["summary", str(p)], 1)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv to drop privileges",
+)
+def test_unreadable_file(tmp_path: Path) -> None:
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="census-perm-"))  # traversable by the other user
+    shared.chmod(0o755)
+    p = shutil.copy(small_export(tmp_path), shared / "secret.sqlite")
+    Path(p).chmod(0)
+    # The unprivileged user may not see this interpreter's site-packages: load needs none of them.
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from census.load import open_readonly; "
+        "from census.errors import InputError\ntry: open_readonly(__import__('pathlib').Path(sys.argv[2]))\n"
+        "except InputError as e: print(e); sys.exit(e.exit_code)"
+    )
+    repo = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-I",
+            "-c",
+            code,
+            repo,
+            str(p),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    shutil.rmtree(shared)
+    if "Permission denied" in r.stderr:
+        pytest.skip(f"the unprivileged user cannot run the checkout: {r.stderr.strip()[-200:]}")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.strip() == f"{p}: permission denied (cannot read the file)"
+
+
+def test_read_only_file_in_read_only_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    p = shutil.copy(fixture_file("h200_eager_3steps.sqlite"), folder / "e.sqlite")
+    before = sha(Path(p))
+    Path(p).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    folder.chmod(0o555)
+    try:
+        r = runner.invoke(app, ["summary", str(p), "--json"])
+        assert r.exit_code == 0, r.output
+        assert sorted(x.name for x in folder.iterdir()) == ["e.sqlite"]  # no journal, no cache
+        assert sha(Path(p)) == before
+    finally:
+        folder.chmod(0o755)
+
+
+def test_database_locked_by_a_writer(tmp_path: Path) -> None:
+    p = small_export(tmp_path)
+    writer = sqlite3.connect(p, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        msg = cli_error(["summary", str(p)], 1)
+        assert (
+            msg == f"Error: {p}: database is locked by another process (is nsys still writing it?)"
+        )
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_every_fixture_stays_byte_identical(tmp_path: Path) -> None:
+    from tests.conftest import FIXTURES
+
+    if not FIXTURES.exists():
+        pytest.skip(f"{FIXTURES} is absent")
+    for src in sorted(FIXTURES.glob("*.sqlite")):
+        before = sha(src)
+        summarize(src, use_cache=False)
+        assert sha(src) == before, src
+        assert not Path(str(src) + "-journal").exists()
+
+
+_SOURCE = None
+
+
+def _source() -> bytes:
+    global _SOURCE
+    if _SOURCE is None:
+        _SOURCE = fixture_file("h200_compiled_3steps.sqlite").read_bytes()
+    return _SOURCE
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.integers(0, 434175), st.integers(0, 255)), min_size=1, max_size=8))
+def test_fuzz_mutated_exports(tmp_path: Path, edits: list[tuple[int, int]]) -> None:
+    data = bytearray(_source())
+    for offset, value in edits:
+        data[offset % len(data)] = value
+    p = tmp_path / "mutant.sqlite"
+    p.write_bytes(bytes(data))
+    try:
+        c = summarize(p, use_cache=False)
+    except InputError as exc:
+        assert str(exc).startswith(str(p))
+        assert "\n" not in str(exc)
+    else:
+        assert c.totals.kernel_count >= 0
