@@ -32,14 +32,20 @@ def compute_census(profile: Profile) -> Census:
     ]
     kernels = _kernel_stats(named, step_ids)
     totals = _metrics(named, agg.memory_groups, agg.launch.get(None), agg.non_nccl_union_ns, None)
+    named_by_step: dict[int | None, list] = defaultdict(list)
+    for g in named:
+        named_by_step[g[1]].append(g)
+    memory_by_step: dict[int | None, list] = defaultdict(list)
+    for m in agg.memory_groups:
+        memory_by_step[m[1]].append(m)
     steps = tuple(
         Step(
             name=s.name,
             start_ns=s.start_ns,
             end_ns=s.end_ns,
             metrics=_metrics(
-                [g for g in named if g[1] == s.idx],
-                [m for m in agg.memory_groups if m[1] == s.idx],
+                named_by_step[s.idx],
+                memory_by_step[s.idx],
                 agg.launch.get(s.idx),
                 agg.non_nccl_union_ns,
                 s.idx,

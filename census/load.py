@@ -7,7 +7,6 @@ which is never the input file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -15,6 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from census import queries as q
 from census import schema as sc
 from census.errors import InputError
 
@@ -85,6 +85,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(uri, uri=True, timeout=2.0)
         conn.text_factory = _decode_text
         conn.execute("PRAGMA temp_store = FILE")
+        conn.execute("PRAGMA threads = 2")
         conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache, bounded RSS
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
@@ -114,7 +115,8 @@ def _decode_text(raw: bytes) -> str:
 
 
 def describe_sqlite_error(exc: sqlite3.Error) -> str:
-    text = str(exc)
+    text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
+    text = text if len(text) <= 160 else text[:159] + "…"
     if "locked" in text:
         return "database is locked by another process (is nsys still writing it?)"
     if "malformed" in text or "not a database" in text or "disk I/O" in text:
@@ -164,22 +166,20 @@ def _load(
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
-    _create_steps_table(conn, steps)
+    q.create_steps_table(conn, steps)
     progress("linking GPU work to CUDA API calls")
-    _create_api_table(conn, schema, has_steps=bool(steps))
-    progress("counting kernels")
-    kernel_groups = _kernel_groups(conn, schema)
-    names = _resolve_names(conn, schema, _kernel_name_ids(kernel_groups))
-    nccl_pairs = [(dn, sn) for dn, sn, *_ in kernel_groups if is_nccl(kernel_name(names, dn, sn))]
-    _create_nccl_table(conn, nccl_pairs)
-    progress("computing non-NCCL kernel union")
-    union = _non_nccl_union(conn, schema, bool(nccl_pairs))
+    q.link_runtime(conn, schema, has_steps=bool(steps))
+    pairs = q.kernel_name_pairs(conn, schema)
+    names = q.resolve_names(conn, schema, _kernel_name_ids(pairs))
+    q.create_nccl_table(conn, [p for p in pairs if is_nccl(kernel_name(names, *p))])
+    progress("counting kernels and their union")
+    kernel_groups, union = q.kernel_aggregates(conn, schema)
     progress("summing launch API calls")
-    launch, launch_by_api = _launch(conn, schema)
+    launch, launch_by_api = q.launch_aggregates(conn, has_steps=bool(steps))
     progress("summing memory copies and memsets")
-    memory = _memory_groups(conn, schema)
+    memory = q.memory_groups(conn, schema)
     progress("computing GPU busy time per step")
-    busy = _busy_per_step(conn, schema) if steps else {}
+    busy = q.busy_per_step(conn, schema) if steps else {}
     agg = Aggregates(kernel_groups, names, union, launch, launch_by_api, memory, busy)
     agg.orphans = _orphans(kernel_groups, memory)
     warnings += _data_warnings(conn, schema, agg)
@@ -279,216 +279,11 @@ def read_gpus(conn: sqlite3.Connection, schema: sc.Schema) -> tuple[tuple[int, s
     return tuple((d, names.get(d)) for d in devices)
 
 
-# One lookup per row through the index on temp.steps(proc, start): the latest step that starts
-# at or before time t in process p, kept only if it has not ended before t.
-def _step_at(proc: str, time: str) -> str:
-    return (
-        f"(SELECT CASE WHEN s.end >= {time} THEN s.idx END FROM temp.steps s "
-        f"WHERE s.proc = {proc} AND s.start <= {time} ORDER BY s.start DESC LIMIT 1)"
-    )
-
-
-def _create_steps_table(conn: sqlite3.Connection, steps: list[StepRange]) -> None:
-    conn.execute(
-        "CREATE TEMP TABLE steps (idx INTEGER PRIMARY KEY, proc INTEGER NOT NULL, "
-        "start INTEGER NOT NULL, end INTEGER NOT NULL)"
-    )
-    conn.executemany(
-        "INSERT INTO temp.steps VALUES (?, ?, ?, ?)",
-        [(s.idx, s.proc, s.start_ns, s.end_ns) for s in steps],
-    )
-    conn.execute("CREATE INDEX temp.steps_by_start ON steps (proc, start)")
-
-
-def _create_api_table(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -> None:
-    """temp.api: one row per (process, correlationId) of the runtime table, with its step."""
-    conn.execute(
-        "CREATE TEMP TABLE api (proc INTEGER NOT NULL, corr INTEGER NOT NULL, step INTEGER, "
-        "PRIMARY KEY (proc, corr)) WITHOUT ROWID"
-    )
-    if not schema.has(sc.RUNTIME):
-        return
-    step = _step_at("r.p", "r.t") if has_steps else "NULL"
-    conn.execute(
-        f"""INSERT INTO temp.api
-            SELECT r.p, r.c, {step} FROM (
-              SELECT globalTid >> 24 AS p, correlationId AS c, MIN(start) AS t
-              FROM "{sc.RUNTIME}"
-              WHERE globalTid IS NOT NULL AND correlationId IS NOT NULL
-              GROUP BY 1, 2
-            ) r"""
-    )
-
-
-def _api_join(alias: str) -> str:
-    return (
-        f"LEFT JOIN temp.api a ON a.proc = ({alias}.globalPid >> 24) "
-        f"AND a.corr = {alias}.correlationId"
-    )
-
-
-def _kernel_groups(conn: sqlite3.Connection, schema: sc.Schema) -> list:
-    if not schema.has(sc.KERNEL):
-        return []
-    dn = "k.demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
-    rows = conn.execute(
-        f"""SELECT {dn}, k.shortName, a.step, a.proc IS NOT NULL,
-                   COUNT(*), COALESCE(SUM(k.end - k.start), 0)
-            FROM "{sc.KERNEL}" k {_api_join("k")}
-            GROUP BY 1, 2, 3, 4"""
-    ).fetchall()
-    return [(d, s, st, bool(h), int(c), int(t)) for d, s, st, h, c, t in rows]
-
-
-def _kernel_name_ids(groups: Iterable[tuple]) -> set[int]:
+def _kernel_name_ids(pairs: Iterable[tuple]) -> set[int]:
     ids: set[int] = set()
-    for dn, sn, *_ in groups:
+    for dn, sn, *_ in pairs:
         ids.update(i for i in (dn, sn) if isinstance(i, int))
     return ids
-
-
-def _resolve_names(conn: sqlite3.Connection, schema: sc.Schema, ids: set[int]) -> dict[int, str]:
-    if not ids or not schema.has(sc.STRINGS):
-        return {}
-    rows = conn.execute(
-        f'SELECT id, value FROM "{sc.STRINGS}" WHERE id IN (SELECT value FROM json_each(?))',
-        (json.dumps(sorted(ids)),),
-    )
-    return {int(i): str(v) for i, v in rows if v is not None}
-
-
-def _create_nccl_table(conn: sqlite3.Connection, pairs: list[tuple]) -> None:
-    conn.execute(
-        "CREATE TEMP TABLE nccl (dn INTEGER NOT NULL, sn INTEGER NOT NULL, PRIMARY KEY (dn, sn))"
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO temp.nccl VALUES (COALESCE(?, -1), COALESCE(?, -1))", pairs
-    )
-
-
-def _union_sql(source: str, partition: str) -> str:
-    """Per-row new coverage of intervals ordered by start: the union is the sum of it."""
-    return (
-        f"MAX(0, e - MAX(s, COALESCE(MAX(e) OVER (PARTITION BY {partition} ORDER BY s "
-        f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)))"
-    )
-
-
-def _non_nccl_union(
-    conn: sqlite3.Connection, schema: sc.Schema, any_nccl: bool
-) -> dict[int | None, int]:
-    if not schema.has(sc.KERNEL):
-        return {None: 0}
-    dn = "k.demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
-    not_nccl = (
-        f"AND NOT EXISTS (SELECT 1 FROM temp.nccl n WHERE n.dn = COALESCE({dn}, -1) "
-        "AND n.sn = COALESCE(k.shortName, -1))"
-        if any_nccl
-        else ""
-    )
-    rows = conn.execute(
-        f"""SELECT st, SUM(by_device), SUM(by_step) FROM (
-              SELECT st, {_union_sql("", "d")} AS by_device,
-                     CASE WHEN st IS NOT NULL THEN {_union_sql("", "st, d")} END AS by_step
-              FROM (SELECT k.deviceId AS d, a.step AS st, k.start AS s, k.end AS e
-                    FROM "{sc.KERNEL}" k {_api_join("k")}
-                    WHERE k.start IS NOT NULL AND k.end IS NOT NULL {not_nccl})
-            ) GROUP BY st"""
-    ).fetchall()
-    out: dict[int | None, int] = {None: sum(int(r[1] or 0) for r in rows)}
-    for st, _, by_step in rows:
-        if st is not None:
-            out[int(st)] = int(by_step or 0)
-    return out
-
-
-def _launch(
-    conn: sqlite3.Connection, schema: sc.Schema
-) -> tuple[dict[int | None, tuple[int, int, int]], dict[str, tuple[int, int, int, int]]]:
-    from census.classify import launch_api_kind  # names are classified in one module
-
-    if not schema.has(sc.RUNTIME) or not schema.has(sc.STRINGS):
-        return {None: (0, 0, 0)}, {}
-    ids = [r[0] for r in conn.execute(f'SELECT DISTINCT nameId FROM "{sc.RUNTIME}"')]
-    names = _resolve_names(conn, schema, {i for i in ids if isinstance(i, int)})
-    launch_ids = {i: launch_api_kind(n) for i, n in names.items() if launch_api_kind(n)}
-    conn.execute("CREATE TEMP TABLE launch_names (id INTEGER PRIMARY KEY, api TEXT, graph INTEGER)")
-    conn.executemany(
-        "INSERT INTO temp.launch_names VALUES (?, ?, ?)",
-        [(i, api, int("GraphLaunch" in api)) for i, api in launch_ids.items()],
-    )
-    # Legacy exports record some calls twice under one (process, correlationId): keep the longest.
-    rows = conn.execute(
-        f"""SELECT {_step_at("p", "t")} AS st, api, COUNT(*), SUM(d), SUM(g) FROM (
-              SELECT r.globalTid >> 24 AS p, MIN(r.start) AS t, MAX(r.end - r.start) AS d,
-                     MAX(l.graph) AS g, MIN(l.api) AS api
-              FROM "{sc.RUNTIME}" r JOIN temp.launch_names l ON l.id = r.nameId
-              GROUP BY 1, CASE WHEN r.correlationId IS NULL THEN -1 - r.rowid
-                               ELSE r.correlationId END
-            ) GROUP BY 1, 2"""
-    ).fetchall()
-    per_step: dict[int | None, tuple[int, int, int]] = {None: (0, 0, 0)}
-    by_api: dict[str, tuple[int, int, int, int]] = {}
-    for st, api, count, time_ns, graph in rows:
-        c, t, g = int(count), int(time_ns or 0), int(graph or 0)
-        for key in {None, st}:
-            pc, pt, pg = per_step.get(key, (0, 0, 0))
-            per_step[key] = (pc + c, pt + t, pg + g)
-        bc, bt, sc_, st_ = by_api.get(api, (0, 0, 0, 0))
-        in_step = st is not None
-        by_api[api] = (bc + c, bt + t, sc_ + c * in_step, st_ + t * in_step)
-    return per_step, by_api
-
-
-def _memory_groups(conn: sqlite3.Connection, schema: sc.Schema) -> list:
-    out = []
-    parts = []
-    if schema.has(sc.MEMCPY):
-        parts.append(("m.copyKind", sc.MEMCPY))
-    if schema.has(sc.MEMSET):
-        parts.append(("-1", sc.MEMSET))
-    for kind, table in parts:
-        rows = conn.execute(
-            f"""SELECT {kind}, a.step, a.proc IS NOT NULL, COUNT(*),
-                       COALESCE(SUM(m.bytes), 0), COALESCE(SUM(m.end - m.start), 0)
-                FROM "{table}" m {_api_join("m")} GROUP BY 1, 2, 3"""
-        ).fetchall()
-        out += [
-            (int(k) if k is not None else 0, st, bool(h), int(c), int(b), int(t))
-            for k, st, h, c, b, t in rows
-        ]
-    return out
-
-
-def _busy_per_step(conn: sqlite3.Connection, schema: sc.Schema) -> dict[int, int]:
-    """Union of all kernels, memcpys and memsets of a step's process, clipped to the step range."""
-    sources = [
-        f'SELECT globalPid >> 24 AS p, start AS a, end AS b FROM "{t}" '
-        "WHERE start IS NOT NULL AND end IS NOT NULL AND globalPid IS NOT NULL "
-        "AND (globalPid >> 24) IN (SELECT proc FROM temp.steps)"
-        for t in (sc.KERNEL, sc.MEMCPY, sc.MEMSET)
-        if schema.has(t)
-    ]
-    if not sources:
-        return {}
-    gpu = " UNION ALL ".join(sources)
-    # A piece is clipped to the step it starts in, and to every later step starting inside it.
-    rows = conn.execute(
-        f"""WITH g AS ({gpu}),
-            clipped AS (
-              SELECT s.idx AS st, MAX(g.a, s.start) AS s, MIN(g.b, s.end) AS e
-              FROM g JOIN temp.steps s ON s.idx = (
-                SELECT s2.idx FROM temp.steps s2 WHERE s2.proc = g.p AND s2.start <= g.a
-                ORDER BY s2.start DESC LIMIT 1)
-              WHERE MIN(g.b, s.end) > MAX(g.a, s.start)
-              UNION ALL
-              SELECT s.idx, s.start, MIN(g.b, s.end)
-              FROM g CROSS JOIN temp.steps s ON s.proc = g.p AND s.start > g.a AND s.start < g.b
-            )
-            SELECT st, SUM(c) FROM (SELECT st, {_union_sql("", "st")} AS c FROM clipped)
-            GROUP BY st"""
-    ).fetchall()
-    return {int(st): int(c or 0) for st, c in rows}
 
 
 def _orphans(kernel_groups: list, memory_groups: list) -> dict[str, int]:
