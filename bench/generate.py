@@ -80,7 +80,9 @@ def _extent(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, int, int]:
     for table in REPLICATED:
         if table not in tables:
             continue
-        a, b = conn.execute(f'SELECT MIN(start), MAX(COALESCE(end, start)) FROM "{table}"').fetchone()
+        a, b = conn.execute(
+            f'SELECT MIN(start), MAX(COALESCE(end, start)) FROM "{table}"'
+        ).fetchone()
         if a is not None:
             lo = a if lo is None else min(lo, a)
             hi = b if hi is None else max(hi, b)
@@ -91,7 +93,9 @@ def _extent(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, int, int]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--kernels", type=int, required=True)
     p.add_argument("--source", type=Path, default=None)
     p.add_argument("-o", "--output", type=Path, required=True)

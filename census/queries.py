@@ -67,7 +67,9 @@ def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -
                 WHERE globalPid IS NOT NULL AND correlationId IS NOT NULL"""
         )
     conn.execute("CREATE TEMP TABLE launch_names (id INTEGER PRIMARY KEY, api TEXT, graph INTEGER)")
-    conn.execute("CREATE TEMP TABLE rt (p INTEGER, c INTEGER, start INTEGER, end INTEGER, nameId INTEGER, rid INTEGER)")
+    conn.execute(
+        "CREATE TEMP TABLE rt (p INTEGER, c INTEGER, start INTEGER, end INTEGER, nameId INTEGER, rid INTEGER)"
+    )
     conn.execute(
         "CREATE TEMP TABLE api (proc INTEGER NOT NULL, corr INTEGER NOT NULL, step INTEGER, "
         "PRIMARY KEY (proc, corr)) WITHOUT ROWID"
@@ -84,14 +86,25 @@ def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -
                OR EXISTS (SELECT 1 FROM temp.gpu_keys k
                           WHERE k.proc = r.globalTid >> 24 AND k.corr = r.correlationId)"""
     )
-    step = step_at("r.p", "r.t") if has_steps else "NULL"
+    # Usually one runtime row per (process, correlationId): insert directly. Legacy exports
+    # repeat some calls; then the table is rebuilt so each call starts at its earliest row.
     conn.execute(
-        f"""INSERT INTO temp.api
-            SELECT r.p, r.c, {step} FROM (
-              SELECT p, c, MIN(start) AS t FROM temp.rt
-              WHERE p IS NOT NULL AND c IS NOT NULL GROUP BY 1, 2
-            ) r"""
+        f"""INSERT OR IGNORE INTO temp.api
+            SELECT r.p, r.c, {step_at("r.p", "r.start") if has_steps else "NULL"} FROM temp.rt r
+            WHERE r.p IS NOT NULL AND r.c IS NOT NULL"""
     )
+    linked = conn.execute(
+        "SELECT COUNT(*) FROM temp.rt WHERE p IS NOT NULL AND c IS NOT NULL"
+    ).fetchone()[0]
+    if linked > conn.execute("SELECT COUNT(*) FROM temp.api").fetchone()[0]:
+        conn.execute("DELETE FROM temp.api")
+        conn.execute(
+            f"""INSERT INTO temp.api
+                SELECT r.p, r.c, {step_at("r.p", "r.t") if has_steps else "NULL"} FROM (
+                  SELECT p, c, MIN(start) AS t FROM temp.rt
+                  WHERE p IS NOT NULL AND c IS NOT NULL GROUP BY 1, 2
+                ) r"""
+        )
 
 
 def _launch_names(conn: sqlite3.Connection, schema: sc.Schema) -> list[tuple[int, str, int]]:
@@ -184,7 +197,7 @@ def launch_aggregates(
     duplicated = conn.execute(
         "SELECT (SELECT COUNT(*) FROM temp.rt WHERE p IS NOT NULL AND c IS NOT NULL)"
         " > (SELECT COUNT(*) FROM temp.api)"
-    ).fetchone()[0]
+    ).fetchone()[0]  # the same test link_runtime made
     if duplicated or not has_steps:
         step = step_at("p", "t") if has_steps else "NULL"
         sql = f"""SELECT {step} AS st, api, COUNT(*), SUM(d), SUM(g) FROM (
