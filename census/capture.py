@@ -69,6 +69,54 @@ def nsys_profile_command(
     ]
 
 
+# NVLink multicast can take a shared host's GPUs down: kept off in every multi-GPU capture.
+MULTI_GPU_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """`torchrun [args] script.py [script args]`, split so nsys can wrap each rank."""
+
+    launcher: tuple[str, ...]
+    program: tuple[str, ...]
+    world_size: int | None
+
+
+def split_torchrun(command: tuple[str, ...]) -> Launcher | None:
+    """None unless the command is torchrun (or `python -m torch.distributed.run`)."""
+    if not command:
+        return None
+    if Path(command[0]).name == "torchrun":
+        start = 1
+    elif command[1:3] == ("-m", "torch.distributed.run"):
+        start = 3
+    else:
+        return None
+    script = next((i for i in range(start, len(command)) if command[i].endswith(".py")), None)
+    if script is None:
+        raise UsageError("census capture wraps torchrun ranks only for a .py training script")
+    launcher = command[:script]
+    world = None
+    for i, arg in enumerate(launcher):
+        for flag in ("--nproc-per-node", "--nproc_per_node"):
+            value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
+            if arg == flag and i + 1 < len(launcher):
+                value = launcher[i + 1]
+            if value and value.isdigit():
+                world = int(value)
+    return Launcher(launcher, (sys.executable, *command[script:]), world)
+
+
+def distributed_profile_command(nsys: str, work: Path, launch: Launcher, trace: str) -> list[str]:
+    """torchrun starts nsys once per rank; `%q{RANK}` names each rank's report."""
+    per_rank = nsys_profile_command(nsys, work / "rank%q{RANK}", launch.program, trace)
+    return [*launch.launcher, "--no-python", *per_rank]
+
+
 def step_env(spec: CaptureSpec) -> dict[str, str]:
     env = dict(spec.env)
     if spec.warmup is not None:
@@ -97,15 +145,24 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
     try:
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
-        base = work / REPORT_STEM
-        cmd = nsys_profile_command(spec.nsys, base, spec.command, spec.trace)
-        _run(cmd, {**os.environ, **step_env(spec)}, "nsys profile")
-        check_outputs(work, cmd)
+        launch = split_torchrun(spec.command)
+        env = {**os.environ, **step_env(spec)}
+        if launch:
+            base = work / "rank%q{RANK}"
+            cmd = distributed_profile_command(spec.nsys, work, launch, spec.trace)
+            env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
+        else:
+            base = work / REPORT_STEM
+            cmd = nsys_profile_command(spec.nsys, base, spec.command, spec.trace)
+        _run(cmd, env, "nsys profile")
+        stems = check_outputs(work, cmd, multi=bool(launch))
         if verify:
             verify(work)
-        recorded = [str(spec.folder / REPORT_STEM) if c == str(base) else c for c in cmd]
-        recorded = [c.replace(str(base), str(spec.folder / REPORT_STEM)) for c in recorded]
+        recorded = [c.replace(str(work), str(spec.folder)) for c in cmd]
         info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
+        if launch:
+            info["world_size"] = launch.world_size or len(stems)
+            info["ranks"] = {s.removeprefix("rank"): f"{s}.sqlite" for s in stems}
         (work / "run.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
         work.chmod(0o755)  # mkdtemp made it private
         if spec.folder.exists():
@@ -117,10 +174,14 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
             shutil.rmtree(work, ignore_errors=True)
 
 
-def check_outputs(work: Path, cmd: list[str]) -> None:
-    rep = work / f"{REPORT_STEM}.nsys-rep"
-    db = work / f"{REPORT_STEM}.sqlite"
-    if not rep.exists():
+def check_outputs(work: Path, cmd: list[str], multi: bool = False) -> list[str]:
+    """The report stems nsys wrote (`capture`, or `rank0`, `rank1`, ...), each with its .sqlite."""
+    reports = sorted(p.stem for p in work.glob("*.nsys-rep"))
+    if multi:
+        reports = [r for r in reports if r.startswith("rank")]
+    elif REPORT_STEM not in reports:
+        reports = []
+    if not reports:
         if list(work.glob("*.qdstrm")):
             raise CaptureError(
                 "nsys wrote only a .qdstrm stream and no report: this nsys install lacks its "
@@ -132,8 +193,13 @@ def check_outputs(work: Path, cmd: list[str]) -> None:
             "(census.steps / cudaProfilerStart)?",
             cmd,
         )
-    if not db.exists():
-        raise CaptureError("nsys wrote a report but no SQLite export (`--export=sqlite`)", cmd)
+    missing = [r for r in reports if not (work / f"{r}.sqlite").exists()]
+    if missing:
+        raise CaptureError(
+            f"nsys wrote a report but no SQLite export for {', '.join(missing)} (`--export=sqlite`)",
+            cmd,
+        )
+    return reports
 
 
 def _run(cmd: list[str], env: dict[str, str], what: str) -> str:

@@ -11,12 +11,23 @@ import typer
 from census.errors import EXIT_TOOL_MISSING, CaptureError, ToolMissingError, UsageError
 
 DEMO_MODES = ("eager", "compiled")
+DDP_MODES = ("ddp-eager", "ddp-compiled")
 STEPS = r"^(step\b|ProfilerStep#)"
 
 
-def demo_command(mode: str, warmup: int, steps: int) -> tuple[str, ...]:
+def demo_command(mode: str, warmup: int, steps: int, nproc: int = 2) -> tuple[str, ...]:
+    """The built-in workload; ddp-* modes run it on `nproc` GPUs through torchrun and NCCL."""
+    if mode in DDP_MODES:
+        import shutil
+        from pathlib import Path as _P
+
+        script = str(_P(__file__).parent / "demo" / "train.py")
+        launcher = shutil.which("torchrun")
+        head = (launcher,) if launcher else (sys.executable, "-m", "torch.distributed.run")
+        return (*head, "--nproc-per-node", str(nproc), script, "--ddp",
+                "--mode", mode.removeprefix("ddp-"), "--warmup", str(warmup), "--steps", str(steps))  # fmt: skip
     if mode not in DEMO_MODES:
-        raise UsageError(f"--demo {mode!r}: choose eager or compiled")
+        raise UsageError(f"--demo {mode!r}: choose eager, compiled, ddp-eager or ddp-compiled")
     return (
         sys.executable,
         "-m",
@@ -58,8 +69,10 @@ def register(app: typer.Typer, handle_errors) -> None:
             "profiles"
         ),
         demo: Annotated[
-            str | None, typer.Option(help="Capture the built-in workload: eager or compiled.")
+            str | None,
+            typer.Option(help="The built-in workload: eager, compiled, ddp-eager or ddp-compiled."),
         ] = None,
+        nproc: Annotated[int, typer.Option(help="GPUs for the ddp-* demo modes.")] = 2,
         force: Annotated[bool, typer.Option(help="Replace an existing capture.")] = False,
         calibrate: Annotated[
             bool | None,
@@ -74,7 +87,7 @@ def register(app: typer.Typer, handle_errors) -> None:
             if command:
                 raise UsageError("give either --demo or a command after --, not both")
             command = demo_command(
-                demo, 5 if warmup is None else warmup, 3 if steps is None else steps
+                demo, 5 if warmup is None else warmup, 3 if steps is None else steps, nproc
             )
         folder = do_capture(
             name,

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from census.classify import CLASS_ORDER, NCCL, classify_kernel
+from census.classify import CLASS_ORDER, NCCL, classify_kernel, nccl_collective
 from census.load import Profile, kernel_name
 from census.model import (
     ApiStat,
     Census,
     ClassStat,
+    CollectiveStat,
     Gpu,
     KernelStat,
     MemoryStat,
@@ -51,6 +52,7 @@ def compute_census(profile: Profile) -> Census:
                 s.idx,
             ),
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
+            nccl_overlap_ns=agg.nccl_overlap_ns.get(s.idx, 0),
         )
         for s in profile.steps
     )
@@ -76,6 +78,8 @@ def compute_census(profile: Profile) -> Census:
         warnings=tuple(warnings),
         graph_trace_mode=any("--cuda-graph-trace=graph" in w for w in warnings),
         sliced=agg.orphans.get("kernels", 0) > 0,
+        collectives=_collective_stats(kernels),
+        nccl_overlap_ns=agg.nccl_overlap_ns.get(None, 0),
     )
 
 
@@ -135,6 +139,21 @@ def _class_stats(kernels: Iterable[KernelStat]) -> tuple[ClassStat, ...]:
         a[2] += k.step_count
         a[3] += k.step_time_ns
     return tuple(ClassStat(c, *acc[c]) for c in CLASS_ORDER if c in acc)
+
+
+def _collective_stats(kernels: Iterable[KernelStat]) -> tuple[CollectiveStat, ...]:
+    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for k in kernels:
+        label = nccl_collective(k.name)
+        if label is None:
+            continue
+        a = acc[label]
+        a[0] += k.count
+        a[1] += k.time_ns
+        a[2] += k.step_count
+        a[3] += k.step_time_ns
+    stats = [CollectiveStat(c, *v) for c, v in acc.items()]
+    return tuple(sorted(stats, key=lambda c: (-c.time_ns, c.collective)))
 
 
 def _memory_stats(groups: list[tuple], step_ids: set[int]) -> tuple[MemoryStat, ...]:

@@ -113,6 +113,11 @@ def summary(
 ) -> None:
     """The kernel census of one capture."""
     path = _input(profile, sample)
+    from census.ranks import is_multi_rank
+
+    if is_multi_rank(path):
+        _summary_ranks(path, steps, skip_first, as_json, top)
+        return
     census = _summarize(path, steps, skip_first)
     _warn(census.warnings)
     from census.capture import capture_overhead
@@ -132,6 +137,28 @@ def summary(
     line = overhead_line(path, census)
     if line:
         print(line)
+
+
+def _summary_ranks(path: Path, steps: str, skip_first: int, as_json: bool, top: int) -> None:
+    from census.pipeline import summarize_multi
+    from census.ranks import rank_spread, spread_json
+    from census.render.progress import stage_progress
+
+    with stage_progress(f"census of {path.name}") as progress:
+        merged, labels, ranks = summarize_multi(path, steps, skip_first, progress)
+    _warn(merged.warnings)
+    if as_json:
+        from census.model import summary_json
+
+        print(json.dumps({**summary_json(merged, top), **spread_json(labels, ranks)}, indent=2))
+        return
+    from rich.console import Console
+
+    from census.render.table import render_spread, render_summary
+
+    console = Console()
+    render_summary(merged, console, top)
+    render_spread(labels, ranks, rank_spread(labels, ranks), console)
 
 
 def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:

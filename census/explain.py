@@ -132,10 +132,36 @@ def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     n = d.metrics["nccl_kernel_count"]
     if not t.delta and not n.delta:
         return None
+    overlap = [_overlap(c, d.per_step) for c in (d.a, d.b)]
+    by_collective = _collective_changes(d)
     return (
         t.delta or 0.0,
-        f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {_change(t, fmt_ns, unit)}",
+        f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {_change(t, fmt_ns, unit)}"
+        + (f" ({by_collective})" if by_collective else "")
+        + f"; overlapped with compute {fmt_ns(overlap[0])} -> {fmt_ns(overlap[1])}{unit}",
     )
+
+
+def _overlap(c, per_step: bool) -> float:
+    if per_step and c.steps:
+        return sum(s.nccl_overlap_ns for s in c.steps) / len(c.steps)
+    return float(c.nccl_overlap_ns)
+
+
+def _collective_changes(d: CensusDiff) -> str:
+    def table(c) -> dict[str, float]:
+        n = c.step_count if d.per_step else 1
+        return {
+            x.collective: (x.step_time_ns if d.per_step else x.time_ns) / n for x in c.collectives
+        }
+
+    ta, tb = table(d.a), table(d.b)
+    parts = [
+        f"{k} {fmt_ns(tb.get(k, 0.0) - ta.get(k, 0.0), signed=True)}"
+        for k in sorted(ta.keys() | tb.keys())
+        if tb.get(k, 0.0) != ta.get(k, 0.0)
+    ]
+    return ", ".join(parts)
 
 
 def _fusion(d: CensusDiff, unit: str) -> tuple[float, str] | None:

@@ -51,6 +51,8 @@ class Aggregates:
     memory_groups: list[tuple[int, int | None, int, int, int]]
     busy_ns: dict[int, int]
     orphans: dict[str, int] = field(default_factory=dict)
+    # step -> |NCCL union ∩ non-NCCL union| per device, summed; key None: the whole capture
+    nccl_overlap_ns: dict[int | None, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,16 +173,25 @@ def _load(
     q.link_runtime(conn, schema, has_steps=bool(steps))
     pairs = q.kernel_name_pairs(conn, schema)
     names = q.resolve_names(conn, schema, _kernel_name_ids(pairs))
-    q.create_nccl_table(conn, [p for p in pairs if is_nccl(kernel_name(names, *p))])
+    nccl_pairs = [p for p in pairs if is_nccl(kernel_name(names, *p))]
+    q.create_nccl_table(conn, nccl_pairs)
     progress("counting kernels and their union")
-    kernel_groups, union = q.kernel_aggregates(conn, schema)
+    kernel_groups, unions = q.kernel_aggregates(conn, schema, any_nccl=bool(nccl_pairs))
     progress("summing launch API calls")
     launch, launch_by_api = q.launch_aggregates(conn, has_steps=bool(steps))
     progress("summing memory copies and memsets")
     memory = q.memory_groups(conn, schema)
     progress("computing GPU busy time per step")
     busy = q.busy_per_step(conn, schema) if steps else {}
-    agg = Aggregates(kernel_groups, names, union, launch, launch_by_api, memory, busy)
+    agg = Aggregates(kernel_groups, names, unions["non_nccl"], launch, launch_by_api, memory, busy)
+    agg.nccl_overlap_ns = (
+        {
+            k: unions["nccl"].get(k, 0) + v - unions["all"].get(k, 0)
+            for k, v in unions["non_nccl"].items()
+        }
+        if nccl_pairs
+        else {}
+    )
     agg.orphans = _orphans(kernel_groups, memory)
     warnings += _data_warnings(conn, schema, agg)
     return Profile(path, schema, read_gpus(conn, schema), tuple(steps), agg, tuple(warnings))

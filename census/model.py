@@ -54,6 +54,7 @@ class Step:
     end_ns: int
     metrics: Metrics
     gpu_busy_ns: int
+    nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
 
     @property
     def duration_ns(self) -> int:
@@ -98,6 +99,17 @@ class MemoryStat:
 
 
 @dataclass(frozen=True)
+class CollectiveStat:
+    """NCCL kernels of one collective (AllReduce, SendRecv, ...)."""
+
+    collective: str
+    count: int
+    time_ns: int
+    step_count: int
+    step_time_ns: int
+
+
+@dataclass(frozen=True)
 class ApiStat:
     api: str
     count: int
@@ -132,6 +144,8 @@ class Census:
     warnings: tuple[str, ...]
     graph_trace_mode: bool = False
     sliced: bool = False
+    collectives: tuple[CollectiveStat, ...] = ()
+    nccl_overlap_ns: int = 0
 
     @property
     def step_count(self) -> int:
@@ -230,6 +244,20 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
             }
             for a in census.launch_apis
         ],
+        "nccl": {
+            "collectives": [
+                {
+                    "collective": c.collective,
+                    "count": c.count,
+                    "time_ns": c.time_ns,
+                    "per_step_count": mean(c.step_count),
+                    "per_step_time_ns": mean(c.step_time_ns),
+                }
+                for c in census.collectives
+            ],
+            "overlap_ns": census.nccl_overlap_ns,
+            "per_step_overlap_ns": mean(sum(s.nccl_overlap_ns for s in census.steps)),
+        },
         "warnings": list(census.warnings),
     }
 
@@ -269,4 +297,6 @@ def from_record(rec: dict[str, Any]) -> Census:
         warnings=tuple(rec["warnings"]),
         graph_trace_mode=rec.get("graph_trace_mode", False),
         sliced=rec.get("sliced", False),
+        collectives=tuple(build(CollectiveStat, c) for c in rec.get("collectives", ())),
+        nccl_overlap_ns=rec.get("nccl_overlap_ns", 0),
     )

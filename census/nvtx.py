@@ -110,6 +110,6 @@ def steps(
     finally:
         if started and not stopped:
             profiler_stop()
-        if times_path:
+        if times_path and os.environ.get("RANK", "0") == "0":  # one writer under torchrun
             with open(times_path, "w", encoding="utf-8") as fh:
                 json.dump({"step_time_ns": durations}, fh)

@@ -28,6 +28,10 @@ def summarize(
     _check_regex(steps_regex)
     if skip_first < 0:
         raise UsageError("--skip-first must be 0 or more")
+    from census.ranks import is_multi_rank
+
+    if is_multi_rank(path):
+        return summarize_multi(path, steps_regex, skip_first, progress)[0]
     sqlite_path = resolve_sqlite(path, progress)
 
     def compute() -> Census:
@@ -44,3 +48,15 @@ def _check_regex(pattern: str) -> None:
         re.compile(pattern)
     except re.error as exc:
         raise UsageError(f"--steps {pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def summarize_multi(
+    folder: Path, steps_regex: str, skip_first: int, progress: Progress | None = None
+) -> tuple:
+    """(merged Census, rank labels, per-rank Census list) of a multi-rank capture folder."""
+    from census.ranks import merge_census, rank_files, summarize_ranks
+
+    files = rank_files(folder)
+    labels = [label for label, _ in files]
+    ranks = summarize_ranks(files, steps_regex, skip_first, progress)
+    return merge_census(labels, ranks, folder), labels, ranks

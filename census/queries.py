@@ -154,39 +154,64 @@ def _coverage(partition: str) -> str:
 
 
 def kernel_aggregates(
-    conn: sqlite3.Connection, schema: sc.Schema
-) -> tuple[list[tuple], dict[int | None, int]]:
-    """One pass: count and time per (name ids, step, has API row), and the non-NCCL union per
-    step and for the whole capture (per device, summed). Needs temp.api and temp.nccl."""
+    conn: sqlite3.Connection, schema: sc.Schema, any_nccl: bool
+) -> tuple[list[tuple], dict[str, dict[int | None, int]]]:
+    """One pass over the kernels: count and time per (name ids, step, has API row), and unions
+    per step and for the whole capture (per device, summed): of non-NCCL kernels ("non_nccl"),
+    of NCCL kernels ("nccl") and, when there are NCCL kernels, of all kernels ("all").
+    Needs temp.api and temp.nccl."""
+    unions: dict[str, dict[int | None, int]] = {
+        "non_nccl": {None: 0},
+        "nccl": {None: 0},
+        "all": {None: 0},
+    }
     if not schema.has(sc.KERNEL):
-        return [], {None: 0}
+        return [], unions
     dn = "k.demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
-    # u: the row takes part in the union (non-NCCL, with both ends); its own window partition
-    # keeps NCCL and broken rows out of the running maximum.
+    # k: 0 non-NCCL, 1 NCCL, NULL without both ends. Each class is its own window partition,
+    # so one class never enters another's running maximum.
+    both = (
+        f"""{_coverage("v, d")} AS a_dev,
+            CASE WHEN st IS NOT NULL THEN {_coverage("v, st, d")} END AS a_step"""
+        if any_nccl
+        else "NULL AS a_dev, NULL AS a_step"
+    )
     rows = conn.execute(
-        f"""SELECT dn, sn, st, has_api, COUNT(*), COALESCE(SUM(e - s), 0),
-                   SUM(CASE WHEN u THEN by_device END), SUM(CASE WHEN u THEN by_step END)
+        f"""SELECT dn, sn, st, has_api, COUNT(*), COALESCE(SUM(e - s), 0), k,
+                   SUM(by_device), SUM(by_step), SUM(a_dev), SUM(a_step)
             FROM (
-              SELECT dn, sn, st, has_api, s, e, u,
-                     {_coverage("u, d")} AS by_device,
-                     CASE WHEN st IS NOT NULL THEN {_coverage("u, st, d")} END AS by_step
+              SELECT dn, sn, st, has_api, s, e, k,
+                     {_coverage("k, d")} AS by_device,
+                     CASE WHEN st IS NOT NULL THEN {_coverage("k, st, d")} END AS by_step,
+                     {both}
               FROM (
                 SELECT {dn} AS dn, k.shortName AS sn, a.step AS st, a.proc IS NOT NULL AS has_api,
                        k.deviceId AS d, k.start AS s, k.end AS e,
-                       (n.dn IS NULL AND k.start IS NOT NULL AND k.end IS NOT NULL) AS u
+                       CASE WHEN k.start IS NULL OR k.end IS NULL THEN NULL
+                            WHEN n.dn IS NULL THEN 0 ELSE 1 END AS k,
+                       (k.start IS NOT NULL AND k.end IS NOT NULL) AS v
                 FROM "{sc.KERNEL}" k {_api_join("k")}
                 LEFT JOIN temp.nccl n
                   ON n.dn = COALESCE({dn}, -1) AND n.sn = COALESCE(k.shortName, -1)
               )
-            ) GROUP BY 1, 2, 3, 4"""
+            ) GROUP BY 1, 2, 3, 4, 7"""
     ).fetchall()
-    groups = [(d, s, st, bool(h), int(c), int(t)) for d, s, st, h, c, t, _, _ in rows]
-    union: dict[int | None, int] = {None: 0}
-    for _d, _s, st, _h, _c, _t, by_device, by_step in rows:
-        union[None] += int(by_device or 0)
+    merged: dict[tuple, list[int]] = {}
+    for dname, sname, st, h, c, t, k, by_dev, by_step, a_dev, a_step in rows:
+        m = merged.setdefault((dname, sname, st, bool(h)), [0, 0])
+        m[0] += int(c)
+        m[1] += int(t)
+        if k is None:
+            continue
+        kind = unions["nccl" if k == 1 else "non_nccl"]
+        kind[None] += int(by_dev or 0)
+        all_ = unions["all"]
+        all_[None] += int(a_dev or 0)
         if st is not None:
-            union[st] = union.get(st, 0) + int(by_step or 0)
-    return groups, union
+            kind[st] = kind.get(st, 0) + int(by_step or 0)
+            all_[st] = all_.get(st, 0) + int(a_step or 0)
+    groups = [(d_, s_, st, h, c, t) for (d_, s_, st, h), (c, t) in merged.items()]
+    return groups, unions
 
 
 def launch_aggregates(

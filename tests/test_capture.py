@@ -234,7 +234,10 @@ def test_calibration_needs_census_steps(tmp_path: Path) -> None:
 
 def test_demo_needs_a_mode(tmp_path: Path) -> None:
     r = runner.invoke(app, ["capture", "d", "-o", str(tmp_path), "--nsys", FAKE, "--demo", "fast"])
-    assert r.exit_code == 2 and "--demo 'fast': choose eager or compiled" in r.stderr
+    assert (
+        r.exit_code == 2
+        and "--demo 'fast': choose eager, compiled, ddp-eager or ddp-compiled" in r.stderr
+    )
 
 
 def test_ctrl_c_stops_nsys_and_leaves_nothing(tmp_path: Path) -> None:
@@ -268,3 +271,36 @@ def test_ctrl_c_stops_nsys_and_leaves_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert err.strip().endswith("Error: interrupted")
     assert list(out.iterdir()) == []
+
+
+def test_torchrun_is_wrapped_per_rank(tmp_path: Path) -> None:
+    from census.capture import distributed_profile_command, split_torchrun
+    from census.capture_cli import demo_command
+
+    launch = split_torchrun(("torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"))
+    assert launch.world_size == 2
+    assert launch.program == (sys.executable, "train.py", "--lr", "1")
+    cmd = distributed_profile_command("nsys", tmp_path, launch, "cuda,nvtx")
+    assert cmd[:4] == ["torchrun", "--nproc-per-node", "2", "--no-python"]
+    assert f"--output={tmp_path}/rank%q{{RANK}}" in cmd
+    assert cmd[-4:] == [sys.executable, "train.py", "--lr", "1"]
+    assert (
+        split_torchrun(
+            (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=4", "t.py")
+        ).world_size
+        == 4
+    )
+    assert split_torchrun(("python", "train.py")) is None
+    demo = demo_command("ddp-compiled", 5, 20, nproc=2)
+    assert demo[-7:] == ("--ddp", "--mode", "compiled", "--warmup", "5", "--steps", "20")
+    assert demo[demo.index("--nproc-per-node") + 1] == "2"
+
+
+def test_multi_gpu_env_keeps_nvlink_multicast_off() -> None:
+    from census.capture import MULTI_GPU_ENV
+
+    assert MULTI_GPU_ENV == {
+        "NCCL_NVLS_ENABLE": "0",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "NVSHMEM_DISABLE_NVLS": "1",
+    }

@@ -251,3 +251,20 @@ def test_edge_exports_agree_with_oracle(tmp_path: Path) -> None:
     expected = oracle(path)
     assert c.totals.as_dict() == expected["totals"]
     assert [s.metrics.as_dict() for s in c.steps] == expected["steps"]
+
+
+def test_nccl_collectives_and_overlap_with_compute(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.launch(NCCL, 1, 100, 300, stream=3)
+    e.launch("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096>)", 2, 500, 550, stream=3)
+    e.launch("gemm", 3, 200, 400, stream=1)
+    e.launch("gemm", 4, 250, 260, stream=2)
+    e.launch("gemm", 5, 120, 130, device=1)  # another device: no NCCL there
+    c = census_of(e, tmp_path)
+    assert c.nccl_overlap_ns == 100  # [200, 300) on device 0
+    assert c.steps[0].nccl_overlap_ns == 100
+    assert [(s.collective, s.count, s.time_ns) for s in c.collectives] == [
+        ("AllReduce", 1, 200),
+        ("SendRecv", 1, 50),
+    ]

@@ -8,6 +8,7 @@ Each measured step is an NVTX range `step N` inside the CUDA profiler capture ra
 from __future__ import annotations
 
 import argparse
+import os
 
 import nvtx
 import torch
@@ -50,12 +51,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
+    p.add_argument(
+        "--ddp", action="store_true", help="DistributedDataParallel over NCCL (torchrun)"
+    )
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("census demo workload: no CUDA GPU visible to torch")
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(dev)
     model = build(args.d_model, args.layers, heads=args.d_model // 64).to(dev)
+    if args.ddp:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl", device_id=dev)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=True)
     step_fn = model
     if args.mode == "compiled":

@@ -98,3 +98,27 @@ def render_summary(census: Census, console: Console, top: int = 15) -> None:
 
 def _short(name: str, width: int = 90) -> str:
     return escape(name if len(name) <= width else name[: width - 1] + "…")
+
+
+def render_spread(labels: list[str], ranks: list, spread: dict, console: Console) -> None:
+    """One row per rank, then min / median / max over ranks (a straggler stands out)."""
+    t = Table(title="Ranks (per step)", title_justify="left")
+    for col in ("rank", "steps", "step time", "GPU busy", "NCCL time", "non-NCCL union"):
+        t.add_column(col, justify="left" if col == "rank" else "right")
+    for label, c in zip(labels, ranks, strict=True):
+        per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
+        t.add_row(
+            escape(label),
+            str(c.step_count),
+            fmt_ns(per.get("step_time_ns")),
+            fmt_ns(per.get("gpu_busy_ns")),
+            fmt_ns(per["nccl_kernel_time_ns"]),
+            fmt_ns(per["non_nccl_union_ns"]),
+        )
+    console.print(t)
+    s = Table(title="Spread over ranks", title_justify="left")
+    for col in ("metric", "min", "median", "max", "slowest rank"):
+        s.add_column(col, justify="left" if col in ("metric", "slowest rank") else "right")
+    for key, v in spread.items():
+        s.add_row(LABELS[key], fmt_ns(v.min), fmt_ns(v.median), fmt_ns(v.max), escape(v.max_rank))
+    console.print(s)
