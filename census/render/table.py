@@ -85,6 +85,19 @@ def render_summary(census: Census, console: Console, top: int = 15) -> None:
     for k in census.kernels[:top]:
         kt.add_row(_short(k.name), k.cls, fmt_count(k.count), fmt_ns(k.time_ns))
     console.print(kt)
+    if census.collectives:
+        nt = Table(title="NCCL collectives", title_justify="left")
+        for col in ("collective", "count", "time", "per step time"):
+            nt.add_column(col, justify="left" if col == "collective" else "right")
+        for c in census.collectives:
+            nt.add_row(
+                c.collective,
+                fmt_count(c.count),
+                fmt_ns(c.time_ns),
+                fmt_ns(c.step_time_ns / n) if n else "",
+            )
+        nt.caption = f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}"
+        console.print(nt)
     if census.memory or census.launch_apis:
         mt = Table(title="Memory operations and launch APIs", title_justify="left")
         for col in ("what", "count", "bytes", "time"):
