@@ -17,7 +17,7 @@ from census.model import Census, from_record, to_record
 from census.paths import cache_dir, write_atomic
 
 _EDGE_BYTES = 1 << 20
-_CODE_MODULES = ("load", "queries", "census", "classify", "model", "schema")
+_CODE_MODULES = ("load", "queries", "sweep", "census", "classify", "model", "schema")
 
 
 def _code_hash() -> str:

@@ -27,15 +27,19 @@ MEMSET_KIND = -1
 def compute_census(profile: Profile) -> Census:
     agg = profile.aggregates
     step_ids = {s.idx for s in profile.steps}
-    named = [
-        (kernel_name(agg.names, dn, sn), st, c, t)
-        for dn, sn, st, _has_api, c, t in agg.kernel_groups
-    ]
-    kernels = _kernel_stats(named, step_ids)
-    totals = _metrics(named, agg.memory_groups, agg.launch.get(None), agg.non_nccl_union_ns, None)
-    named_by_step: dict[int | None, list] = defaultdict(list)
-    for g in named:
-        named_by_step[g[1]].append(g)
+    kernels = _kernel_stats(agg)
+    nccl = [k for k in kernels if k.cls == NCCL]
+    totals = _metrics(
+        (
+            sum(k.count for k in kernels),
+            sum(k.time_ns for k in kernels),
+            sum(k.count for k in nccl),
+            sum(k.time_ns for k in nccl),
+        ),
+        agg.memory_groups,
+        agg.launch.get(None),
+        agg.non_nccl_union_ns.get(None, 0),
+    )
     memory_by_step: dict[int | None, list] = defaultdict(list)
     for m in agg.memory_groups:
         memory_by_step[m[1]].append(m)
@@ -45,11 +49,10 @@ def compute_census(profile: Profile) -> Census:
             start_ns=s.start_ns,
             end_ns=s.end_ns,
             metrics=_metrics(
-                named_by_step[s.idx],
+                agg.step_kernels.get(s.idx, (0, 0, 0, 0)),
                 memory_by_step[s.idx],
                 agg.launch.get(s.idx),
-                agg.non_nccl_union_ns,
-                s.idx,
+                agg.non_nccl_union_ns.get(s.idx, 0),
             ),
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
             nccl_overlap_ns=agg.nccl_overlap_ns.get(s.idx, 0),
@@ -84,19 +87,13 @@ def compute_census(profile: Profile) -> Census:
 
 
 def _metrics(
-    named: Iterable[tuple[str, int | None, int, int]],
+    kernels: tuple[int, int, int, int],
     memory: Iterable[tuple],
     launch: tuple[int, int, int] | None,
-    union: dict[int | None, int],
-    step: int | None,
+    union_ns: int,
 ) -> Metrics:
-    count = time_ns = nccl_count = nccl_time = 0
-    for name, _st, c, t in named:
-        count += c
-        time_ns += t
-        if classify_kernel(name) == NCCL:
-            nccl_count += c
-            nccl_time += t
+    """kernels: (count, time_ns, NCCL count, NCCL time_ns)."""
+    count, time_ns, nccl_count, nccl_time = kernels
     d2d = [m for m in memory if m[0] == COPY_KIND_D2D]
     launch_count, launch_time, graph_count = launch or (0, 0, 0)
     return Metrics(
@@ -106,7 +103,7 @@ def _metrics(
         nccl_kernel_time_ns=nccl_time,
         non_nccl_kernel_count=count - nccl_count,
         non_nccl_kernel_time_ns=time_ns - nccl_time,
-        non_nccl_union_ns=union.get(step, 0),
+        non_nccl_union_ns=union_ns,
         launch_api_count=launch_count,
         launch_api_time_ns=launch_time,
         graph_launch_count=graph_count,
@@ -115,17 +112,13 @@ def _metrics(
     )
 
 
-def _kernel_stats(
-    named: list[tuple[str, int | None, int, int]], step_ids: set[int]
-) -> tuple[KernelStat, ...]:
+def _kernel_stats(agg) -> tuple[KernelStat, ...]:
+    """One row per resolved name (groups with and without an API row merge here)."""
     acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for name, st, c, t in named:
-        a = acc[name]
-        a[0] += c
-        a[1] += t
-        if st in step_ids:
-            a[2] += c
-            a[3] += t
+    for dn, sn, _has_api, *values in agg.kernel_groups:
+        a = acc[kernel_name(agg.names, dn, sn)]
+        for i, v in enumerate(values):
+            a[i] += v
     stats = [KernelStat(n, classify_kernel(n), *v) for n, v in acc.items()]
     return tuple(sorted(stats, key=lambda k: (-k.time_ns, k.name)))
 

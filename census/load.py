@@ -39,7 +39,8 @@ class Aggregates:
     """What the census is computed from: aggregates keyed by step (None: outside every step)."""
 
     # (demangled id, short id, step, has_api, count, time_ns)
-    kernel_groups: list[tuple[int | None, int | None, int | None, bool, int, int]]
+    # (demangled id, short id, has API row, count, time_ns, count in steps, time in steps)
+    kernel_groups: list[tuple[int | None, int | None, bool, int, int, int, int]]
     names: dict[int, str]
     # step -> non-NCCL union summed over devices; key None holds the whole capture
     non_nccl_union_ns: dict[int | None, int]
@@ -51,6 +52,8 @@ class Aggregates:
     memory_groups: list[tuple[int, int | None, int, int, int]]
     busy_ns: dict[int, int]
     orphans: dict[str, int] = field(default_factory=dict)
+    # step -> (count, time_ns, NCCL count, NCCL time_ns) of the kernels launched in it
+    step_kernels: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     # step -> |NCCL union ∩ non-NCCL union| per device, summed; key None: the whole capture
     nccl_overlap_ns: dict[int | None, int] = field(default_factory=dict)
 
@@ -90,7 +93,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA threads = 2")
         conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache, bounded RSS
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     return conn
 
@@ -116,11 +119,13 @@ def _decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def describe_sqlite_error(exc: sqlite3.Error) -> str:
+def describe_sqlite_error(exc: Exception) -> str:
     text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
     text = text if len(text) <= 160 else text[:159] + "…"
     if "locked" in text:
         return "database is locked by another process (is nsys still writing it?)"
+    if isinstance(exc, UnicodeDecodeError):
+        return "corrupt SQLite file (undecodable text in its schema); export it again"
     if "malformed" in text or "not a database" in text or "disk I/O" in text:
         return f"corrupt or truncated SQLite file ({text}); export it again"
     return f"cannot read the SQLite file ({text})"
@@ -137,7 +142,7 @@ def load_profile(
     conn = open_readonly(path)
     try:
         return _load(conn, path, steps_regex, skip_first, is_nccl, progress or (lambda _: None))
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own message can be undecodable
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     finally:
         conn.close()
@@ -175,14 +180,15 @@ def _load(
     names = q.resolve_names(conn, schema, _kernel_name_ids(pairs))
     nccl_pairs = [p for p in pairs if is_nccl(kernel_name(names, *p))]
     q.create_nccl_table(conn, nccl_pairs)
-    progress("counting kernels and their union")
-    kernel_groups, unions = q.kernel_aggregates(conn, schema, any_nccl=bool(nccl_pairs))
+    progress("sweeping GPU activity in time order")
+    swept = q.gpu_sweep(conn, schema, bool(nccl_pairs), steps)
+    kernel_groups = [(*key, *v) for key, v in swept.groups.items()]
+    unions = swept.unions
     progress("summing launch API calls")
     launch, launch_by_api = q.launch_aggregates(conn, has_steps=bool(steps))
     progress("summing memory copies and memsets")
     memory = q.memory_groups(conn, schema)
-    progress("computing GPU busy time per step")
-    busy = q.busy_per_step(conn, schema) if steps else {}
+    busy = swept.busy_ns
     agg = Aggregates(kernel_groups, names, unions["non_nccl"], launch, launch_by_api, memory, busy)
     agg.nccl_overlap_ns = (
         {
@@ -193,6 +199,7 @@ def _load(
         else {}
     )
     agg.orphans = _orphans(kernel_groups, memory)
+    agg.step_kernels = {k: tuple(v) for k, v in swept.step_kernels.items()}
     warnings += _data_warnings(conn, schema, agg)
     return Profile(path, schema, read_gpus(conn, schema), tuple(steps), agg, tuple(warnings))
 
@@ -299,14 +306,14 @@ def _kernel_name_ids(pairs: Iterable[tuple]) -> set[int]:
 
 def _orphans(kernel_groups: list, memory_groups: list) -> dict[str, int]:
     return {
-        "kernels": sum(c for *_, has_api, c, _t in kernel_groups if not has_api),
+        "kernels": sum(g[3] for g in kernel_groups if not g[2]),
         "memory": sum(c for _k, _st, has_api, c, _b, _t in memory_groups if not has_api),
     }
 
 
 def _data_warnings(conn: sqlite3.Connection, schema: sc.Schema, agg: Aggregates) -> list[str]:
     out = []
-    kernels = sum(g[4] for g in agg.kernel_groups)
+    kernels = sum(g[3] for g in agg.kernel_groups)
     orphan = agg.orphans.get("kernels", 0)
     if orphan and schema.has(sc.RUNTIME):
         out.append(

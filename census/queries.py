@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from census import schema as sc
 from census.classify import launch_api_kind
+from census.sweep import SweepResult, sweep
 
 
 def step_at(proc: str, time: str) -> str:
@@ -144,74 +145,37 @@ def create_nccl_table(conn: sqlite3.Connection, pairs: list[tuple]) -> None:
     )
 
 
-def _coverage(partition: str) -> str:
-    """What each interval adds to the union of the intervals before it (ordered by start):
-    the union is the sum of it, computed in one sorted pass."""
-    return (
-        f"MAX(0, e - MAX(s, COALESCE(MAX(e) OVER (PARTITION BY {partition} ORDER BY s "
-        f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), s)))"
-    )
-
-
-def kernel_aggregates(
-    conn: sqlite3.Connection, schema: sc.Schema, any_nccl: bool
-) -> tuple[list[tuple], dict[str, dict[int | None, int]]]:
-    """One pass over the kernels: count and time per (name ids, step, has API row), and unions
-    per step and for the whole capture (per device, summed): of non-NCCL kernels ("non_nccl"),
-    of NCCL kernels ("nccl") and, when there are NCCL kernels, of all kernels ("all").
-    Needs temp.api and temp.nccl."""
-    unions: dict[str, dict[int | None, int]] = {
-        "non_nccl": {None: 0},
-        "nccl": {None: 0},
-        "all": {None: 0},
-    }
-    if not schema.has(sc.KERNEL):
-        return [], unions
-    dn = "k.demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
-    # k: 0 non-NCCL, 1 NCCL, NULL without both ends. Each class is its own window partition,
-    # so one class never enters another's running maximum.
-    both = (
-        f"""{_coverage("v, d")} AS a_dev,
-            CASE WHEN st IS NOT NULL THEN {_coverage("v, st, d")} END AS a_step"""
-        if any_nccl
-        else "NULL AS a_dev, NULL AS a_step"
-    )
-    rows = conn.execute(
-        f"""SELECT dn, sn, st, has_api, COUNT(*), COALESCE(SUM(e - s), 0), k,
-                   SUM(by_device), SUM(by_step), SUM(a_dev), SUM(a_step)
-            FROM (
-              SELECT dn, sn, st, has_api, s, e, k,
-                     {_coverage("k, d")} AS by_device,
-                     CASE WHEN st IS NOT NULL THEN {_coverage("k, st, d")} END AS by_step,
-                     {both}
-              FROM (
-                SELECT {dn} AS dn, k.shortName AS sn, a.step AS st, a.proc IS NOT NULL AS has_api,
-                       k.deviceId AS d, k.start AS s, k.end AS e,
-                       CASE WHEN k.start IS NULL OR k.end IS NULL THEN NULL
-                            WHEN n.dn IS NULL THEN 0 ELSE 1 END AS k,
-                       (k.start IS NOT NULL AND k.end IS NOT NULL) AS v
-                FROM "{sc.KERNEL}" k {_api_join("k")}
-                LEFT JOIN temp.nccl n
-                  ON n.dn = COALESCE({dn}, -1) AND n.sn = COALESCE(k.shortName, -1)
-              )
-            ) GROUP BY 1, 2, 3, 4, 7"""
-    ).fetchall()
-    merged: dict[tuple, list[int]] = {}
-    for dname, sname, st, h, c, t, k, by_dev, by_step, a_dev, a_step in rows:
-        m = merged.setdefault((dname, sname, st, bool(h)), [0, 0])
-        m[0] += int(c)
-        m[1] += int(t)
-        if k is None:
-            continue
-        kind = unions["nccl" if k == 1 else "non_nccl"]
-        kind[None] += int(by_dev or 0)
-        all_ = unions["all"]
-        all_[None] += int(a_dev or 0)
-        if st is not None:
-            kind[st] = kind.get(st, 0) + int(by_step or 0)
-            all_[st] = all_.get(st, 0) + int(a_step or 0)
-    groups = [(d_, s_, st, h, c, t) for (d_, s_, st, h), (c, t) in merged.items()]
-    return groups, unions
+def gpu_sweep(
+    conn: sqlite3.Connection, schema: sc.Schema, any_nccl: bool, steps: list
+) -> SweepResult:
+    """Kernels (linked to temp.api and temp.nccl) and, for busy time, the memcpys and memsets
+    of processes with steps, streamed once in start order through census.sweep."""
+    parts = []
+    if schema.has(sc.KERNEL):
+        dn = "k.demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
+        nccl_join, nccl = "", "0"
+        if any_nccl:
+            nccl_join = (
+                "LEFT JOIN temp.nccl n "
+                f"ON n.dn = COALESCE({dn}, -1) AND n.sn = COALESCE(k.shortName, -1)"
+            )
+            nccl = "n.dn IS NOT NULL"
+        parts.append(
+            f"""SELECT 0, k.deviceId, k.globalPid >> 24, k.start, k.end, a.step, {nccl},
+                       {dn}, k.shortName, a.proc IS NOT NULL
+                FROM "{sc.KERNEL}" k {_api_join("k")} {nccl_join}"""
+        )
+    if steps:
+        parts += [
+            f"""SELECT 1, deviceId, globalPid >> 24, start, end, NULL, 0, NULL, NULL, 0
+                FROM "{t}" WHERE (globalPid >> 24) IN (SELECT proc FROM temp.steps)"""
+            for t in (sc.MEMCPY, sc.MEMSET)
+            if schema.has(t)
+        ]
+    if not parts:
+        return SweepResult()
+    rows = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 4")
+    return sweep(rows, [(s.idx, s.proc, s.start_ns, s.end_ns) for s in steps], any_nccl)
 
 
 def launch_aggregates(
@@ -270,33 +234,3 @@ def memory_groups(conn: sqlite3.Connection, schema: sc.Schema) -> list[tuple]:
             for k, st, h, c, b, t in rows
         ]
     return out
-
-
-def busy_per_step(conn: sqlite3.Connection, schema: sc.Schema) -> dict[int, int]:
-    """Union of all kernels, memcpys and memsets of a step's process, clipped to the step range."""
-    sources = [
-        f'SELECT globalPid >> 24 AS p, start AS a, end AS b FROM "{t}" '
-        "WHERE start IS NOT NULL AND end IS NOT NULL AND globalPid IS NOT NULL "
-        "AND (globalPid >> 24) IN (SELECT proc FROM temp.steps)"
-        for t in _gpu_tables(schema)
-    ]
-    if not sources:
-        return {}
-    gpu = " UNION ALL ".join(sources)
-    # A piece is clipped to the step it starts in, and to every later step starting inside it.
-    rows = conn.execute(
-        f"""WITH g AS ({gpu}),
-            clipped AS (
-              SELECT s.idx AS st, MAX(g.a, s.start) AS s, MIN(g.b, s.end) AS e
-              FROM g JOIN temp.steps s ON s.idx = (
-                SELECT s2.idx FROM temp.steps s2 WHERE s2.proc = g.p AND s2.start <= g.a
-                ORDER BY s2.start DESC LIMIT 1)
-              WHERE MIN(g.b, s.end) > MAX(g.a, s.start)
-              UNION ALL
-              SELECT s.idx, s.start, MIN(g.b, s.end)
-              FROM g CROSS JOIN temp.steps s ON s.proc = g.p AND s.start > g.a AND s.start < g.b
-            )
-            SELECT st, SUM(c) FROM (SELECT st, {_coverage("st")} AS c FROM clipped)
-            GROUP BY st"""
-    ).fetchall()
-    return {int(st): int(c or 0) for st, c in rows}

@@ -32,7 +32,7 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 
 def _union(intervals: list[tuple[int, int]]) -> int:
     total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
+    for s, e in sorted((s, e) for s, e in intervals if e > s):  # no extent, no coverage
         if cur_e is None or s > cur_e:
             if cur_e is not None:
                 total += cur_e - cur_s
