@@ -19,7 +19,7 @@ from census.model import Census
 from census.paths import write_atomic
 from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows
 from census.render.table import LABELS
-from census.render.units import fmt_metric
+from census.render.units import fmt_count, fmt_metric
 
 TOP_CHART = 20
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -205,7 +205,9 @@ def summary_html(census: Census, label: str) -> str:
         go.Bar(
             x=[_e(c.cls) for c in classes],
             y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
-            text=[f"{(c.step_count if n else c.count) / scale:,.1f} kernels" for c in classes],
+            text=[
+                f"{fmt_count((c.step_count if n else c.count) / scale)} kernels" for c in classes
+            ],
             name="time",
         )
     )
@@ -215,7 +217,7 @@ def summary_html(census: Census, label: str) -> str:
     top_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(top)],
+            y=[f"{len(top) - i}. " + _e(_short(k.name)) for i, k in enumerate(top)],
             x=[k.time_ns / 1e6 for k in top],
             hovertext=[_e(k.name) for k in top],
             hoverinfo="text+x",
@@ -330,7 +332,7 @@ def diff_html(d: CensusDiff, explanation: list[str]) -> str:
     k_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[_e(_short(k.name)) + f" #{i}" for i, k in enumerate(changed)],
+            y=[f"{len(changed) - i}. " + _e(_short(k.name)) for i, k in enumerate(changed)],
             x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
             marker_color=[colors[k.bucket] for k in changed],
             hovertext=[f"{k.bucket}: {_e(k.name)}" for k in changed],
