@@ -304,3 +304,11 @@ def test_multi_gpu_env_keeps_nvlink_multicast_off() -> None:
         "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
         "NVSHMEM_DISABLE_NVLS": "1",
     }
+
+
+def test_torchrun_capture_run_json_from_the_gpu() -> None:
+    """run.json of `census capture ddp-eager --demo ddp-eager --nproc 1` on an H200."""
+    info = json.loads((Path(__file__).parent / "data" / "ddp" / "run.json").read_text())
+    assert info["world_size"] == 1 and info["ranks"] == {"0": "rank0.sqlite"}
+    assert info["nsys_command"][info["nsys_command"].index("--no-python") + 1].endswith("nsys")
+    assert "--output=/tmp/prof/ddp-eager/rank%q{RANK}" in info["nsys_command"]

@@ -32,7 +32,19 @@ FILES = {
     ),
     "sample-eager": lambda: sample_path("eager"),
     "sample-compiled": lambda: sample_path("compiled"),
+    "ddp-eager-rank0": lambda: ddp_rank0(),
 }
+
+
+def ddp_rank0() -> Path:
+    """Rank 0 of `census capture ddp-eager --demo ddp-eager` (torchrun, one H200), unpacked."""
+    import lzma
+    import tempfile
+
+    target = Path(tempfile.gettempdir()) / "census-test-ddp-rank0.sqlite"
+    if not target.exists():
+        target.write_bytes(lzma.decompress((DATA / "ddp" / "rank0.sqlite.xz").read_bytes()))
+    return target
 
 
 def _rows(stem: str, report: str) -> list[dict[str, str]]:

@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> None:
             opt.zero_grad(set_to_none=True)
             scratch.copy_(x.view(-1)[: scratch.numel()])
     torch.cuda.synchronize()
-    print(
-        f"census demo: {args.mode}, {warmup} warm-up + {active} measured steps, loss {loss.item():.4f}"
-    )
+    print(f"census demo: {args.mode}, {warmup} warm-up + {active} steps, loss {loss.item():.4f}")
+    if args.ddp:
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
