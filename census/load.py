@@ -181,7 +181,7 @@ def _load(
     nccl_pairs = [p for p in pairs if is_nccl(kernel_name(names, *p))]
     q.create_nccl_table(conn, nccl_pairs)
     progress("sweeping GPU activity in time order")
-    swept = q.gpu_sweep(conn, schema, bool(nccl_pairs), steps)
+    swept = q.gpu_sweep(conn, schema, bool(nccl_pairs), steps, progress)
     kernel_groups = [(*key, *v) for key, v in swept.groups.items()]
     unions = swept.unions
     progress("summing launch API calls")

@@ -11,13 +11,16 @@ Python receives aggregates only: one row per kernel name and step, per copy kind
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from census import schema as sc
 from census.classify import launch_api_kind
 from census.sweep import SweepResult, sweep
+
+CHUNK_ROWS = 250_000
 
 
 def step_at(proc: str, time: str) -> str:
@@ -145,8 +148,22 @@ def create_nccl_table(conn: sqlite3.Connection, pairs: list[tuple]) -> None:
     )
 
 
+def _chunks(cursor: sqlite3.Cursor, progress: Callable[[str], None] | None) -> Iterator[list]:
+    """Rows in batches, reporting how many have streamed through."""
+    seen = 0
+    while rows := cursor.fetchmany(CHUNK_ROWS):
+        seen += len(rows)
+        if progress:
+            progress(f"swept {seen:,} GPU activity rows")
+        yield rows
+
+
 def gpu_sweep(
-    conn: sqlite3.Connection, schema: sc.Schema, any_nccl: bool, steps: list
+    conn: sqlite3.Connection,
+    schema: sc.Schema,
+    any_nccl: bool,
+    steps: list,
+    progress: Callable[[str], None] | None = None,
 ) -> SweepResult:
     """Kernels (linked to temp.api and temp.nccl) and, for busy time, the memcpys and memsets
     of processes with steps, streamed once in start order through census.sweep."""
@@ -174,7 +191,8 @@ def gpu_sweep(
         ]
     if not parts:
         return SweepResult()
-    rows = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 4")
+    cursor = conn.execute(" UNION ALL ".join(parts) + " ORDER BY 4")
+    rows = itertools.chain.from_iterable(_chunks(cursor, progress))
     return sweep(rows, [(s.idx, s.proc, s.start_ns, s.end_ns) for s in steps], any_nccl)
 
 

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 
 QUIET_SECONDS = 1.0
+LOG_EVERY_SECONDS = 5.0
 
 
 @contextlib.contextmanager
@@ -23,10 +24,13 @@ def stage_progress(label: str, quiet: bool = False) -> Iterator[Callable[[str], 
             yield lambda stage: status.update(f"{label}: {stage}")
         return
     start = time.monotonic()
+    last = [0.0]
 
     def report(stage: str) -> None:
-        elapsed = time.monotonic() - start
-        if elapsed >= QUIET_SECONDS:  # quick work stays silent in logs
-            print(f"census: {label}: {stage} ({elapsed:.1f}s)", file=sys.stderr)
+        now = time.monotonic()
+        # Quick work stays silent in logs; long work reports at most every few seconds.
+        if now - start >= QUIET_SECONDS and now - last[0] >= LOG_EVERY_SECONDS:
+            last[0] = now
+            print(f"census: {label}: {stage} ({now - start:.1f}s)", file=sys.stderr)
 
     yield report
