@@ -20,7 +20,7 @@ from census import schema as sc
 from census.classify import launch_api_kind
 from census.sweep import SweepResult, sweep
 
-CHUNK_ROWS = 250_000
+CHUNK_ROWS = 50_000  # ~20 MB of row tuples in flight
 
 
 def step_at(proc: str, time: str) -> str:
