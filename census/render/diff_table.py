@@ -20,7 +20,13 @@ from census.render.diffrows import (
 def _table(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> Table:
     t = Table(title=title, title_justify="left")
     for i, col in enumerate(head):
-        t.add_column(escape(col), justify="left" if i < left else "right")
+        # Numbers never wrap; a long kernel name is cut with an ellipsis instead.
+        t.add_column(
+            escape(col),
+            justify="left" if i < left else "right",
+            no_wrap=True,
+            overflow="ellipsis",
+        )
     for row in rows:
         t.add_row(*(escape(c) for c in row))
     return t
@@ -39,6 +45,9 @@ def render_diff_table(
     for s in explanation:
         console.print(f" • {escape(s)}")
     console.print(_table("Kernel classes", h["classes"], class_rows(d)))
-    kernels = kernel_rows(d, top)
+    # A terminal is narrow: change, name, times. `--format markdown` has counts and full names.
+    keep = (0, 1, 5, 6, 7)
+    kernels = [[r[i] for i in keep] for r in kernel_rows(d, top, width=56)]
     if kernels:
-        console.print(_table(f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3))
+        head = [h["kernels"][i] for i in keep]
+        console.print(_table(f"Top {len(kernels)} kernel changes", head, kernels, left=2))
