@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 
 from census.errors import EXIT_TOOL_MISSING, CaptureError, ToolMissingError, UsageError
+from census.pipeline import DEFAULT_STEPS_REGEX as STEPS
 
 DEMO_MODES = ("eager", "compiled")
 DDP_MODES = ("ddp-eager", "ddp-compiled")
-STEPS = r"^(step\b|ProfilerStep#)"
 
 
 def demo_command(mode: str, warmup: int, steps: int, nproc: int = 2) -> tuple[str, ...]:

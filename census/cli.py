@@ -16,8 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from census.errors import EXIT_INTERRUPTED, CensusError, UsageError
-
-DEFAULT_STEPS_REGEX = r"^(step\b|ProfilerStep#)"  # kept in step with census.pipeline
+from census.pipeline import DEFAULT_STEPS_REGEX
 
 app = typer.Typer(
     add_completion=False,

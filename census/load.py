@@ -175,7 +175,7 @@ def _load(
     warnings += step_warnings
     q.create_steps_table(conn, steps)
     progress("linking GPU work to CUDA API calls")
-    q.link_runtime(conn, schema, has_steps=bool(steps))
+    duplicated = q.link_runtime(conn, schema, has_steps=bool(steps))
     pairs = q.kernel_name_pairs(conn, schema)
     names = q.resolve_names(conn, schema, _kernel_name_ids(pairs))
     nccl_pairs = [p for p in pairs if is_nccl(kernel_name(names, *p))]
@@ -185,7 +185,7 @@ def _load(
     kernel_groups = [(*key, *v) for key, v in swept.groups.items()]
     unions = swept.unions
     progress("summing launch API calls")
-    launch, launch_by_api = q.launch_aggregates(conn, has_steps=bool(steps))
+    launch, launch_by_api = q.launch_aggregates(conn, bool(steps), duplicated)
     progress("summing memory copies and memsets")
     memory = q.memory_groups(conn, schema)
     busy = swept.busy_ns

@@ -58,8 +58,9 @@ def _gpu_tables(schema: sc.Schema) -> list[str]:
     return [t for t in (sc.KERNEL, sc.MEMCPY, sc.MEMSET) if schema.has(t)]
 
 
-def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -> None:
-    """Build temp.gpu_keys, temp.launch_names, temp.rt and temp.api (see the module doc)."""
+def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -> bool:
+    """Build temp.gpu_keys, temp.launch_names, temp.rt and temp.api (see the module doc).
+    True when some (process, correlationId) has several runtime rows (legacy exports)."""
     conn.execute(
         "CREATE TEMP TABLE gpu_keys (proc INTEGER NOT NULL, corr INTEGER NOT NULL, "
         "PRIMARY KEY (proc, corr)) WITHOUT ROWID"
@@ -79,7 +80,7 @@ def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -
         "PRIMARY KEY (proc, corr)) WITHOUT ROWID"
     )
     if not schema.has(sc.RUNTIME):
-        return
+        return False
     conn.executemany("INSERT INTO temp.launch_names VALUES (?, ?, ?)", _launch_names(conn, schema))
     # One scan of the runtime table keeps what any later figure needs; the rest never leaves it.
     conn.execute(
@@ -100,7 +101,8 @@ def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -
     linked = conn.execute(
         "SELECT COUNT(*) FROM temp.rt WHERE p IS NOT NULL AND c IS NOT NULL"
     ).fetchone()[0]
-    if linked > conn.execute("SELECT COUNT(*) FROM temp.api").fetchone()[0]:
+    duplicated = linked > conn.execute("SELECT COUNT(*) FROM temp.api").fetchone()[0]
+    if duplicated:
         conn.execute("DELETE FROM temp.api")
         conn.execute(
             f"""INSERT INTO temp.api
@@ -109,6 +111,7 @@ def link_runtime(conn: sqlite3.Connection, schema: sc.Schema, has_steps: bool) -
                   WHERE p IS NOT NULL AND c IS NOT NULL GROUP BY 1, 2
                 ) r"""
         )
+    return duplicated
 
 
 def _launch_names(conn: sqlite3.Connection, schema: sc.Schema) -> list[tuple[int, str, int]]:
@@ -197,14 +200,10 @@ def gpu_sweep(
 
 
 def launch_aggregates(
-    conn: sqlite3.Connection, has_steps: bool
+    conn: sqlite3.Connection, has_steps: bool, duplicated: bool
 ) -> tuple[dict[int | None, tuple[int, int, int]], dict[str, tuple[int, int, int, int]]]:
     """Launch API calls from temp.rt. Legacy exports record some calls twice under one
     (process, correlationId): they count once, the longest kept."""
-    duplicated = conn.execute(
-        "SELECT (SELECT COUNT(*) FROM temp.rt WHERE p IS NOT NULL AND c IS NOT NULL)"
-        " > (SELECT COUNT(*) FROM temp.api)"
-    ).fetchone()[0]  # the same test link_runtime made
     if duplicated or not has_steps:
         step = step_at("p", "t") if has_steps else "NULL"
         sql = f"""SELECT {step} AS st, api, COUNT(*), SUM(d), SUM(g) FROM (
