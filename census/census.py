@@ -80,7 +80,7 @@ def compute_census(profile: Profile) -> Census:
         ),
         warnings=tuple(warnings),
         graph_trace_mode=any("--cuda-graph-trace=graph" in w for w in warnings),
-        sliced=agg.orphans.get("kernels", 0) > 0,
+        sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=agg.nccl_overlap_ns.get(None, 0),
     )

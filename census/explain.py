@@ -38,13 +38,11 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
         return None
     la, lb = d.labels
     verdict = "faster" if step.delta < 0 else "slower"
-    share = (
-        "fewer GPU gaps (launch/CPU-bound time)"
-        if abs(idle.delta) > abs(busy.delta)
-        else ("less GPU work" if busy.delta < 0 else "more GPU work")
-    )
-    if step.delta > 0:
-        share = "more GPU gaps" if abs(idle.delta) > abs(busy.delta) else "more GPU work"
+    # The larger term of Δ step = Δ busy + Δ idle names where the change came from.
+    if abs(idle.delta) > abs(busy.delta):
+        share = "fewer GPU gaps (launch/CPU-bound time)" if idle.delta < 0 else "more GPU gaps"
+    else:
+        share = "less GPU work" if busy.delta < 0 else "more GPU work"
     return (
         f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = GPU busy "
         f"{fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}; "

@@ -38,7 +38,6 @@ class StepRange:
 class Aggregates:
     """What the census is computed from: aggregates keyed by step (None: outside every step)."""
 
-    # (demangled id, short id, step, has_api, count, time_ns)
     # (demangled id, short id, has API row, count, time_ns, count in steps, time in steps)
     kernel_groups: list[tuple[int | None, int | None, bool, int, int, int, int]]
     names: dict[int, str]
@@ -48,10 +47,10 @@ class Aggregates:
     launch: dict[int | None, tuple[int, int, int]]
     # api -> (count, time_ns, step_count, step_time_ns)
     launch_by_api: dict[str, tuple[int, int, int, int]]
-    # (copy kind, step, count, bytes, time_ns); kind -1 is memset
+    # (copy kind, step, has API row, count, bytes, time_ns); kind -1 is memset
     memory_groups: list[tuple[int, int | None, int, int, int]]
     busy_ns: dict[int, int]
-    orphans: dict[str, int] = field(default_factory=dict)
+    orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
     # step -> (count, time_ns, NCCL count, NCCL time_ns) of the kernels launched in it
     step_kernels: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     # step -> |NCCL union ∩ non-NCCL union| per device, summed; key None: the whole capture
@@ -198,7 +197,7 @@ def _load(
         if nccl_pairs
         else {}
     )
-    agg.orphans = _orphans(kernel_groups, memory)
+    agg.orphan_kernels = sum(g[3] for g in kernel_groups if not g[2])
     agg.step_kernels = {k: tuple(v) for k, v in swept.step_kernels.items()}
     warnings += _data_warnings(conn, schema, agg)
     return Profile(path, schema, read_gpus(conn, schema), tuple(steps), agg, tuple(warnings))
@@ -297,6 +296,19 @@ def read_gpus(conn: sqlite3.Connection, schema: sc.Schema) -> tuple[tuple[int, s
     return tuple((d, names.get(d)) for d in devices)
 
 
+def has_step_ranges(path: Path, steps_regex: str) -> bool:
+    """Whether any export at `path` (a file, or a folder of them) holds a matching step range."""
+    files = sorted(path.glob("*.sqlite")) if path.is_dir() else [path]
+    for file in files:
+        conn = open_readonly(file)
+        try:
+            if read_steps(conn, sc.read_schema(conn), steps_regex, 0)[0]:
+                return True
+        finally:
+            conn.close()
+    return False
+
+
 def _kernel_name_ids(pairs: Iterable[tuple]) -> set[int]:
     ids: set[int] = set()
     for dn, sn, *_ in pairs:
@@ -304,17 +316,10 @@ def _kernel_name_ids(pairs: Iterable[tuple]) -> set[int]:
     return ids
 
 
-def _orphans(kernel_groups: list, memory_groups: list) -> dict[str, int]:
-    return {
-        "kernels": sum(g[3] for g in kernel_groups if not g[2]),
-        "memory": sum(c for _k, _st, has_api, c, _b, _t in memory_groups if not has_api),
-    }
-
-
 def _data_warnings(conn: sqlite3.Connection, schema: sc.Schema, agg: Aggregates) -> list[str]:
     out = []
     kernels = sum(g[3] for g in agg.kernel_groups)
-    orphan = agg.orphans.get("kernels", 0)
+    orphan = agg.orphan_kernels
     if orphan and schema.has(sc.RUNTIME):
         out.append(
             f"{orphan} of {kernels} kernels have no launching CUDA API row (a sliced export?): "
