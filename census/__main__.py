@@ -2,4 +2,5 @@
 
 from census.cli import main
 
-main()
+if __name__ == "__main__":  # worker processes re-import this module under another name
+    main()

@@ -2,6 +2,9 @@
 
 The key is the file's size, mtime and a hash of its first and last MiB (hashing gigabytes would
 cost more than the census), plus the options and a hash of the modules that compute numbers.
+Beside each census, renderings of it (the `summary --json` document) are cached too: for an
+export of tens of thousands of steps, rebuilding and encoding that document costs more than
+reading it back.
 """
 
 from __future__ import annotations
@@ -17,7 +20,20 @@ from census.model import Census, from_record, to_record
 from census.paths import cache_dir, write_atomic
 
 _EDGE_BYTES = 1 << 20
-_CODE_MODULES = ("load", "queries", "sweep", "census", "classify", "model", "schema")
+_CODE_MODULES = (
+    "load",
+    "readonly",
+    "columns",
+    "intervals",
+    "linking",
+    "activity",
+    "merge",
+    "engine",
+    "census",
+    "classify",
+    "model",
+    "schema",
+)
 
 
 def _code_hash() -> str:
@@ -39,16 +55,38 @@ def file_key(path: Path) -> str:
     return h.hexdigest()
 
 
-def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
+def _entry(path: Path, options: tuple, kind: str) -> Path | None:
     if os.environ.get("CENSUS_NO_CACHE") or not path.is_file():
-        return compute()
+        return None
     key = hashlib.sha256(
         f"{file_key(path)}|{json.dumps(options)}|{_code_hash()}".encode()
     ).hexdigest()[:32]
-    entry = cache_dir() / "census" / f"{key}.json"
+    return cache_dir() / kind / f"{key}.json"
+
+
+def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
+    entry = _entry(path, options, "census")
+    if entry is None:
+        return compute()
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         return from_record(json.loads(entry.read_text(encoding="utf-8")))
     census = compute()
     with contextlib.suppress(OSError):  # an unwritable cache only costs speed
         write_atomic(entry, json.dumps(to_record(census)))
     return census
+
+
+def cached_text(
+    path: Path, options: tuple, kind: str, render: Callable[[], tuple[dict, str]]
+) -> tuple[dict, str]:
+    """(a small JSON-able header, a text) rendered from a census, cached under `kind`."""
+    entry = _entry(path, options, kind)
+    if entry is None:
+        return render()
+    with contextlib.suppress(OSError, ValueError):
+        head, _, text = entry.read_text(encoding="utf-8").partition("\n")
+        return json.loads(head), text
+    meta, text = render()
+    with contextlib.suppress(OSError):
+        write_atomic(entry, json.dumps(meta) + "\n" + text)
+    return meta, text

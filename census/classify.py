@@ -32,6 +32,14 @@ def classify_kernel(name: str) -> str:
     return OTHER
 
 
+def kernel_name(names: dict[int, str], demangled: int | None, short: int | None) -> str:
+    """demangledName through StringIds, falling back to shortName, then to a placeholder."""
+    for sid in (demangled, short):
+        if sid is not None and sid in names:
+            return names[sid]
+    return f"<unknown kernel name id {demangled}>"
+
+
 def is_nccl(name: str) -> bool:
     return classify_kernel(name) == NCCL
 

@@ -122,6 +122,9 @@ def summary(
     if is_multi_rank(path):
         _summary_ranks(path, steps, skip_first, as_json, top)
         return
+    if as_json and not sys.stdout.isatty():
+        _summary_json_text(path, steps, skip_first, top)
+        return
     census = _summarize(path, steps, skip_first)
     _warn(census.warnings)
     from census.capture import capture_overhead
@@ -141,6 +144,19 @@ def summary(
     line = overhead_line(path, census)
     if line:
         print(line)
+
+
+def _summary_json_text(path: Path, steps: str, skip_first: int, top: int) -> None:
+    """Compact JSON for a pipe, answered from the cache on a repeated call."""
+    from census.capture import capture_overhead
+    from census.pipeline import summary_document
+    from census.render.progress import stage_progress
+
+    with stage_progress(f"census of {path.name}") as progress:
+        meta, text = summary_document(path, steps, skip_first, top, progress)
+    _warn(meta["warnings"])
+    overhead = capture_overhead(path, meta["timing"])
+    sys.stdout.write(f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}\n")
 
 
 def _summary_ranks(path: Path, steps: str, skip_first: int, as_json: bool, top: int) -> None:

@@ -25,6 +25,11 @@ class InputError(CensusError):
     exit_code = EXIT_BAD_INPUT
 
 
+class ColumnError(ValueError):
+    """Internal: a column of the export holds what census cannot read as integers. The loader
+    turns it into an InputError naming the file."""
+
+
 class UsageError(CensusError):
     """Arguments that cannot work together (bad regex, bad labels, ...)."""
 

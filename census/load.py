@@ -1,26 +1,32 @@
-"""SQLite export -> aggregates. Every pass over the big tables runs inside SQLite.
+"""SQLite export -> aggregates: the schema, the NVTX steps, then the passes of census.engine.
 
-Python only sees aggregates (one row per kernel name and step, per copy kind, per step) and the
-small NVTX step list. Inputs are opened read-only; helper tables live in SQLite's temp schema,
-which is never the input file.
+The big tables are read as integer columns (census.columns) and aggregated with numpy; what
+reaches the Census is one row per kernel name, copy kind and step. Inputs are opened
+read-only and never written.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from census import queries as q
 from census import schema as sc
-from census.errors import InputError
+from census.classify import kernel_name
+from census.errors import ColumnError, InputError
+from census.readonly import describe_sqlite_error, open_readonly
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+if TYPE_CHECKING:
+    from census.engine import Passes
+    from census.linking import LaunchTotals
 
-Progress = Callable[[str], None]
+__all__ = ["describe_sqlite_error", "kernel_name", "load_profile", "open_readonly"]
+
+# progress(stage) or progress(stage, rows_done, rows_total)
+Progress = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -67,84 +73,31 @@ class Profile:
     warnings: tuple[str, ...]
 
 
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """Open an export read-only, or raise InputError naming the file and the problem."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not an nsys SQLite export")
-    if not os.access(path, os.R_OK):
-        raise InputError(f"{path}: permission denied (cannot read the file)")
-    with path.open("rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if len(head) == 0:
-        raise InputError(f"{path}: empty file, not an nsys SQLite export")
-    if head != SQLITE_MAGIC:
-        raise InputError(
-            f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
-        )
-    _check_not_truncated(path)
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=2.0)
-        conn.text_factory = _decode_text
-        conn.execute("PRAGMA temp_store = FILE")
-        conn.execute("PRAGMA threads = 2")
-        conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache, bounded RSS
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except (sqlite3.Error, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
-    return conn
-
-
-def _check_not_truncated(path: Path) -> None:
-    """The header records the page size and count: a shorter file was cut while copying."""
-    with path.open("rb") as fh:
-        header = fh.read(100)
-    if len(header) < 100:
-        raise InputError(f"{path}: truncated SQLite file ({len(header)} bytes); copy it again")
-    page_size = int.from_bytes(header[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(header[28:32], "big")
-    size = path.stat().st_size
-    # The in-header count is valid only when the change counters agree (SQLite >= 3.7.0).
-    if pages and header[24:28] == header[92:96] and size < pages * page_size:
-        raise InputError(
-            f"{path}: truncated SQLite file ({size:,} of {pages * page_size:,} bytes); copy it again"
-        )
-
-
-def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-def describe_sqlite_error(exc: Exception) -> str:
-    text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
-    text = text if len(text) <= 160 else text[:159] + "…"
-    if "locked" in text:
-        return "database is locked by another process (is nsys still writing it?)"
-    if isinstance(exc, UnicodeDecodeError):
-        return "corrupt SQLite file (undecodable text in its schema); export it again"
-    if "malformed" in text or "not a database" in text or "disk I/O" in text:
-        return f"corrupt or truncated SQLite file ({text}); export it again"
-    return f"cannot read the SQLite file ({text})"
-
-
 def load_profile(
     path: Path,
     steps_regex: str,
     skip_first: int,
-    is_nccl: Callable[[str], bool],
     progress: Progress | None = None,
+    workers: int | None = None,
+    batch_rows: int | None = None,
 ) -> Profile:
-    """Run every aggregate query on one export. `is_nccl` decides which kernel names are NCCL."""
+    """Read the aggregates of one export. `workers`: processes to read it with (default: one
+    per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
+    batch (tests make it small to exercise what carries from batch to batch)."""
     conn = open_readonly(path)
     try:
-        return _load(conn, path, steps_regex, skip_first, is_nccl, progress or (lambda _: None))
-    except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own message can be undecodable
+        run = (progress or _silent, workers, batch_rows)
+        return _load(conn, path, steps_regex, skip_first, *run)
+    except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+    except ColumnError as exc:
+        raise InputError(f"{path}: {exc}: not a valid nsys export") from None
     finally:
         conn.close()
+
+
+def _silent(*_args) -> None:
+    pass
 
 
 def _load(
@@ -152,9 +105,13 @@ def _load(
     path: Path,
     steps_regex: str,
     skip_first: int,
-    is_nccl: Callable[[str], bool],
     progress: Progress,
+    workers: int | None,
+    batch_rows: int | None,
 ) -> Profile:
+    from census.engine import run_passes
+    from census.intervals import StepIndex
+
     schema = sc.read_schema(conn)
     if not sc.looks_like_nsys(schema):
         raise InputError(
@@ -172,43 +129,56 @@ def _load(
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
-    q.create_steps_table(conn, steps)
-    progress("linking GPU work to CUDA API calls")
-    duplicated = q.link_runtime(conn, schema, has_steps=bool(steps))
-    pairs = q.kernel_name_pairs(conn, schema)
-    names = q.resolve_names(conn, schema, _kernel_name_ids(pairs))
-    nccl_pairs = [p for p in pairs if is_nccl(kernel_name(names, *p))]
-    q.create_nccl_table(conn, nccl_pairs)
-    progress("sweeping GPU activity in time order")
-    swept = q.gpu_sweep(conn, schema, bool(nccl_pairs), steps, progress)
-    kernel_groups = [(*key, *v) for key, v in swept.groups.items()]
-    unions = swept.unions
-    progress("summing launch API calls")
-    launch, launch_by_api = q.launch_aggregates(conn, bool(steps), duplicated)
-    progress("summing memory copies and memsets")
-    memory = q.memory_groups(conn, schema)
-    busy = swept.busy_ns
-    agg = Aggregates(kernel_groups, names, unions["non_nccl"], launch, launch_by_api, memory, busy)
-    agg.nccl_overlap_ns = (
-        {
-            k: unions["nccl"].get(k, 0) + v - unions["all"].get(k, 0)
-            for k, v in unions["non_nccl"].items()
-        }
-        if nccl_pairs
-        else {}
-    )
-    agg.orphan_kernels = sum(g[3] for g in kernel_groups if not g[2])
-    agg.step_kernels = {k: tuple(v) for k, v in swept.step_kernels.items()}
-    warnings += _data_warnings(conn, schema, agg)
-    return Profile(path, schema, read_gpus(conn, schema), tuple(steps), agg, tuple(warnings))
+    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
+    passes = run_passes(conn, path, schema, index, progress, workers, batch_rows)
+    agg = _aggregates(conn, schema, passes)
+    warnings += _data_warnings(conn, schema, agg, passes.gpu.bad_kernels)
+    gpus = read_gpus(conn, schema, passes.gpu.devices)
+    return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings))
 
 
-def kernel_name(names: dict[int, str], demangled: int | None, short: int | None) -> str:
-    """demangledName through StringIds, falling back to shortName, then to a placeholder."""
-    for sid in (demangled, short):
-        if sid is not None and sid in names:
-            return names[sid]
-    return f"<unknown kernel name id {demangled}>"
+def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> Aggregates:
+    from census.activity import ALL_CLASS, NCCL_CLASS, NON_NCCL, WHOLE
+    from census.columns import read_strings
+    from census.intervals import NO_STEP
+
+    gpu = passes.gpu
+    groups = [(*key, *v) for key, v in gpu.groups.items()]
+    ids = {i for dn, sn, *_ in groups for i in (dn, sn) if i is not None}
+    names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
+    unions: dict[int, dict[int | None, int]] = {
+        c: {None: 0} for c in (NON_NCCL, NCCL_CLASS, ALL_CLASS)
+    }
+    for (scope, cls, _dev), ns in gpu.union_ns.items():
+        key = None if scope == WHOLE else scope
+        unions[cls][key] = unions[cls].get(key, 0) + ns
+    non, nccl, every = unions[NON_NCCL], unions[NCCL_CLASS], unions[ALL_CLASS]
+    launch, by_api = _launch(passes.launch)
+    memory = [
+        (kind, None if st == NO_STEP else st, has, *v) for (kind, st, has), v in gpu.memory.items()
+    ]
+    agg = Aggregates(groups, names, non, launch, by_api, memory, dict(gpu.busy_ns))
+    if passes.any_nccl:
+        agg.nccl_overlap_ns = {k: nccl.get(k, 0) + v - every.get(k, 0) for k, v in non.items()}
+    agg.orphan_kernels = sum(g[3] for g in groups if not g[2])
+    agg.step_kernels = {k: tuple(v) for k, v in gpu.step_kernels.items()}
+    return agg
+
+
+def _launch(totals: LaunchTotals) -> tuple[dict, dict]:
+    """(step or None -> (count, time_ns, graph launches), api -> (count, time, in steps...))."""
+    from census.intervals import NO_STEP
+
+    launch: dict[int | None, tuple[int, int, int]] = {None: (0, 0, 0)}
+    by_api: dict[str, tuple[int, int, int, int]] = {}
+    for (st, api), (count, time_ns, graph) in totals.cells.items():
+        for key in {None, None if st == NO_STEP else st}:
+            c, t, g = launch.get(key, (0, 0, 0))
+            launch[key] = (c + count, t + time_ns, g + graph)
+        c, t, sc_, st_ = by_api.get(api, (0, 0, 0, 0))
+        inside = st != NO_STEP
+        by_api[api] = (c + count, t + time_ns, sc_ + count * inside, st_ + time_ns * inside)
+    return launch, by_api
 
 
 def _schema_warnings(schema: sc.Schema) -> list[str]:
@@ -275,7 +245,10 @@ def _overlapping(steps: list[StepRange]) -> bool:
     return False
 
 
-def read_gpus(conn: sqlite3.Connection, schema: sc.Schema) -> tuple[tuple[int, str | None], ...]:
+def read_gpus(
+    conn: sqlite3.Connection, schema: sc.Schema, devices: set[int]
+) -> tuple[tuple[int, str | None], ...]:
+    """The devices kernels ran on (else those TARGET_INFO_GPU lists), with their names."""
     names: dict[int, str] = {}
     if schema.has(sc.GPU_INFO) and {"id", "name"} <= schema.columns.get(sc.GPU_INFO, frozenset()):
         names = {
@@ -283,17 +256,8 @@ def read_gpus(conn: sqlite3.Connection, schema: sc.Schema) -> tuple[tuple[int, s
             for i, n in conn.execute(f'SELECT id, name FROM "{sc.GPU_INFO}"')
             if i is not None
         }
-    devices: list[int] = []
-    if schema.has(sc.KERNEL):
-        devices = [
-            int(r[0])
-            for r in conn.execute(
-                f'SELECT DISTINCT deviceId FROM "{sc.KERNEL}" WHERE deviceId IS NOT NULL ORDER BY 1'
-            )
-        ]
-    if not devices:
-        devices = sorted(names)
-    return tuple((d, names.get(d)) for d in devices)
+    found = sorted(devices) or sorted(names)
+    return tuple((d, names.get(d)) for d in found)
 
 
 def has_step_ranges(path: Path, steps_regex: str) -> bool:
@@ -309,14 +273,9 @@ def has_step_ranges(path: Path, steps_regex: str) -> bool:
     return False
 
 
-def _kernel_name_ids(pairs: Iterable[tuple]) -> set[int]:
-    ids: set[int] = set()
-    for dn, sn, *_ in pairs:
-        ids.update(i for i in (dn, sn) if isinstance(i, int))
-    return ids
-
-
-def _data_warnings(conn: sqlite3.Connection, schema: sc.Schema, agg: Aggregates) -> list[str]:
+def _data_warnings(
+    conn: sqlite3.Connection, schema: sc.Schema, agg: Aggregates, bad: int
+) -> list[str]:
     out = []
     kernels = sum(g[3] for g in agg.kernel_groups)
     orphan = agg.orphan_kernels
@@ -325,12 +284,8 @@ def _data_warnings(conn: sqlite3.Connection, schema: sc.Schema, agg: Aggregates)
             f"{orphan} of {kernels} kernels have no launching CUDA API row (a sliced export?): "
             "they count in the totals but in no step"
         )
-    if schema.has(sc.KERNEL):
-        bad = conn.execute(
-            f'SELECT COUNT(*) FROM "{sc.KERNEL}" WHERE start IS NULL OR end IS NULL OR end < start'
-        ).fetchone()[0]
-        if bad:
-            out.append(f"{bad} kernel(s) have a missing or negative duration")
+    if bad:
+        out.append(f"{bad} kernel(s) have a missing or negative duration")
     if schema.has(sc.GRAPH_TRACE):
         graphs = conn.execute(f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"').fetchone()[0]
         if graphs:

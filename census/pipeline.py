@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from census.classify import is_nccl
 from census.errors import UsageError
 from census.load import Progress, load_profile
 from census.model import Census
@@ -19,6 +18,7 @@ def summarize(
     skip_first: int = 0,
     progress: Progress | None = None,
     use_cache: bool = True,
+    workers: int | None = None,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand) or capture folder."""
     from census.cache import cached_census
@@ -35,12 +35,37 @@ def summarize(
     sqlite_path = resolve_sqlite(path, progress)
 
     def compute() -> Census:
-        profile = load_profile(sqlite_path, steps_regex, skip_first, is_nccl, progress)
+        profile = load_profile(sqlite_path, steps_regex, skip_first, progress, workers)
         return compute_census(profile)
 
     if not use_cache:
         return compute()
     return cached_census(sqlite_path, (steps_regex, skip_first), compute)
+
+
+def summary_document(
+    path: Path,
+    steps_regex: str = DEFAULT_STEPS_REGEX,
+    skip_first: int = 0,
+    top: int = 20,
+    progress: Progress | None = None,
+) -> tuple[dict, str]:
+    """({"warnings", "timing"}, the `summary --json` document as compact JSON) of one export,
+    from the cache when the same export and options were summarized before."""
+    import json
+
+    from census.cache import cached_text
+    from census.export import resolve_sqlite
+    from census.model import summary_json
+
+    sqlite_path = resolve_sqlite(path, progress)
+
+    def render() -> tuple[dict, str]:
+        census = summarize(path, steps_regex, skip_first, progress)
+        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing()}
+        return meta, json.dumps(summary_json(census, top))
+
+    return cached_text(sqlite_path, (steps_regex, skip_first, top), "summary-json", render)
 
 
 def _check_regex(pattern: str) -> None:

@@ -48,8 +48,8 @@ def is_multi_rank(path: Path) -> bool:
 def _one(args: tuple[Path, str, int]) -> Census:
     from census.pipeline import summarize
 
-    path, steps_regex, skip_first = args
-    return summarize(path, steps_regex, skip_first)
+    path, steps_regex, skip_first, workers = args
+    return summarize(path, steps_regex, skip_first, workers=workers)
 
 
 def summarize_ranks(
@@ -60,8 +60,10 @@ def summarize_ranks(
     workers: int | None = None,
 ) -> list[Census]:
     """Each rank's census, in a process pool (exports are parsed independently)."""
-    jobs = [(p, steps_regex, skip_first) for _, p in files]
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    workers = workers or min(len(files), os.cpu_count() or 1)
+    # ranks already run in parallel: each reads its export with the cores left to it
+    inner = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+    jobs = [(p, steps_regex, skip_first, inner) for _, p in files]
     if progress:
         progress(f"{len(jobs)} ranks on {workers} worker(s)")
     if workers <= 1 or len(jobs) == 1:

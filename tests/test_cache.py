@@ -37,3 +37,30 @@ def test_unwritable_cache_only_costs_speed(tmp_path: Path, monkeypatch) -> None:
     blocker.write_text("")
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(blocker / "sub"))
     assert summarize(fixture_file("nsysai_mock.sqlite")).totals.kernel_count == 2
+
+
+def test_cache_round_trip_keeps_every_step_field(tmp_path: Path) -> None:
+    from tests.nsysdb import Export
+
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.launch("ncclDevKernel_AllReduce_Sum_f32", 10, 100, 400)
+    e.launch("gemm_kernel", 20, 200, 600)
+    p = e.write(tmp_path / "nccl.sqlite")
+    first = summarize(p)
+    assert first.steps[0].nccl_overlap_ns == 200  # [200, 400) ran beside the NCCL kernel
+    assert summarize(p) == first  # from the cache
+
+
+def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
+    import json
+
+    from census.model import summary_json
+
+    p = Path(shutil.copy(fixture_file("h200_compiled_3steps.sqlite"), tmp_path / "c.sqlite"))
+    meta, text = pipeline.summary_document(p, top=5)
+    again = pipeline.summary_document(p, top=5)
+    assert again == (meta, text)
+    census = summarize(p)
+    assert json.loads(text) == json.loads(json.dumps(summary_json(census, 5)))
+    assert meta["timing"] == census.per_step_timing()

@@ -1,4 +1,8 @@
-"""Progress on stderr: a spinner on a terminal, plain lines elsewhere; never on stdout."""
+"""Progress on stderr: a rich progress bar on a terminal, plain lines elsewhere; never stdout.
+
+The callback takes a stage, and for passes over a table the rows read so far and in all:
+`progress("reading GPU activity", 1_500_000, 10_003_500)`.
+"""
 
 from __future__ import annotations
 
@@ -12,25 +16,58 @@ LOG_EVERY_SECONDS = 5.0
 
 
 @contextlib.contextmanager
-def stage_progress(label: str, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+def stage_progress(label: str, quiet: bool = False) -> Iterator[Callable[..., None]]:
     if quiet:
-        yield lambda _stage: None
+        yield lambda *_args: None
         return
     if sys.stderr.isatty():
-        from rich.console import Console
-
-        console = Console(stderr=True)
-        with console.status(label) as status:
-            yield lambda stage: status.update(f"{label}: {stage}")
+        with _bar(label) as report:
+            yield report
         return
     start = time.monotonic()
     last = [0.0]
 
-    def report(stage: str) -> None:
+    def report(stage: str, done: int | None = None, total: int | None = None) -> None:
         now = time.monotonic()
         # Quick work stays silent in logs; long work reports at most every few seconds.
         if now - start >= QUIET_SECONDS and now - last[0] >= LOG_EVERY_SECONDS:
             last[0] = now
-            print(f"census: {label}: {stage} ({now - start:.1f}s)", file=sys.stderr)
+            rows = f", {rows_text(done, total)}" if done is not None else ""
+            print(f"census: {label}: {stage}{rows} ({now - start:.1f}s)", file=sys.stderr)
 
     yield report
+
+
+def rows_text(done: int, total: int | None) -> str:
+    if not total:
+        return f"{done:,} rows"
+    return f"{min(done, total):,} of {total:,} rows ({100 * min(done, total) / total:.0f}%)"
+
+
+@contextlib.contextmanager
+def _bar(label: str) -> Iterator[Callable[..., None]]:
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[rows]}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None, rows="")
+
+        def report(stage: str, done: int | None = None, total: int | None = None) -> None:
+            rows = rows_text(done, total) if done is not None else ""
+            bar.update(task, description=f"{label}: {stage}", total=total or None,
+                       completed=done or 0, rows=rows)  # fmt: skip
+
+        yield report

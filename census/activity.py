@@ -1,0 +1,356 @@
+"""GPU activity -> per-name, per-step, union and busy aggregates for one rowid range of kernels.
+
+Kernels arrive in rowid order, a batch at a time. nsys writes them in start order, so every
+batch starts no earlier than the one before it, and the union's running maximum end carries
+from batch to batch (and, in merge.py, from range to range). A range that is not in start
+order raises OutOfOrder; the engine then reads the export as one batch. Memcpys and memsets
+count in busy time, fed into the sweep alongside the kernels that start when they do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from census import schema as sc
+from census.classify import is_nccl, kernel_name
+from census.columns import (
+    TIMED,
+    RowidRange,
+    read_batches,
+    read_strings,
+    rowid_range,
+    with_end,
+)
+from census.intervals import INT_NULL, NO_STEP, StepIndex, covered_ns, exact_sums, factorize, sweep
+from census.linking import ApiMap
+
+NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
+WHOLE = NO_STEP  # the scope of capture-wide unions
+MEMSET_KIND = -1
+UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
+
+
+class OutOfOrder(Exception):
+    """The kernels of a range are not in start order: batches cannot carry the sweep."""
+
+
+@dataclass(frozen=True)
+class GpuContext:
+    steps: StepIndex
+    api: ApiMap
+    any_nccl: bool  # whether any kernel name can be NCCL; without, no all-kernel union
+    has_demangled: bool
+    tables: frozenset[str]
+
+    @property
+    def step_procs(self) -> np.ndarray:
+        return np.array(sorted(self.steps.by_proc), np.int64)
+
+
+@dataclass(frozen=True)
+class Part:
+    rows: RowidRange | None  # kernel rowids; None: no kernel table
+    after_ns: int | None = None  # every kernel of the range starts at or after this
+    before_ns: int | None = None  # ... and at or before this; memcpys/memsets strictly before
+    batch_rows: int = 500_000
+
+
+@dataclass
+class PartResult:
+    groups: dict[tuple, list[int]] = field(default_factory=dict)  # (dn, sn, has_api) -> 4 sums
+    step_kernels: dict[int, list[int]] = field(default_factory=dict)
+    union_ns: dict[UnionKey, int] = field(default_factory=dict)
+    high: dict[UnionKey, int] = field(default_factory=dict)  # running maximum end
+    busy_ns: dict[int, int] = field(default_factory=dict)
+    busy_high: dict[int, int] = field(default_factory=dict)  # per process
+    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    bad_kernels: int = 0
+    devices: set[int] = field(default_factory=set)
+    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
+
+
+@dataclass
+class Members:
+    """Intervals to sweep: partition code, start, end; `key` decodes a code."""
+
+    code: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: Callable[[int], tuple]
+
+
+def kernel_columns(ctx: GpuContext) -> dict[str, str]:
+    return {
+        **TIMED,
+        "dev": "deviceId",
+        "proc": "globalPid >> 24",
+        "corr": "correlationId",
+        "dn": "demangledName" if ctx.has_demangled else "NULL",
+        "sn": "shortName",
+    }
+
+
+class PartReader:
+    """Accumulates a PartResult from kernel batches and the memcpys/memsets beside them."""
+
+    def __init__(self, conn: sqlite3.Connection, ctx: GpuContext) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        self.res = PartResult()
+        self.nccl: dict[tuple[int, int], bool] = {}
+        self.latest_start: int | None = None
+        self.step_procs = ctx.step_procs
+
+    # -- kernels ---------------------------------------------------------------------------
+    def add_kernels(
+        self, b: dict[str, np.ndarray], part: Part
+    ) -> tuple[int | None, Members, Members]:
+        """Aggregate one batch. Returns the latest start among its kernels with an extent, and
+        what they add to the unions and to busy time, for sweeping."""
+        with_end(sc.KERNEL, b)
+        found, step = self.ctx.api.lookup(b["proc"], b["corr"])
+        self._note_missing(b["proc"], b["corr"], found)
+        pairs, pair = factorize(b["dn"], b["sn"])
+        nccl = self._nccl_flags(pairs)[pair]
+        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
+        dur = np.where(timed, b["end"] - b["start"], 0)
+        self.res.bad_kernels += int(np.count_nonzero(~timed | (b["end"] < b["start"])))
+        dev = b["dev"]
+        self.res.devices.update(np.unique(dev[dev != INT_NULL]).tolist())
+        self._add_groups(pairs, pair, found, step, dur)
+        self._add_step_kernels(step, dur, nccl)
+        extent = timed & (b["end"] > b["start"])
+        latest = self._check_order(b["start"][extent], part)
+        unions = self._union_members(b, extent, step, nccl)
+        busy = self._busy_members(b["proc"], b["start"], b["end"], extent)
+        return latest, unions, busy
+
+    def _check_order(self, starts: np.ndarray, part: Part) -> int | None:
+        if not len(starts):
+            return None
+        first, last = int(starts.min()), int(starts.max())
+        if self.latest_start is not None and first < self.latest_start:
+            raise OutOfOrder
+        if (part.after_ns is not None and first < part.after_ns) or (
+            part.before_ns is not None and last > part.before_ns
+        ):
+            raise OutOfOrder
+        self.latest_start = last
+        return last
+
+    def _nccl_flags(self, pairs: list[tuple[int, int]]) -> np.ndarray:
+        new = [p for p in pairs if p not in self.nccl]
+        if new:
+            ids = {i for p in new for i in p if i != INT_NULL}
+            names = _resolve(self.conn, self.ctx, sorted(ids))
+            for dn, sn in new:
+                name = kernel_name(names, *(None if i == INT_NULL else i for i in (dn, sn)))
+                self.nccl[(dn, sn)] = self.ctx.any_nccl and is_nccl(name)
+        return np.array([self.nccl[p] for p in pairs], bool)
+
+    def _note_missing(self, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
+        lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
+        for p in np.unique(proc[lost]).tolist():
+            self.res.missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
+
+    def _add_groups(self, pairs, pair, found, step, dur) -> None:
+        code = pair * 2 + found
+        n = 2 * len(pairs)
+        inside = step != NO_STEP
+        sums = (
+            np.bincount(code, minlength=n).tolist(),
+            exact_sums(code, n, dur),
+            np.bincount(code[inside], minlength=n).tolist(),
+            exact_sums(code[inside], n, dur[inside]),
+        )
+        for c in np.unique(code).tolist():
+            dn, sn = pairs[c // 2]
+            key = (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
+            acc = self.res.groups.setdefault(key, [0, 0, 0, 0])
+            for i in range(4):
+                acc[i] += sums[i][c]
+
+    def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
+        inside = step != NO_STEP
+        if not inside.any():
+            return
+        steps, code = np.unique(step[inside], return_inverse=True)
+        d, k = dur[inside], nccl[inside]
+        n = len(steps)
+        sums = (
+            np.bincount(code, minlength=n).tolist(),
+            exact_sums(code, n, d),
+            np.bincount(code[k], minlength=n).tolist(),
+            exact_sums(code[k], n, d[k]),
+        )
+        for i, st in enumerate(steps.tolist()):
+            acc = self.res.step_kernels.setdefault(st, [0, 0, 0, 0])
+            for j in range(4):
+                acc[j] += sums[j][i]
+
+    def _union_members(self, b, extent, step, nccl) -> Members:
+        s, e, st = b["start"][extent], b["end"][extent], step[extent]
+        devs, dev = np.unique(b["dev"][extent], return_inverse=True)
+        nd = max(1, len(devs))
+        cls = nccl[extent].astype(np.int64)
+        parts = [(np.zeros_like(st), cls)]
+        if self.ctx.any_nccl:
+            parts.append((np.zeros_like(st), np.full_like(cls, ALL_CLASS)))
+        inside = st != NO_STEP
+        parts += [(st + 1, c) for _, c in parts]
+        codes, starts, ends = [], [], []
+        for i, (scope, c) in enumerate(parts):
+            rows = inside if i >= len(parts) // 2 else slice(None)
+            codes.append(((scope[rows] * 3 + c[rows]) * nd) + dev[rows])
+            starts.append(s[rows])
+            ends.append(e[rows])
+        dev_values = devs.tolist()
+
+        def key(code: int) -> UnionKey:
+            q, d = divmod(code, nd)
+            scope, c = divmod(q, 3)
+            return (scope - 1, c, dev_values[d])
+
+        return Members(np.concatenate(codes), np.concatenate(starts), np.concatenate(ends), key)
+
+    def _busy_members(self, proc, start, end, extent) -> Members:
+        procs = self.step_procs
+        if not len(procs):
+            return _no_members()
+        i = np.minimum(np.searchsorted(procs, proc), len(procs) - 1)
+        rows = np.flatnonzero(extent & (procs[i] == proc))
+        return Members(i[rows], start[rows], end[rows], lambda c: int(procs[c]))
+
+    # -- memcpys and memsets -----------------------------------------------------------------
+    def read_memory(self, part: Part) -> Members:
+        """Aggregate the part's memcpys and memsets; return those that count in busy time."""
+        busy = []
+        for table, kind in ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND))):
+            whole = rowid_range(self.conn, table) if table in self.ctx.tables else None
+            if whole is None:
+                continue
+            cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
+                    "bytes": "bytes", "kind": kind}  # fmt: skip
+            for b, _ in read_batches(self.conn, table, cols, whole, _time_window(part)):
+                with_end(table, b)
+                self._add_memory(b)
+                timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
+                busy.append(
+                    self._busy_members(
+                        b["proc"], b["start"], b["end"], timed & (b["end"] > b["start"])
+                    )
+                )
+        if not busy:
+            return _no_members()
+        m = Members(*(np.concatenate([x.code for x in busy]),
+                      np.concatenate([x.start for x in busy]),
+                      np.concatenate([x.end for x in busy])), busy[0].key)  # fmt: skip
+        order = np.argsort(m.start, kind="stable")
+        return Members(m.code[order], m.start[order], m.end[order], m.key)
+
+    def _add_memory(self, b: dict[str, np.ndarray]) -> None:
+        found, step = self.ctx.api.lookup(b["proc"], b["corr"])
+        self._note_missing(b["proc"], b["corr"], found)
+        kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
+        cells, code = factorize(kind, step, found.astype(np.int64))
+        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
+        n = len(cells)
+        sums = (
+            np.bincount(code, minlength=n).tolist(),
+            exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
+            exact_sums(code, n, np.where(timed, b["end"] - b["start"], 0)),
+        )
+        for i, (k, st, has) in enumerate(cells):
+            acc = self.res.memory.setdefault((k, st, bool(has)), [0, 0, 0])
+            for j in range(3):
+                acc[j] += sums[j][i]
+
+    # -- sweeping -------------------------------------------------------------------------
+    def sweep_unions(self, m: Members) -> None:
+        high = self.res.high
+        swept = sweep(m.code, m.start, m.end, lambda codes: _seeds(high, codes, m.key))
+        for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
+                                    swept.high.tolist(), strict=True):  # fmt: skip
+            k = m.key(code)
+            self.res.union_ns[k] = self.res.union_ns.get(k, 0) + added
+            high[k] = top
+
+    def sweep_busy(self, m: Members) -> None:
+        high = self.res.busy_high
+        swept = sweep(m.code, m.start, m.end, lambda codes: _seeds(high, codes, m.key))
+        for seg, (code, top) in enumerate(
+            zip(swept.codes.tolist(), swept.high.tolist(), strict=True)
+        ):
+            proc = m.key(code)
+            high[proc] = top
+            rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
+            add_busy(self.res.busy_ns, self.ctx.steps, proc, swept.piece_lo[rows], swept.end[rows])
+
+
+def add_busy(busy: dict[int, int], steps: StepIndex, proc: int, lo, hi, sign: int = 1) -> None:
+    starts, ends, idx = steps.by_proc[proc]
+    covered = covered_ns(lo, hi, starts, ends)
+    for i in np.flatnonzero(covered).tolist():
+        busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
+
+
+def _seeds(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
+    return np.array([high.get(key(c), INT_NULL) for c in codes.tolist()], np.int64)
+
+
+def _no_members() -> Members:
+    empty = np.zeros(0, np.int64)
+    return Members(empty, empty, empty, lambda c: c)
+
+
+def _time_window(part: Part) -> str:
+    """Memcpys/memsets of this part: starting in [after, before); NULL starts go to the first."""
+    cond = []
+    if part.after_ns is not None:
+        cond.append(f"start >= {int(part.after_ns)}")
+    if part.before_ns is not None:
+        cond.append(f"(start < {int(part.before_ns)} OR start IS NULL)")
+    return " AND ".join(cond)
+
+
+def _resolve(conn: sqlite3.Connection, ctx: GpuContext, ids: list[int]) -> dict[int, str]:
+    return read_strings(conn, ids) if sc.STRINGS in ctx.tables else {}
+
+
+def read_part(
+    conn: sqlite3.Connection, ctx: GpuContext, part: Part, tick=lambda n: None
+) -> PartResult:
+    """Aggregate one rowid range of kernels and the memcpys/memsets of its time window."""
+    reader = PartReader(conn, ctx)
+    memory = reader.read_memory(part)
+    fed = 0
+    if part.rows is not None:
+        last = part.rows.lo
+        batches = read_batches(conn, sc.KERNEL, kernel_columns(ctx), part.rows,
+                               batch_rows=part.batch_rows)  # fmt: skip
+        for b, top in batches:
+            latest, unions, busy = reader.add_kernels(b, part)
+            reader.sweep_unions(unions)
+            upto = fed if latest is None else int(np.searchsorted(memory.start, latest, "right"))
+            reader.sweep_busy(_joined(busy, memory, fed, upto))
+            fed = upto
+            tick(top - last)
+            last = top
+    reader.sweep_busy(_joined(_no_members(), memory, fed, len(memory.start)))
+    return reader.res
+
+
+def _joined(kernels: Members, memory: Members, a: int, b: int) -> Members:
+    if a >= b:
+        return kernels
+    key = memory.key if len(memory.code) else kernels.key
+    return Members(
+        np.concatenate([kernels.code, memory.code[a:b]]),
+        np.concatenate([kernels.start, memory.start[a:b]]),
+        np.concatenate([kernels.end, memory.end[a:b]]),
+        key,
+    )

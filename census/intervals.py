@@ -1,0 +1,161 @@
+"""Interval arithmetic on numpy columns: step lookup, unions carried across batches, clipping.
+
+Times are int64 nanoseconds; a NULL read from SQLite is INT_NULL (int64 minimum) and takes part
+in no union. Every sum is exact: int64 where no overflow is possible, Python ints otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+INT_NULL = np.iinfo(np.int64).min
+NO_STEP = -1
+_SAFE = 1 << 62
+
+
+@dataclass(frozen=True)
+class StepIndex:
+    """The selected step ranges per process: starts ascending (ties by index), ends, indices."""
+
+    by_proc: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def build(cls, steps: Iterable[tuple[int, int, int, int]]) -> StepIndex:
+        """steps: (idx, proc, start_ns, end_ns)."""
+        grouped: dict[int, list[tuple[int, int, int]]] = {}
+        for idx, proc, start, end in steps:
+            grouped.setdefault(proc, []).append((start, idx, end))
+        by_proc = {}
+        for proc, rows in grouped.items():
+            rows.sort()
+            by_proc[proc] = (
+                np.array([r[0] for r in rows], np.int64),
+                np.array([r[2] for r in rows], np.int64),
+                np.array([r[1] for r in rows], np.int64),
+            )
+        return cls(by_proc)
+
+    def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """The step process `proc` was in at time `t`: the latest-starting step that began at or
+        before `t`, kept only if it had not ended before `t`; NO_STEP otherwise."""
+        out = np.full(len(t), NO_STEP, np.int64)
+        for p, (starts, ends, idx) in self.by_proc.items():
+            rows = np.flatnonzero((proc == p) & (t != INT_NULL))
+            if not len(rows):
+                continue
+            tt = t[rows]
+            i = np.searchsorted(starts, tt, side="right") - 1
+            ii = np.maximum(i, 0)
+            inside = (i >= 0) & (ends[ii] >= tt)
+            out[rows] = np.where(inside, idx[ii], NO_STEP)
+        return out
+
+
+def exact_sums(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
+    """Σ values per code in range(n), exact: int64 when it cannot overflow, else Python ints."""
+    if values.size and int(np.abs(values).max()) > _SAFE // values.size:
+        out = np.zeros(n, dtype=object)
+        np.add.at(out, codes, values.astype(object))
+        return [int(v) for v in out]
+    acc = np.zeros(n, np.int64)
+    np.add.at(acc, codes, values)
+    return acc.tolist()
+
+
+def factorize(*columns: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """Distinct rows of the given equal-length columns, and each row's index among them."""
+    n = len(columns[0])
+    if n == 0:
+        return [], np.zeros(0, np.int64)
+    order = np.lexsort(columns[::-1])
+    cols = [c[order] for c in columns]
+    new = np.zeros(n, bool)
+    new[0] = True
+    for c in cols:
+        new[1:] |= c[1:] != c[:-1]
+    code_sorted = np.cumsum(new) - 1
+    inverse = np.empty(n, np.int64)
+    inverse[order] = code_sorted
+    firsts = np.flatnonzero(new)
+    uniques = list(zip(*(c[firsts].tolist() for c in cols), strict=True))
+    return uniques, inverse
+
+
+@dataclass
+class Swept:
+    """One batch of intervals swept in (partition, start) order."""
+
+    codes: np.ndarray  # partition codes present, ascending
+    added_ns: np.ndarray  # what the batch adds to each partition's union
+    high: np.ndarray  # each partition's running maximum end after the batch
+    seg: np.ndarray  # per sorted row: index into `codes`
+    piece_lo: np.ndarray  # per sorted row: where its new coverage starts (== end: none)
+    end: np.ndarray  # per sorted row: its end
+
+
+def sweep(
+    codes: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    seed: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> Swept:
+    """Union of [start, end) intervals (end > start) per partition code. `seed(codes)` gives
+    each partition's running maximum end from earlier batches (INT_NULL: none); the batch must
+    start no earlier than those batches did. Each interval adds what lies beyond the running
+    maximum end of the intervals before it, so the union is the sum of the additions."""
+    order = np.lexsort((start, codes))
+    c, s, e = codes[order], start[order], end[order]
+    n = len(c)
+    if n == 0:
+        empty = np.zeros(0, np.int64)
+        return Swept(empty, empty, empty, empty, empty, empty)
+    firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+    seg = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, n]))
+    prev = _segment_prev_max(e, firsts, seg)
+    seeds = seed(c[firsts]) if seed else np.full(len(firsts), INT_NULL, np.int64)
+    prev = np.maximum(prev, seeds[seg])
+    lo = np.minimum(np.maximum(s, prev), e)
+    added = np.add.reduceat(e - lo, firsts)
+    high = np.maximum(seeds, np.maximum.reduceat(e, firsts))
+    return Swept(c[firsts], added, high, seg, lo, e)
+
+
+def _segment_prev_max(e: np.ndarray, firsts: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """max(e[j] for earlier j in the same segment), INT_NULL at each segment's first row.
+    Each segment is lifted above the ones before it so that one running maximum serves all."""
+    lo = np.minimum.reduceat(e, firsts)
+    span = np.maximum.reduceat(e, firsts) - lo + 1
+    if float(span.sum(dtype=np.float64)) < _SAFE:
+        offset = np.r_[0, np.cumsum(span)[:-1]] - lo
+        run = np.maximum.accumulate(e + offset[seg]) - offset[seg]
+    else:  # timestamps too far apart to lift safely: one segment at a time
+        run = np.empty_like(e)
+        bounds = np.r_[firsts, len(e)]
+        for a, b in itertools.pairwise(bounds.tolist()):
+            run[a:b] = np.maximum.accumulate(e[a:b])
+    prev = np.empty_like(e)
+    prev[1:] = run[:-1]
+    prev[firsts] = INT_NULL
+    return prev
+
+
+def covered_ns(
+    lo: np.ndarray, hi: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
+) -> np.ndarray:
+    """For disjoint pieces [lo, hi) sorted by lo: the length of them inside each window."""
+    if not len(lo):
+        return np.zeros(len(win_start), np.int64)
+    length = hi - lo
+    before = np.r_[0, np.cumsum(length)[:-1]]
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(lo, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = np.clip(t - lo[kk], 0, length[kk])
+        return np.where(k >= 0, before[kk] + inside, 0)
+
+    return upto(win_end) - upto(win_start)

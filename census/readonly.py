@@ -1,0 +1,77 @@
+"""Open an nsys export read-only, or say in one line why it cannot be read.
+
+Inputs are opened with `mode=ro` and never written; SQLite's own messages become one line.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from census.errors import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """Open an export read-only, or raise InputError naming the file and the problem."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not an nsys SQLite export")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: permission denied (cannot read the file)")
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if len(head) == 0:
+        raise InputError(f"{path}: empty file, not an nsys SQLite export")
+    if head != SQLITE_MAGIC:
+        raise InputError(
+            f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
+        )
+    _check_not_truncated(path)
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=2.0)
+        conn.text_factory = _decode_text
+        conn.execute("PRAGMA temp_store = FILE")
+        conn.execute("PRAGMA threads = 2")
+        conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache, bounded RSS
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+    return conn
+
+
+def _check_not_truncated(path: Path) -> None:
+    """The header records the page size and count: a shorter file was cut while copying."""
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100:
+        raise InputError(f"{path}: truncated SQLite file ({len(header)} bytes); copy it again")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    size = path.stat().st_size
+    # The in-header count is valid only when the change counters agree (SQLite >= 3.7.0).
+    if pages and header[24:28] == header[92:96] and size < pages * page_size:
+        raise InputError(
+            f"{path}: truncated SQLite file ({size:,} of {pages * page_size:,} bytes); copy it again"
+        )
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def describe_sqlite_error(exc: Exception) -> str:
+    text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
+    text = text if len(text) <= 160 else text[:159] + "…"
+    if "locked" in text:
+        return "database is locked by another process (is nsys still writing it?)"
+    if isinstance(exc, UnicodeDecodeError):
+        return "corrupt SQLite file (undecodable text in its schema); export it again"
+    if "malformed" in text or "not a database" in text or "disk I/O" in text:
+        return f"corrupt or truncated SQLite file ({text}); export it again"
+    return f"cannot read the SQLite file ({text})"

@@ -1,0 +1,173 @@
+"""The engine reads an export in batches and in parallel ranges; whatever the split, the census
+is exactly the one a single batch in a single process gives."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from census.census import compute_census
+from census.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
+from census.load import load_profile
+from census.model import to_record
+from census.pipeline import DEFAULT_STEPS_REGEX
+from census.samples import sample_path
+from tests.conftest import FIXTURES
+from tests.nsysdb import Export
+from tests.oracle import _union, oracle
+
+WHOLE_FILE = 1 << 40
+SPLITS = [(1, 7), (2, 50), (3, 13), (2, 1)]
+
+
+def census_record(path: Path, workers: int, batch_rows: int) -> tuple[dict, list[str]]:
+    stages: list[str] = []
+    profile = load_profile(
+        path, DEFAULT_STEPS_REGEX, 0, lambda s, *_: stages.append(s), workers, batch_rows
+    )
+    return to_record(compute_census(profile)), stages
+
+
+def real_exports() -> list[Path]:
+    found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
+    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")]
+
+
+@pytest.mark.parametrize("path", real_exports(), ids=lambda p: p.parent.name + "/" + p.name)
+@pytest.mark.parametrize(("workers", "batch_rows"), SPLITS)
+def test_real_exports_split_any_way_give_the_same_census(
+    path: Path, workers: int, batch_rows: int
+) -> None:
+    whole, _ = census_record(path, 1, WHOLE_FILE)
+    split, stages = census_record(path, workers, batch_rows)
+    assert split == whole
+    # nsys writes kernels in start order: the batched sweep, not the fallback, was compared
+    assert not any("not in start order" in s for s in stages)
+
+
+def test_ddp_rank_capture_split(tmp_path: Path) -> None:
+    import lzma
+
+    path = tmp_path / "rank0.sqlite"
+    path.write_bytes(
+        lzma.decompress((Path(__file__).parent / "data/ddp/rank0.sqlite.xz").read_bytes())
+    )
+    assert census_record(path, 2, 9)[0] == census_record(path, 1, WHOLE_FILE)[0]
+
+
+NAMES = ["gemm_kernel", "triton_poi_fused_add_0", "ncclDevKernel_AllReduce", "reduce_kernel"]
+interval = st.tuples(
+    st.sampled_from(NAMES),
+    st.integers(0, 3000),  # kernel start
+    st.integers(-5, 400),  # duration (zero and negative ones included)
+    st.integers(0, 1),  # device
+    st.integers(0, 200),  # launch precedes the kernel by this much
+)
+
+
+def build(kernels, copies, step_lengths, in_start_order: bool) -> Path:
+    e = Export()
+    t = 0
+    for i, length in enumerate(step_lengths):
+        e.range(f"step {i}", t, t + length)
+        t += length + 40
+    for name, start, dur, dev, lead in kernels:
+        e.launch(name, max(0, start - lead), start, start + dur, device=dev)
+    for kind, nbytes, start, dur in copies:
+        e.copy(kind, nbytes, max(0, start - 10), start, start + dur)
+    if in_start_order:
+        e.kernels.sort(key=lambda k: k["start"])
+        e.memcpy.sort(key=lambda k: k["start"])
+    path = Path(tempfile.mkdtemp()) / "e.sqlite"
+    return e.write(path)
+
+
+copy = st.tuples(
+    st.sampled_from([1, 8]), st.integers(0, 1 << 20), st.integers(0, 3000), st.integers(0, 300)
+)
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(
+    st.lists(interval, max_size=30),
+    st.lists(copy, max_size=6),
+    st.lists(st.integers(1, 900), max_size=4),
+    st.sampled_from([(1, 1), (1, 3), (2, 2), (3, 5)]),
+)
+def test_sorted_exports_batched_and_parallel(kernels, copies, steps, split) -> None:
+    path = build(kernels, copies, steps, in_start_order=True)
+    whole, _ = census_record(path, 1, WHOLE_FILE)
+    parts, stages = census_record(path, *split)
+    assert parts == whole
+    assert not any("not in start order" in s for s in stages)
+    expected = oracle(path)
+    assert whole["totals"] == expected["totals"]
+
+
+@SETTINGS
+@given(st.lists(interval, min_size=2, max_size=25), st.lists(st.integers(1, 900), max_size=3))
+def test_unsorted_exports_fall_back_to_one_batch(kernels, steps) -> None:
+    path = build(kernels, [], steps, in_start_order=False)
+    assert census_record(path, 2, 3)[0] == census_record(path, 1, WHOLE_FILE)[0]
+
+
+# -- intervals, against brute force ------------------------------------------------------------
+spans = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 500), st.integers(1, 80)), max_size=40)
+
+
+@given(spans, st.integers(0, 500))
+def test_sweep_carries_the_union_across_batches(rows, cut) -> None:
+    rows = sorted(rows, key=lambda r: r[1])
+    first = [r for r in rows if r[1] < cut]
+    second = [r for r in rows if r[1] >= cut]
+    high: dict[int, int] = {}
+    total: dict[int, int] = {}
+    for batch in (first, second):
+        code = np.array([r[0] for r in batch], np.int64)
+        start = np.array([r[1] for r in batch], np.int64)
+        end = start + np.array([r[2] for r in batch], np.int64)
+        swept = sweep(code, start, end, lambda c: np.array([high.get(x, INT_NULL) for x in c]))
+        for c, added, top in zip(swept.codes, swept.added_ns, swept.high, strict=True):
+            total[int(c)] = total.get(int(c), 0) + int(added)
+            high[int(c)] = int(top)
+    for c in {r[0] for r in rows}:
+        assert total[c] == _union([(s, s + d) for k, s, d in rows if k == c])
+
+
+@given(spans, st.lists(st.tuples(st.integers(0, 600), st.integers(0, 300)), max_size=6))
+def test_covered_ns_is_the_clipped_union(rows, windows) -> None:
+    ivs = sorted((s, s + d) for _, s, d in rows)
+    merged: list[list[int]] = []
+    for s, e in ivs:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    lo = np.array([m[0] for m in merged], np.int64)
+    hi = np.array([m[1] for m in merged], np.int64)
+    a = np.array([w[0] for w in windows], np.int64)
+    b = a + np.array([w[1] for w in windows], np.int64)
+    got = covered_ns(lo, hi, a, b).tolist()
+    want = [
+        sum(max(0, min(e, wb) - max(s, wa)) for s, e in merged) for wa, wb in zip(a, b, strict=True)
+    ]
+    assert got == want
+
+
+def test_step_at_takes_the_latest_started_step_if_still_open() -> None:
+    index = StepIndex.build([(0, 7, 0, 100), (1, 7, 50, 60), (2, 8, 0, 10)])
+    proc = np.array([7, 7, 7, 7, 8, 8, 9, 7], np.int64)
+    t = np.array([10, 55, 70, 100, 10, 11, 5, INT_NULL], np.int64)
+    # at 70 step 1 (started last, at 50) has ended: no step, though step 0 still runs
+    assert index.step_at(proc, t).tolist() == [0, 1, -1, -1, 2, -1, -1, -1]
+
+
+def test_exact_sums_never_overflow() -> None:
+    big = np.array([2**62, 2**62, 2**62, 5], np.int64)
+    assert exact_sums(np.array([0, 0, 0, 1]), 2, big) == [3 * 2**62, 5]
