@@ -1,15 +1,21 @@
 """Benchmark: census against nsys's own reports and the SQL floor, side by side, as ratios.
 
 For each size it builds (or reuses) two exports with bench/generate.py, one replicating the
-bundled eager capture and one the compiled capture, then measures in one run:
-  floor      the minimal scans census needs: one pass over each table it reads
+bundled eager capture and one the compiled capture, then measures, in one run, on the same
+files, with the page cache warm:
+  floor      the minimal SQL scans census needs: one plain pass over each table census reads,
+             reading every column it reads (COUNT and MAX of each), one connection, in turn;
+             `start, end only` is the same pass reading two columns, for reference
   nsys       `nsys stats` with the kernel, API and memory-size reports (2022.4 names, or the
              current ones with --nsys-new-names)
   summary    `census summary --json`, cold (empty cache), then again (cached)
   diff       `census diff eager compiled`, cold, then again (cached)
-Wall time and peak RSS come from each child process (os.wait4).
+Each command runs --repeat times, alternating with the others; the table shows medians.
+Wall time comes from the parent; CPU time is user + system of the whole process tree; memory
+is the peak, over 20 ms samples, of the summed PSS (proportional set size: shared pages split
+between the processes sharing them) of the process and all its descendants.
 
-    python bench/run.py --sizes 1e5 1e6 1e7 [--nsys PATH]
+    python bench/run.py --sizes 1e5 1e6 1e7 [--repeat 3] [--nsys PATH]
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import argparse
 import os
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -30,35 +38,89 @@ sys.path.insert(0, str(HERE))
 
 from generate import generate  # noqa: E402
 
-TABLES = (
-    "CUPTI_ACTIVITY_KIND_KERNEL",
-    "CUPTI_ACTIVITY_KIND_RUNTIME",
-    "CUPTI_ACTIVITY_KIND_MEMCPY",
-    "CUPTI_ACTIVITY_KIND_MEMSET",
-    "NVTX_EVENTS",
-)
+# Every column census reads, per table (census/columns.py reads them as integers).
+COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "start", '"end"', "deviceId", "globalPid", "correlationId", "demangledName", "shortName",
+    ),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", '"end"', "globalTid", "correlationId", "nameId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "start", '"end"', "globalPid", "correlationId", "bytes", "copyKind",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", '"end"', "globalPid", "correlationId", "bytes"),
+    "NVTX_EVENTS": ("start", '"end"', "eventType", "text", "textId", "globalTid"),
+}  # fmt: skip
+MIB = 2**20
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one child process."""
+class TreeSampler(threading.Thread):
+    """Peak summed PSS of a process and its descendants, sampled every 20 ms."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.root = pid
+        self.peak = 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            self.peak = max(self.peak, sum(_pss(p) for p in _tree(self.root)))
+            self.done.wait(0.02)
+
+
+def _tree(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [p for p, pp in parents.items() if pp in frontier]
+        tree += frontier
+    return tree
+
+
+def _pss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """Wall seconds, CPU seconds of the tree, peak tree PSS (bytes) of one command."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
+    sampler.done.set()
+    sampler.join()
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err[-2000:]}")
-    return wall, usage.ru_maxrss * 1024
+    # wait4's usage covers the process and every descendant it waited for
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "pss": sampler.peak}
 
 
-def floor(path: Path) -> float:
+def floor(path: Path, columns: dict[str, tuple[str, ...]]) -> float:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t0 = time.perf_counter()
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table in TABLES:
+    for table, cols in columns.items():
         if table in have:
-            conn.execute(f'SELECT COUNT(*), SUM("end" - start) FROM "{table}"').fetchone()
+            reads = ", ".join(f"MAX({c})" for c in cols)
+            conn.execute(f'SELECT COUNT(*), {reads} FROM "{table}"').fetchone()
     conn.close()
     return time.perf_counter() - t0
 
@@ -83,11 +145,51 @@ def kernels_in(path: Path) -> int:
     return n
 
 
+def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
+    n = int(float(size))
+    files = {}
+    for label, src in zip(("eager", "compiled"), samples(), strict=True):
+        target = args.out / f"{label}-{size}.sqlite"
+        if not target.exists():
+            print(f"generating {target} ...", file=sys.stderr)
+            generate(src, target, n)
+        files[label] = target
+    e, c = files["eager"], files["compiled"]
+    subprocess.run(["cat", str(e), str(c)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+    census = [sys.executable, "-m", "census"]
+    runs: dict[str, list[dict]] = {}
+    for _ in range(args.repeat):
+        runs.setdefault("floor", []).append({"wall": floor(e, COLUMNS)})
+        narrow = {t: ("start", '"end"') for t in COLUMNS}
+        runs.setdefault("floor_narrow", []).append({"wall": floor(e, narrow)})
+        if nsys:
+            with tempfile.TemporaryDirectory() as tmp:
+                cmd = [nsys, "stats", "-q", "-r", reports, "-f", "csv", "--force-export=false",
+                       "-o", f"{tmp}/r", str(e)]  # fmt: skip
+                runs.setdefault("nsys", []).append(measure(cmd))
+        for name, cmd in (
+            ("summary", [*census, "summary", str(e), "--json"]),
+            ("diff", [*census, "diff", str(e), str(c), "--format", "json"]),
+        ):
+            cache = tempfile.mkdtemp(prefix="census-bench-cache-")
+            env = {**os.environ, "CENSUS_CACHE_DIR": cache}
+            runs.setdefault(name, []).append(measure(cmd, env))
+            runs.setdefault(f"{name}_cached", []).append(measure(cmd, env))
+            shutil.rmtree(cache)
+    row = {"size": size, "kernels": kernels_in(e), "mib": e.stat().st_size / MIB}
+    for name, results in runs.items():
+        for key in results[0]:
+            row[f"{name}_{key}"] = statistics.median(r[key] for r in results)
+    print(format_row(row), file=sys.stderr)
+    return row
+
+
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--sizes", nargs="+", default=["1e5", "1e6", "1e7"])
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", type=Path, default=HERE / "out")
     p.add_argument("--nsys", default=None)
     p.add_argument(
@@ -100,49 +202,8 @@ def main() -> None:
         if args.nsys_new_names
         else "gpukernsum,cudaapisum,gpumemsizesum"
     )
-    eager_src, compiled_src = samples()
-    census = [sys.executable, "-m", "census"]
-    rows = []
-    for size in args.sizes:
-        n = int(float(size))
-        files = {}
-        for label, src in (("eager", eager_src), ("compiled", compiled_src)):
-            target = args.out / f"{label}-{size}.sqlite"
-            if not target.exists():
-                print(f"generating {target} ...", file=sys.stderr)
-                generate(src, target, n)
-            files[label] = target
-        e, c = files["eager"], files["compiled"]
-        subprocess.run(
-            ["cat", str(e), str(c)], stdout=subprocess.DEVNULL, check=True
-        )  # warm the page cache
-        row = {
-            "size": size,
-            "kernels": kernels_in(e),
-            "mib": e.stat().st_size / 2**20,
-            "floor": floor(e),
-        }
-        if nsys:
-            with tempfile.TemporaryDirectory() as tmp:
-                row["nsys"], row["nsys_rss"] = run(
-                    [nsys, "stats", "-q", "-r", reports, "-f", "csv", "--force-export=false",
-                     "-o", f"{tmp}/r", str(e)]
-                )  # fmt: skip
-        cache = tempfile.mkdtemp(prefix="census-bench-cache-")
-        env = {**os.environ, "CENSUS_CACHE_DIR": cache}
-        row["summary"], row["summary_rss"] = run([*census, "summary", str(e), "--json"], env)
-        row["summary_cached"], _ = run([*census, "summary", str(e), "--json"], env)
-        shutil.rmtree(cache)
-        cache = tempfile.mkdtemp(prefix="census-bench-cache-")
-        env = {**os.environ, "CENSUS_CACHE_DIR": cache}
-        row["diff"], row["diff_rss"] = run(
-            [*census, "diff", str(e), str(c), "--format", "json"], env
-        )
-        row["diff_cached"], _ = run([*census, "diff", str(e), str(c), "--format", "json"], env)
-        shutil.rmtree(cache)
-        rows.append(row)
-        print(format_row(row), file=sys.stderr)
-    table = format_table(rows, nsys)
+    rows = [bench_size(size, args, nsys, reports) for size in args.sizes]
+    table = format_table(rows, nsys, args.repeat)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(table + "\n", encoding="utf-8")
@@ -152,25 +213,45 @@ def format_row(r: dict) -> str:
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items())
 
 
-def format_table(rows: list[dict], nsys: str | None) -> str:
-    mib = 2**20
+def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
+    def s(x: float) -> str:
+        return f"{x:.2f} s"
+
+    def m(x: float) -> str:
+        return f"{x / MIB:,.0f} MiB"
+
     head = (
-        "| kernels | file | SQL floor | nsys stats (3 reports) | census summary | summary / nsys | "
-        "summary / floor | summary RSS | cached summary | census diff (2 files) | diff RSS | cached diff |\n"
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "| kernels | file | SQL floor | floor, start/end only | nsys stats (3 reports) | nsys PSS "
+        "| census summary | summary / nsys | summary / floor | summary CPU / floor | summary PSS "
+        "| cached summary | census diff (2 files) | diff PSS | cached diff |\n"
+        "|" + " ---: |" * 15
     )
     lines = [head]
     for r in rows:
-        nsys_cell = f"{r['nsys']:.2f} s ({r['nsys_rss'] / mib:,.0f} MiB)" if "nsys" in r else "n/a"
-        ratio = f"{r['summary'] / r['nsys']:.2f}x" if "nsys" in r else "n/a"
-        lines.append(
-            f"| {r['kernels']:,} | {r['mib']:,.0f} MiB | {r['floor']:.2f} s | {nsys_cell} | "
-            f"{r['summary']:.2f} s | {ratio} | {r['summary'] / r['floor']:.1f}x | "
-            f"{r['summary_rss'] / mib:,.0f} MiB | {r['summary_cached']:.2f} s | {r['diff']:.2f} s | "
-            f"{r['diff_rss'] / mib:,.0f} MiB | {r['diff_cached']:.2f} s |"
-        )
+        has = "nsys_wall" in r
+        cells = [
+            f"{r['kernels']:,}",
+            f"{r['mib']:,.0f} MiB",
+            s(r["floor_wall"]),
+            s(r["floor_narrow_wall"]),
+            s(r["nsys_wall"]) if has else "n/a",
+            m(r["nsys_pss"]) if has else "n/a",
+            s(r["summary_wall"]),
+            f"{r['summary_wall'] / r['nsys_wall']:.2f}x" if has else "n/a",
+            f"{r['summary_wall'] / r['floor_wall']:.2f}x",
+            f"{r['summary_cpu'] / r['floor_wall']:.2f}x",
+            m(r["summary_pss"]),
+            s(r["summary_cached_wall"]),
+            s(r["diff_wall"]),
+            m(r["diff_pss"]),
+            s(r["diff_cached_wall"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append(f"nsys: {nsys or 'not found'}; machine: {os.cpu_count()} cores")
+    lines.append(
+        f"nsys: {nsys or 'not found'}; machine: {os.cpu_count()} cores; "
+        f"medians of {repeat} alternating runs"
+    )
     return "\n".join(lines)
 
 

@@ -22,20 +22,37 @@ from census.columns import (
     RowidRange,
     read_batches,
     read_strings,
-    rowid_range,
     with_end,
 )
-from census.intervals import INT_NULL, NO_STEP, StepIndex, covered_ns, exact_sums, factorize, sweep
+from census.intervals import (
+    INT_NULL,
+    NO_STEP,
+    StepIndex,
+    covered_ns,
+    distinct,
+    exact_sums,
+    factorize,
+    sweep,
+)
 from census.linking import ApiMap
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
 WHOLE = NO_STEP  # the scope of capture-wide unions
-MEMSET_KIND = -1
 UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
 
 
 class OutOfOrder(Exception):
     """The kernels of a range are not in start order: batches cannot carry the sweep."""
+
+
+@dataclass
+class Members:
+    """Intervals to sweep: partition code, start, end; `key` decodes a code."""
+
+    code: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: Callable[[int], tuple]
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,7 @@ class GpuContext:
     any_nccl: bool  # whether any kernel name can be NCCL; without, no all-kernel union
     has_demangled: bool
     tables: frozenset[str]
+    memory_busy: Members | None = None  # memcpys/memsets that count in busy time, by start
 
     @property
     def step_procs(self) -> np.ndarray:
@@ -73,16 +91,6 @@ class PartResult:
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
 
 
-@dataclass
-class Members:
-    """Intervals to sweep: partition code, start, end; `key` decodes a code."""
-
-    code: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    key: Callable[[int], tuple]
-
-
 def kernel_columns(ctx: GpuContext) -> dict[str, str]:
     return {
         **TIMED,
@@ -108,25 +116,25 @@ class PartReader:
     # -- kernels ---------------------------------------------------------------------------
     def add_kernels(
         self, b: dict[str, np.ndarray], part: Part
-    ) -> tuple[int | None, Members, Members]:
+    ) -> tuple[int | None, list[Members], Members]:
         """Aggregate one batch. Returns the latest start among its kernels with an extent, and
         what they add to the unions and to busy time, for sweeping."""
         with_end(sc.KERNEL, b)
         found, step = self.ctx.api.lookup(b["proc"], b["corr"])
-        self._note_missing(b["proc"], b["corr"], found)
+        note_missing(self.res.missing, b["proc"], b["corr"], found)
         pairs, pair = factorize(b["dn"], b["sn"])
         nccl = self._nccl_flags(pairs)[pair]
         timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
         dur = np.where(timed, b["end"] - b["start"], 0)
         self.res.bad_kernels += int(np.count_nonzero(~timed | (b["end"] < b["start"])))
         dev = b["dev"]
-        self.res.devices.update(np.unique(dev[dev != INT_NULL]).tolist())
+        self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
         self._add_groups(pairs, pair, found, step, dur)
         self._add_step_kernels(step, dur, nccl)
         extent = timed & (b["end"] > b["start"])
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)
-        busy = self._busy_members(b["proc"], b["start"], b["end"], extent)
+        busy = busy_members(self.step_procs, b["proc"], b["start"], b["end"], extent)
         return latest, unions, busy
 
     def _check_order(self, starts: np.ndarray, part: Part) -> int | None:
@@ -152,33 +160,28 @@ class PartReader:
                 self.nccl[(dn, sn)] = self.ctx.any_nccl and is_nccl(name)
         return np.array([self.nccl[p] for p in pairs], bool)
 
-    def _note_missing(self, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
-        lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
-        for p in np.unique(proc[lost]).tolist():
-            self.res.missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
-
     def _add_groups(self, pairs, pair, found, step, dur) -> None:
         code = pair * 2 + found
         n = 2 * len(pairs)
         inside = step != NO_STEP
         sums = (
-            np.bincount(code, minlength=n).tolist(),
+            np.bincount(code, minlength=n),
             exact_sums(code, n, dur),
             np.bincount(code[inside], minlength=n).tolist(),
             exact_sums(code[inside], n, dur[inside]),
         )
-        for c in np.unique(code).tolist():
+        for c in np.flatnonzero(sums[0]).tolist():
             dn, sn = pairs[c // 2]
             key = (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
             acc = self.res.groups.setdefault(key, [0, 0, 0, 0])
             for i in range(4):
-                acc[i] += sums[i][c]
+                acc[i] += int(sums[i][c])
 
     def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
         inside = step != NO_STEP
         if not inside.any():
             return
-        steps, code = np.unique(step[inside], return_inverse=True)
+        steps, code = distinct(step[inside])
         d, k = dur[inside], nccl[inside]
         n = len(steps)
         sums = (
@@ -192,22 +195,16 @@ class PartReader:
             for j in range(4):
                 acc[j] += sums[j][i]
 
-    def _union_members(self, b, extent, step, nccl) -> Members:
+    def _union_members(self, b, extent, step, nccl) -> list[Members]:
+        """Each kernel with an extent joins its class's and (with NCCL about) the all-kernel
+        union, on its device, for the whole capture and for its step."""
         s, e, st = b["start"][extent], b["end"][extent], step[extent]
-        devs, dev = np.unique(b["dev"][extent], return_inverse=True)
+        devs, dev = distinct(b["dev"][extent])
         nd = max(1, len(devs))
-        cls = nccl[extent].astype(np.int64)
-        parts = [(np.zeros_like(st), cls)]
+        classes = [nccl[extent].astype(np.int64)]
         if self.ctx.any_nccl:
-            parts.append((np.zeros_like(st), np.full_like(cls, ALL_CLASS)))
-        inside = st != NO_STEP
-        parts += [(st + 1, c) for _, c in parts]
-        codes, starts, ends = [], [], []
-        for i, (scope, c) in enumerate(parts):
-            rows = inside if i >= len(parts) // 2 else slice(None)
-            codes.append(((scope[rows] * 3 + c[rows]) * nd) + dev[rows])
-            starts.append(s[rows])
-            ends.append(e[rows])
+            classes.append(np.full(len(s), ALL_CLASS, np.int64))
+        inside = np.flatnonzero(st != NO_STEP)
         dev_values = devs.tolist()
 
         def key(code: int) -> UnionKey:
@@ -215,69 +212,25 @@ class PartReader:
             scope, c = divmod(q, 3)
             return (scope - 1, c, dev_values[d])
 
-        return Members(np.concatenate(codes), np.concatenate(starts), np.concatenate(ends), key)
-
-    def _busy_members(self, proc, start, end, extent) -> Members:
-        procs = self.step_procs
-        if not len(procs):
-            return _no_members()
-        i = np.minimum(np.searchsorted(procs, proc), len(procs) - 1)
-        rows = np.flatnonzero(extent & (procs[i] == proc))
-        return Members(i[rows], start[rows], end[rows], lambda c: int(procs[c]))
-
-    # -- memcpys and memsets -----------------------------------------------------------------
-    def read_memory(self, part: Part) -> Members:
-        """Aggregate the part's memcpys and memsets; return those that count in busy time."""
-        busy = []
-        for table, kind in ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND))):
-            whole = rowid_range(self.conn, table) if table in self.ctx.tables else None
-            if whole is None:
-                continue
-            cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
-                    "bytes": "bytes", "kind": kind}  # fmt: skip
-            for b, _ in read_batches(self.conn, table, cols, whole, _time_window(part)):
-                with_end(table, b)
-                self._add_memory(b)
-                timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
-                busy.append(
-                    self._busy_members(
-                        b["proc"], b["start"], b["end"], timed & (b["end"] > b["start"])
-                    )
-                )
-        if not busy:
-            return _no_members()
-        m = Members(*(np.concatenate([x.code for x in busy]),
-                      np.concatenate([x.start for x in busy]),
-                      np.concatenate([x.end for x in busy])), busy[0].key)  # fmt: skip
-        order = np.argsort(m.start, kind="stable")
-        return Members(m.code[order], m.start[order], m.end[order], m.key)
-
-    def _add_memory(self, b: dict[str, np.ndarray]) -> None:
-        found, step = self.ctx.api.lookup(b["proc"], b["corr"])
-        self._note_missing(b["proc"], b["corr"], found)
-        kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
-        cells, code = factorize(kind, step, found.astype(np.int64))
-        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
-        n = len(cells)
-        sums = (
-            np.bincount(code, minlength=n).tolist(),
-            exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
-            exact_sums(code, n, np.where(timed, b["end"] - b["start"], 0)),
-        )
-        for i, (k, st, has) in enumerate(cells):
-            acc = self.res.memory.setdefault((k, st, bool(has)), [0, 0, 0])
-            for j in range(3):
-                acc[j] += sums[j][i]
+        out = [Members(c * nd + dev, s, e, key) for c in classes]  # scope 0: the capture
+        out += [
+            Members(
+                ((st[inside] + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key
+            )
+            for c in classes
+        ]
+        return out
 
     # -- sweeping -------------------------------------------------------------------------
-    def sweep_unions(self, m: Members) -> None:
+    def sweep_unions(self, members: list[Members]) -> None:
         high = self.res.high
-        swept = sweep(m.code, m.start, m.end, lambda codes: _seeds(high, codes, m.key))
-        for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
-                                    swept.high.tolist(), strict=True):  # fmt: skip
-            k = m.key(code)
-            self.res.union_ns[k] = self.res.union_ns.get(k, 0) + added
-            high[k] = top
+        for m in members:
+            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: _seeds(high, codes, m.key))
+            for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
+                                        swept.high.tolist(), strict=True):  # fmt: skip
+                k = m.key(code)
+                self.res.union_ns[k] = self.res.union_ns.get(k, 0) + added
+                high[k] = top
 
     def sweep_busy(self, m: Members) -> None:
         high = self.res.busy_high
@@ -302,19 +255,32 @@ def _seeds(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.nda
     return np.array([high.get(key(c), INT_NULL) for c in codes.tolist()], np.int64)
 
 
-def _no_members() -> Members:
+def no_members() -> Members:
     empty = np.zeros(0, np.int64)
     return Members(empty, empty, empty, lambda c: c)
 
 
-def _time_window(part: Part) -> str:
-    """Memcpys/memsets of this part: starting in [after, before); NULL starts go to the first."""
-    cond = []
-    if part.after_ns is not None:
-        cond.append(f"start >= {int(part.after_ns)}")
-    if part.before_ns is not None:
-        cond.append(f"(start < {int(part.before_ns)} OR start IS NULL)")
-    return " AND ".join(cond)
+def window(busy: Members, after_ns: int | None, before_ns: int | None) -> Members:
+    """The intervals of `busy` (sorted by start) starting in [after_ns, before_ns)."""
+    a = 0 if after_ns is None else int(np.searchsorted(busy.start, after_ns, "left"))
+    b = len(busy.start) if before_ns is None else int(np.searchsorted(busy.start, before_ns))
+    return Members(busy.code[a:b], busy.start[a:b], busy.end[a:b], busy.key)
+
+
+def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
+    """The intervals with an extent of processes that have steps; code: index into procs."""
+    if not len(procs):
+        return no_members()
+    i = np.minimum(np.searchsorted(procs, proc), len(procs) - 1)
+    rows = np.flatnonzero(extent & (procs[i] == proc))
+    return Members(i[rows], start[rows], end[rows], lambda c: int(procs[c]))
+
+
+def note_missing(missing: dict, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
+    """Remember the keys of GPU rows that found no API call."""
+    lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
+    for p in np.unique(proc[lost]).tolist():
+        missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
 
 
 def _resolve(conn: sqlite3.Connection, ctx: GpuContext, ids: list[int]) -> dict[int, str]:
@@ -324,9 +290,10 @@ def _resolve(conn: sqlite3.Connection, ctx: GpuContext, ids: list[int]) -> dict[
 def read_part(
     conn: sqlite3.Connection, ctx: GpuContext, part: Part, tick=lambda n: None
 ) -> PartResult:
-    """Aggregate one rowid range of kernels and the memcpys/memsets of its time window."""
+    """Aggregate one rowid range of kernels; sweep busy time with the memcpys/memsets that
+    start in its time window."""
     reader = PartReader(conn, ctx)
-    memory = reader.read_memory(part)
+    memory = window(ctx.memory_busy or no_members(), part.after_ns, part.before_ns)
     fed = 0
     if part.rows is not None:
         last = part.rows.lo
@@ -340,7 +307,7 @@ def read_part(
             fed = upto
             tick(top - last)
             last = top
-    reader.sweep_busy(_joined(_no_members(), memory, fed, len(memory.start)))
+    reader.sweep_busy(_joined(no_members(), memory, fed, len(memory.start)))
     return reader.res
 
 

@@ -27,6 +27,7 @@ _CODE_MODULES = (
     "intervals",
     "linking",
     "activity",
+    "memory",
     "merge",
     "engine",
     "census",

@@ -34,6 +34,7 @@ from census.linking import (
     read_runtime_grouped,
     read_runtime_part,
 )
+from census.memory import memory_jobs, merge_memory, read_memory_part
 from census.merge import fold
 
 PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more than it saves
@@ -73,14 +74,31 @@ def run_passes(
     api, launch = _runtime_pass(runner, schema, names, steps, batch_rows)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables)  # fmt: skip
-    gpu = _gpu_pass(runner, ctx, batch_rows)
+    gpu = _gpu_passes(runner, ctx, batch_rows)
     if gpu.missing and schema.has(sc.RUNTIME):
         missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
         more = read_other_calls(conn, names, steps, missing)
         if more:  # GPU work issued by calls that are not launches, memcpys or memsets
             ctx = replace(ctx, api=api.extended(more))
-            gpu = _gpu_pass(runner, ctx, batch_rows)
+            gpu = _gpu_passes(runner, ctx, batch_rows)
     return Passes(gpu, launch, ctx.any_nccl)
+
+
+def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
+    """Memcpys and memsets (in any order), then kernels (in start order) with them."""
+    jobs = memory_jobs(runner.conn, ctx, runner.jobs, batch_rows)
+    total = sum(job[2].rows for job in jobs)
+    parts = runner.map(_memory_job, ctx, jobs, total, "reading memcpys and memsets")
+    memory, busy = merge_memory(parts, ctx)
+    gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
+    gpu.memory = memory.memory
+    for p, corrs in memory.missing.items():
+        gpu.missing.setdefault(p, []).extend(corrs)
+    return gpu
+
+
+def _memory_job(conn, ctx, job, tick):
+    return read_memory_part(conn, ctx, job, tick)
 
 
 def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
@@ -94,7 +112,7 @@ def _runtime_pass(runner: Runner, schema: sc.Schema, names: ApiNames, steps, bat
     whole = rowid_range(runner.conn, sc.RUNTIME) if schema.has(sc.RUNTIME) else None
     if whole is None:
         return ApiMap(), LaunchTotals()
-    jobs = [(r, batch_rows) for r in split(whole, runner.size)]
+    jobs = [(r, batch_rows) for r in split(whole, runner.jobs)]
     parts = runner.map(_runtime_job, (names, steps), jobs, whole.rows, "reading CUDA API calls")
     api, launch, duplicated = merge_runtime(parts)
     if duplicated:  # legacy exports record some calls twice: regroup, in this process
@@ -110,9 +128,10 @@ def _runtime_job(conn, shared, job, tick):
 
 
 def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
+    """Kernels, in rowid ranges bounded by start times, folded into one result."""
     conn = runner.conn
     whole = rowid_range(conn, sc.KERNEL) if sc.KERNEL in ctx.tables else None
-    parts = _gpu_parts(conn, whole, runner.size, batch_rows)
+    parts = _gpu_parts(conn, whole, runner.jobs, batch_rows)
     try:
         total = whole.rows if whole else 0
         results = runner.map(_gpu_job, ctx, parts, total, "reading GPU activity")
@@ -157,6 +176,8 @@ class Runner:
 
     def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress):
         self.conn, self.path, self.size, self.progress = conn, path, size, progress
+        # two ranges per worker: one that finishes early takes the next
+        self.jobs = 1 if size <= 1 else 2 * size
 
     def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
         self.progress(label, 0, total)

@@ -66,23 +66,58 @@ def exact_sums(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
     return acc.tolist()
 
 
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's index among them). Small non-negative integers
+    (ids, steps, devices) go through a lookup table: linear, no sort."""
+    if not len(values):
+        return values[:0], np.zeros(0, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if lo == hi:
+        return values[:1], np.zeros(len(values), np.int64)
+    if hi - lo <= _LOOKUP_SPAN:
+        present = np.zeros(hi - lo + 1, bool)
+        present[values - lo] = True
+        index = np.cumsum(present) - 1
+        return np.flatnonzero(present) + lo, index[values - lo]
+    return np.unique(values, return_inverse=True)
+
+
+_LOOKUP_SPAN = 1 << 22
+
+
 def factorize(*columns: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
-    """Distinct rows of the given equal-length columns, and each row's index among them."""
-    n = len(columns[0])
-    if n == 0:
+    """Distinct rows of the given equal-length columns (ascending), and each row's index."""
+    if not len(columns[0]):
         return [], np.zeros(0, np.int64)
+    parts, codes = zip(*(distinct(c) for c in columns), strict=True)
+    if float(np.prod([float(len(u)) for u in parts])) >= _SAFE:
+        return _factorize_sorting(columns)
+    uniques, code = parts[0], codes[0]
+    for u, c in zip(parts[1:], codes[1:], strict=True):
+        code = code * len(u) + c  # mixed radix: < the product of the distinct counts
+    combined, inverse = distinct(code) if len(columns) > 1 else (np.arange(len(uniques)), code)
+    rows = []
+    for x in combined.tolist():
+        digits = []
+        for u in reversed(parts[1:]):
+            x, d = divmod(x, len(u))
+            digits.append(int(u[d]))
+        rows.append((int(parts[0][x]), *reversed(digits)))
+    return rows, inverse
+
+
+def _factorize_sorting(columns: tuple[np.ndarray, ...]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    n = len(columns[0])
     order = np.lexsort(columns[::-1])
     cols = [c[order] for c in columns]
     new = np.zeros(n, bool)
     new[0] = True
     for c in cols:
         new[1:] |= c[1:] != c[:-1]
-    code_sorted = np.cumsum(new) - 1
     inverse = np.empty(n, np.int64)
-    inverse[order] = code_sorted
+    inverse[order] = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
-    uniques = list(zip(*(c[firsts].tolist() for c in cols), strict=True))
-    return uniques, inverse
+    return list(zip(*(c[firsts].tolist() for c in cols), strict=True)), inverse
 
 
 @dataclass
@@ -114,8 +149,14 @@ def sweep(
         empty = np.zeros(0, np.int64)
         return Swept(empty, empty, empty, empty, empty, empty)
     firsts = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
-    seg = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, n]))
-    prev = _segment_prev_max(e, firsts, seg)
+    if len(firsts) == 1:  # one partition: a plain running maximum
+        seg = np.zeros(n, np.int64)
+        prev = np.empty_like(e)
+        prev[0] = INT_NULL
+        np.maximum.accumulate(e[:-1], out=prev[1:])
+    else:
+        seg = np.repeat(np.arange(len(firsts)), np.diff(np.r_[firsts, n]))
+        prev = _segment_prev_max(e, firsts, seg)
     seeds = seed(c[firsts]) if seed else np.full(len(firsts), INT_NULL, np.int64)
     prev = np.maximum(prev, seeds[seg])
     lo = np.minimum(np.maximum(s, prev), e)

@@ -10,6 +10,7 @@ its launch counts once, the longest row kept (`read_runtime_grouped`).
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -101,7 +102,11 @@ def _by_value(values: np.ndarray, rows: np.ndarray) -> Iterable[tuple[int, np.nd
     """(value, the rows holding it) for each distinct value among `rows`."""
     if not len(rows):
         return
-    rows = rows[np.argsort(values[rows], kind="stable")]
+    v = values[rows]
+    if v.min() == v.max():  # one process: the common case
+        yield int(v[0]), rows
+        return
+    rows = rows[np.argsort(v, kind="stable")]
     v = values[rows]
     cuts = np.flatnonzero(v[1:] != v[:-1]) + 1
     for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(rows)], strict=True):
@@ -152,8 +157,10 @@ class LaunchTotals:
 class RuntimePart:
     """What one rowid range of the runtime table contributes."""
 
-    corr: dict[int, np.ndarray] = field(default_factory=dict)  # per process, in rowid order
-    step: dict[int, np.ndarray] = field(default_factory=dict)  # int32
+    # per process, batch by batch in rowid order: correlationIds, and steps (int32)
+    corr: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    step: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    increasing: dict[int, bool] = field(default_factory=dict)  # strictly, across the batches
     launch: LaunchTotals = field(default_factory=LaunchTotals)
     unkeyed_launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
@@ -168,8 +175,6 @@ def read_runtime_part(
 ) -> RuntimePart:
     """One pass over a rowid range, assuming each call has one row; merge_runtime checks it."""
     part = RuntimePart()
-    corr: dict[int, list[np.ndarray]] = {}
-    step_of: dict[int, list[np.ndarray]] = {}
     unkeyed = []
     last = rows.lo
     for b, top in read_batches(conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.where, batch_rows):
@@ -177,18 +182,27 @@ def read_runtime_part(
         step = steps.step_at(b["proc"], b["start"])
         keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
         for p, r in _by_value(b["proc"], keyed):
-            corr.setdefault(p, []).append(b["corr"][r])
-            step_of.setdefault(p, []).append(step[r].astype(np.int32))
+            part.corr.setdefault(p, []).append(b["corr"][r])
+            part.step.setdefault(p, []).append(step[r].astype(np.int32))
         code = names.launch_code(b["name"])
         launch = code >= 0
         part.launch.add(names, step[launch], code[launch], b["dur"][launch])
         unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
         tick(top - last)
         last = top
-    part.corr = {p: np.concatenate(c) for p, c in corr.items()}
-    part.step = {p: np.concatenate(c) for p, c in step_of.items()}
     part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
+    part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
     return part
+
+
+def _increasing(chunks: list[np.ndarray]) -> bool:
+    """Whether the chunks, one after another, are strictly increasing."""
+    return all(bool(np.all(c[1:] > c[:-1])) for c in chunks) and _seams_increase(chunks)
+
+
+def _seams_increase(chunks: list[np.ndarray]) -> bool:
+    edges = [(c[0], c[-1]) for c in chunks if len(c)]
+    return all(a[1] < b[0] for a, b in itertools.pairwise(edges))
 
 
 def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool]:
@@ -197,13 +211,17 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool]
     launch = LaunchTotals()
     duplicated = False
     for p in sorted({p for part in parts for p in part.corr}):
-        corr = np.concatenate([part.corr[p] for part in parts if p in part.corr])
-        step = np.concatenate([part.step[p] for part in parts if p in part.step])
-        if np.any(corr[1:] < corr[:-1]):  # calls from several threads interleave: sort
+        chunks = [c for part in parts for c in part.corr.get(p, [])]
+        corr = np.concatenate(chunks)
+        step = np.concatenate([s for part in parts for s in part.step.get(p, [])])
+        # Each worker checked its own range; here only the seams between ranges are left.
+        checked = all(part.increasing.get(p, True) for part in parts)
+        if not (checked and _seams_increase(chunks)):
+            # calls from several threads interleave: sort, and look for calls seen twice
             order = np.argsort(corr, kind="stable")
             corr, step = corr[order], step[order]
+            duplicated |= bool(np.any(corr[1:] == corr[:-1]))
         api.corr[p], api.step[p] = corr, step
-        duplicated |= bool(np.any(corr[1:] == corr[:-1]))
     unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
     duplicated |= len(np.unique(unkeyed)) < len(unkeyed)
     for part in parts:

@@ -202,19 +202,29 @@ def read_steps(
     if not schema.has(sc.NVTX):
         return [], []
     pattern = re.compile(steps_regex)
-    conn.create_function(
-        "census_step_match", 1, lambda t: t is not None and bool(pattern.search(t))
-    )
     text = "n.text"
     join = ""
     if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
         text = "COALESCE(n.text, s.value)"
         join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
+    ranges = f"""FROM "{sc.NVTX}" n {join}
+                 WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})"""
+    # Match each distinct text once, then let SQLite pick the ranges that carry a match.
+    factory = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        texts = [t for (t,) in conn.execute(f"SELECT DISTINCT {text} {ranges}") if t is not None]
+    finally:
+        conn.text_factory = factory
+    matching = [t for t in texts if pattern.search(t.decode("utf-8", errors="replace"))]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS step_texts (t TEXT PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.step_texts")
+    conn.executemany(
+        "INSERT OR IGNORE INTO temp.step_texts VALUES (CAST(? AS TEXT))", ((t,) for t in matching)
+    )
     rows = conn.execute(
-        f"""SELECT {text}, n.start, n.end, n.globalTid >> 24 FROM "{sc.NVTX}" n {join}
-            WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})
-              AND census_step_match({text})
-            ORDER BY n.start"""
+        f"""SELECT {text}, n.start, n.end, n.globalTid >> 24 {ranges}
+              AND {text} IN (SELECT t FROM temp.step_texts) ORDER BY n.start"""
     ).fetchall()
     warnings: list[str] = []
     unusable = [r for r in rows if r[1] is None or r[2] is None or r[3] is None or r[2] < r[1]]

@@ -22,6 +22,8 @@ from census.activity import (
     PartResult,
     add_busy,
     kernel_columns,
+    no_members,
+    window,
 )
 from census.columns import RowidRange, read_batches
 from census.intervals import INT_NULL, sweep
@@ -65,12 +67,12 @@ def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
     rows = part.rows or RowidRange(0, 0)
     for b, _ in read_batches(conn, sc.KERNEL, kernel_columns(ctx), rows, "", HEAD_BATCH_ROWS):
         latest, u, k = reader.add_kernels(b, part)
-        unions.append(u)
+        unions += u
         busy.append(k)
         if latest is not None and latest >= reach:
             break
     end = reach if part.before_ns is None else min(reach, part.before_ns)
-    busy.append(reader.read_memory(Part(None, part.after_ns, end)))
+    busy.append(window(ctx.memory_busy or no_members(), part.after_ns, end))
     return _concat(unions), _concat(busy)
 
 

@@ -268,3 +268,31 @@ def test_nccl_collectives_and_overlap_with_compute(tmp_path: Path) -> None:
         ("AllReduce", 1, 200),
         ("SendRecv", 1, 50),
     ]
+
+
+def test_step_names_with_invalid_utf8_still_match(tmp_path: Path) -> None:
+    import sqlite3
+
+    e = Export()
+    e.range("step-placeholder", 0, 100)
+    e.launch("k", 1, 10, 20)
+    path = e.write(tmp_path / "t.sqlite")
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE NVTX_EVENTS SET text = CAST(? AS TEXT)", (b"step \xff 0",))
+    c = summarize(path)
+    assert [s.name for s in c.steps] == ["step \ufffd 0"]
+    assert c.steps[0].metrics.kernel_count == 1
+
+
+def test_gpu_work_issued_by_a_call_that_is_no_launch_is_still_linked(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.range("step 1", 200, 300)
+    corr = e.api("cuSomeLibraryCall_v2", 210, 215)  # neither a launch, a memcpy nor a memset
+    e.kernel("library_kernel", 220, 260, corr=corr)
+    e.launch("k", 1, 10, 20)
+    c = census_of(e, tmp_path)
+    assert [s.metrics.kernel_count for s in c.steps] == [1, 1]
+    assert not c.sliced
+    path = tmp_path / "t.sqlite"
+    assert [s.metrics.as_dict() for s in c.steps] == oracle(path)["steps"]

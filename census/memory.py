@@ -1,0 +1,96 @@
+"""Memcpys and memsets -> copy-kind aggregates, and the intervals that count in busy time.
+
+Read in rowid ranges, in parallel like the other passes; their order does not matter here.
+The intervals of processes with steps come back sorted by start, for the GPU pass to sweep
+beside the kernels that start when they do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from census import schema as sc
+from census.activity import GpuContext, Members, busy_members, note_missing
+from census.columns import TIMED, read_batches, rowid_range, split, with_end
+from census.intervals import INT_NULL, exact_sums, factorize
+
+MEMSET_KIND = -1
+TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
+
+
+@dataclass
+class MemoryResult:
+    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    # (process index, start, end) batches of intervals that count in busy time; merged: one
+    busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+
+def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
+    jobs = []
+    for table, kind in TABLES:
+        whole = rowid_range(conn, table) if table in ctx.tables else None
+        if whole is not None:
+            n = max(1, min(parts, whole.rows // batch_rows))
+            jobs += [(table, kind, r, batch_rows) for r in split(whole, n)]
+    return jobs
+
+
+def read_memory_part(
+    conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
+) -> MemoryResult:
+    table, kind, rows, batch_rows = job
+    res = MemoryResult()
+    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
+            "bytes": "bytes", "kind": kind}  # fmt: skip
+    last = rows.lo
+    procs = ctx.step_procs
+    for b, top in read_batches(conn, table, cols, rows, "", batch_rows):
+        with_end(table, b)
+        found, step = ctx.api.lookup(b["proc"], b["corr"])
+        note_missing(res.missing, b["proc"], b["corr"], found)
+        _add(res.memory, b, found, step)
+        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
+        m = busy_members(procs, b["proc"], b["start"], b["end"], timed & (b["end"] > b["start"]))
+        res.busy.append((m.code, m.start, m.end))
+        tick(top - last)
+        last = top
+    return res
+
+
+def _add(memory: dict, b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray) -> None:
+    kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
+    cells, code = factorize(kind, step, found.astype(np.int64))
+    n = len(cells)
+    sums = (
+        np.bincount(code, minlength=n).tolist(),
+        exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
+        exact_sums(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
+    )
+    for i, (k, st, has) in enumerate(cells):
+        acc = memory.setdefault((k, st, bool(has)), [0, 0, 0])
+        for j in range(3):
+            acc[j] += sums[j][i]
+
+
+def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
+    """One result, and its busy intervals as Members sorted by start."""
+    out = MemoryResult()
+    for res in results:
+        for key, values in res.memory.items():
+            acc = out.memory.setdefault(key, [0, 0, 0])
+            for i, v in enumerate(values):
+                acc[i] += v
+        for p, corrs in res.missing.items():
+            out.missing.setdefault(p, []).extend(corrs)
+    none = [np.zeros(0, np.int64)]
+    code, start, end = (
+        np.concatenate([batch[i] for res in results for batch in res.busy] or none)
+        for i in range(3)
+    )
+    order = np.argsort(start, kind="stable")
+    procs = ctx.step_procs
+    return out, Members(code[order], start[order], end[order], lambda c: int(procs[c]))
