@@ -87,26 +87,29 @@ _LOOKUP_SPAN = 1 << 22
 
 def factorize(*columns: np.ndarray) -> tuple[list[tuple[int, ...]], np.ndarray]:
     """Distinct rows of the given equal-length columns (ascending), and each row's index."""
+    uniques, inverse = group_rows(*columns)
+    return list(zip(*(u.tolist() for u in uniques), strict=True)), inverse
+
+
+def group_rows(*columns: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Distinct rows of the given columns, as columns (rows ascending), and each row's index."""
     if not len(columns[0]):
-        return [], np.zeros(0, np.int64)
+        return [c[:0] for c in columns], np.zeros(0, np.int64)
     parts, codes = zip(*(distinct(c) for c in columns), strict=True)
     if float(np.prod([float(len(u)) for u in parts])) >= _SAFE:
-        return _factorize_sorting(columns)
-    uniques, code = parts[0], codes[0]
+        return _group_rows_sorting(columns)
+    code = codes[0]
     for u, c in zip(parts[1:], codes[1:], strict=True):
         code = code * len(u) + c  # mixed radix: < the product of the distinct counts
-    combined, inverse = distinct(code) if len(columns) > 1 else (np.arange(len(uniques)), code)
-    rows = []
-    for x in combined.tolist():
-        digits = []
-        for u in reversed(parts[1:]):
-            x, d = divmod(x, len(u))
-            digits.append(int(u[d]))
-        rows.append((int(parts[0][x]), *reversed(digits)))
-    return rows, inverse
+    combined, inverse = distinct(code)
+    out = []
+    for u in reversed(parts):  # decode the digits, last column first
+        combined, digit = np.divmod(combined, len(u))
+        out.append(u[digit])
+    return out[::-1], inverse
 
 
-def _factorize_sorting(columns: tuple[np.ndarray, ...]) -> tuple[list[tuple[int, ...]], np.ndarray]:
+def _group_rows_sorting(columns: tuple[np.ndarray, ...]) -> tuple[list[np.ndarray], np.ndarray]:
     n = len(columns[0])
     order = np.lexsort(columns[::-1])
     cols = [c[order] for c in columns]
@@ -117,7 +120,7 @@ def _factorize_sorting(columns: tuple[np.ndarray, ...]) -> tuple[list[tuple[int,
     inverse = np.empty(n, np.int64)
     inverse[order] = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
-    return list(zip(*(c[firsts].tolist() for c in cols), strict=True)), inverse
+    return [c[firsts] for c in cols], inverse
 
 
 @dataclass

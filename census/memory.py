@@ -15,7 +15,7 @@ import numpy as np
 from census import schema as sc
 from census.activity import GpuContext, Members, busy_members, note_missing
 from census.columns import TIMED, read_batches, rowid_range, split, with_end
-from census.intervals import INT_NULL, exact_sums, factorize
+from census.intervals import INT_NULL, exact_sums, group_rows
 
 MEMSET_KIND = -1
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
@@ -23,7 +23,10 @@ TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
 
 @dataclass
 class MemoryResult:
+    # (kind or MEMSET_KIND, step, has API row) -> [count, bytes, time_ns]
     memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    # per batch: the cells (3 x k: kind, step, has API row) and their sums (3 x k)
+    cells: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
     # (process index, start, end) batches of intervals that count in busy time; merged: one
     busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
@@ -52,7 +55,7 @@ def read_memory_part(
         with_end(table, b)
         found, step = ctx.api.lookup(b["proc"], b["corr"])
         note_missing(res.missing, b["proc"], b["corr"], found)
-        _add(res.memory, b, found, step)
+        res.cells.append(_cells(b, found, step))
         timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
         m = busy_members(procs, b["proc"], b["start"], b["end"], timed & (b["end"] > b["start"]))
         res.busy.append((m.code, m.start, m.end))
@@ -61,29 +64,37 @@ def read_memory_part(
     return res
 
 
-def _add(memory: dict, b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray) -> None:
+def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
     kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
-    cells, code = factorize(kind, step, found.astype(np.int64))
-    n = len(cells)
+    cells, code = group_rows(kind, step, found.astype(np.int64))
+    n = len(cells[0])
     sums = (
-        np.bincount(code, minlength=n).tolist(),
+        np.bincount(code, minlength=n),
         exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
         exact_sums(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
     )
-    for i, (k, st, has) in enumerate(cells):
-        acc = memory.setdefault((k, st, bool(has)), [0, 0, 0])
-        for j in range(3):
-            acc[j] += sums[j][i]
+    try:
+        return np.array(cells), np.array(sums, dtype=np.int64)
+    except OverflowError:  # sums beyond int64 (only in damaged files): exact Python ints
+        return np.array(cells), np.array(sums, dtype=object)
+
+
+def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int, bool], list]:
+    """Sum the cells of many batches at once (no Python loop per batch and cell)."""
+    if not batches:
+        return {}
+    cells = np.concatenate([c for c, _ in batches], axis=1)
+    sums = np.concatenate([v for _, v in batches], axis=1)
+    (kind, step, has), code = group_rows(*cells)
+    totals = [exact_sums(code, len(kind), row) for row in sums]
+    keys = zip(kind.tolist(), step.tolist(), map(bool, has.tolist()), strict=True)
+    return dict(zip(keys, map(list, zip(*totals, strict=True)), strict=True))
 
 
 def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
     """One result, and its busy intervals as Members sorted by start."""
-    out = MemoryResult()
+    out = MemoryResult(memory=_reduce([batch for res in results for batch in res.cells]))
     for res in results:
-        for key, values in res.memory.items():
-            acc = out.memory.setdefault(key, [0, 0, 0])
-            for i, v in enumerate(values):
-                acc[i] += v
         for p, corrs in res.missing.items():
             out.missing.setdefault(p, []).extend(corrs)
     none = [np.zeros(0, np.int64)]
