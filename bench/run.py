@@ -95,22 +95,33 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
-    """Wall seconds, CPU seconds of the tree, peak tree PSS (bytes) of one command."""
+def measure(cmd: list[str], env: dict[str, str] | None = None, memory: bool = False) -> dict:
+    """Wall seconds and CPU seconds of the tree of one command; with `memory`, its peak tree PSS
+    instead (sampling /proc costs CPU, so timed runs do not sample)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     sampler = TreeSampler(proc.pid)
-    sampler.start()
+    if memory:
+        sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    sampler.done.set()
-    sampler.join()
+    if memory:
+        sampler.done.set()
+        sampler.join()
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err[-2000:]}")
+    if memory:
+        return {"pss": sampler.peak}
     # wait4's usage covers the process and every descendant it waited for
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "pss": sampler.peak}
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime}
+
+
+def warm(*paths: Path) -> None:
+    """Read the inputs right before a measured command, so every command starts from the same
+    page cache (this machine kind keeps about 2 GiB of it)."""
+    subprocess.run(["cat", *map(str, paths)], stdout=subprocess.DEVNULL, check=True)
 
 
 def floor(path: Path, columns: dict[str, tuple[str, ...]]) -> float:
@@ -155,33 +166,54 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
             generate(src, target, n)
         files[label] = target
     e, c = files["eager"], files["compiled"]
-    subprocess.run(["cat", str(e), str(c)], stdout=subprocess.DEVNULL, check=True)  # warm cache
     census = [sys.executable, "-m", "census"]
+    scratch = Path(tempfile.mkdtemp(prefix="census-bench-"))
+    nsys_cmd = None
+    if nsys:  # each run writes its CSVs to a fresh prefix in the scratch folder
+        nsys_cmd = [nsys, "stats", "-q", "-r", reports, "-f", "csv", "--force-export=false",
+                    "-o", "PREFIX", str(e)]  # fmt: skip
+    commands = {
+        "summary": ([*census, "summary", str(e), "--json"], (e,)),
+        "diff": ([*census, "diff", str(e), str(c), "--format", "json"], (e, c)),
+    }
     runs: dict[str, list[dict]] = {}
+    narrow = {t: ("start", '"end"') for t in COLUMNS}
     for _ in range(args.repeat):
+        warm(e)
         runs.setdefault("floor", []).append({"wall": floor(e, COLUMNS)})
-        narrow = {t: ("start", '"end"') for t in COLUMNS}
+        warm(e)
         runs.setdefault("floor_narrow", []).append({"wall": floor(e, narrow)})
-        if nsys:
-            with tempfile.TemporaryDirectory() as tmp:
-                cmd = [nsys, "stats", "-q", "-r", reports, "-f", "csv", "--force-export=false",
-                       "-o", f"{tmp}/r", str(e)]  # fmt: skip
-                runs.setdefault("nsys", []).append(measure(cmd))
-        for name, cmd in (
-            ("summary", [*census, "summary", str(e), "--json"]),
-            ("diff", [*census, "diff", str(e), str(c), "--format", "json"]),
-        ):
+        if nsys_cmd:
+            warm(e)
+            runs.setdefault("nsys", []).append(measure(_prefixed(nsys_cmd, scratch)))
+        for name, (cmd, inputs) in commands.items():
             cache = tempfile.mkdtemp(prefix="census-bench-cache-")
             env = {**os.environ, "CENSUS_CACHE_DIR": cache}
+            warm(*inputs)
             runs.setdefault(name, []).append(measure(cmd, env))
             runs.setdefault(f"{name}_cached", []).append(measure(cmd, env))
             shutil.rmtree(cache)
+    # one more run of each, sampling memory
+    if nsys_cmd:
+        warm(e)
+        runs["nsys"][0].update(measure(_prefixed(nsys_cmd, scratch), memory=True))
+    for name, (cmd, inputs) in commands.items():
+        cache = tempfile.mkdtemp(prefix="census-bench-cache-")
+        warm(*inputs)
+        runs[name][0].update(measure(cmd, {**os.environ, "CENSUS_CACHE_DIR": cache}, True))
+        shutil.rmtree(cache)
+    shutil.rmtree(scratch)
     row = {"size": size, "kernels": kernels_in(e), "mib": e.stat().st_size / MIB}
     for name, results in runs.items():
         for key in results[0]:
-            row[f"{name}_{key}"] = statistics.median(r[key] for r in results)
+            row[f"{name}_{key}"] = statistics.median(r[key] for r in results if key in r)
     print(format_row(row), file=sys.stderr)
     return row
+
+
+def _prefixed(cmd: list[str], scratch: Path) -> list[str]:
+    prefix = tempfile.mkdtemp(dir=scratch)
+    return [f"{prefix}/r" if a == "PREFIX" else a for a in cmd]
 
 
 def main() -> None:
@@ -249,8 +281,9 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append(
-        f"nsys: {nsys or 'not found'}; machine: {os.cpu_count()} cores; "
-        f"medians of {repeat} alternating runs"
+        f"nsys: {nsys or 'not found'}; machine: {os.cpu_count()} cores; times: medians of "
+        f"{repeat} alternating runs, inputs read into the page cache before each; PSS: one more "
+        "run of each, sampled every 20 ms"
     )
     return "\n".join(lines)
 

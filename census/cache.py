@@ -56,17 +56,16 @@ def file_key(path: Path) -> str:
     return h.hexdigest()
 
 
-def _entry(path: Path, options: tuple, kind: str) -> Path | None:
-    if os.environ.get("CENSUS_NO_CACHE") or not path.is_file():
+def _entry(paths: list[Path], options: tuple, kind: str) -> Path | None:
+    if os.environ.get("CENSUS_NO_CACHE") or not all(p.is_file() for p in paths):
         return None
-    key = hashlib.sha256(
-        f"{file_key(path)}|{json.dumps(options)}|{_code_hash()}".encode()
-    ).hexdigest()[:32]
-    return cache_dir() / kind / f"{key}.json"
+    files = "|".join(file_key(p) for p in paths)
+    key = hashlib.sha256(f"{files}|{json.dumps(options)}|{_code_hash()}".encode()).hexdigest()
+    return cache_dir() / kind / f"{key[:32]}.json"
 
 
 def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
-    entry = _entry(path, options, "census")
+    entry = _entry([path], options, "census")
     if entry is None:
         return compute()
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
@@ -78,10 +77,11 @@ def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> 
 
 
 def cached_text(
-    path: Path, options: tuple, kind: str, render: Callable[[], tuple[dict, str]]
+    paths: list[Path], options: tuple, kind: str, render: Callable[[], tuple[dict, str]]
 ) -> tuple[dict, str]:
-    """(a small JSON-able header, a text) rendered from a census, cached under `kind`."""
-    entry = _entry(path, options, kind)
+    """(a small JSON-able header, a text) rendered from the census of `paths`, cached under
+    `kind`; the key covers every file."""
+    entry = _entry(paths, options, kind)
     if entry is None:
         return render()
     with contextlib.suppress(OSError, ValueError):

@@ -221,7 +221,18 @@ def diff(
     """Compare two captures (eager vs compiled) and explain the difference."""
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
-    d, explanation = _diff(_named(a), _named(b), labels, steps, skip_first)
+    pa, pb = _named(a), _named(b)
+    if fmt == "json" and not html and not sys.stdout.isatty():  # a pipe: cached compact JSON
+        from census.pipeline import diff_document
+        from census.render.progress import stage_progress
+
+        with stage_progress(f"diff of {pa.name} and {pb.name}") as progress:
+            meta, text = diff_document(pa, pb, _labels(labels, pa, pb), steps, skip_first,
+                                       top, progress)  # fmt: skip
+        _warn(meta["warnings"])
+        sys.stdout.write(text + "\n")
+        return
+    d, explanation = _diff(pa, pb, labels, steps, skip_first)
     _warn(d.warnings)
     if fmt == "json":
         from census.render.json_out import diff_json

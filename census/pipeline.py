@@ -65,7 +65,39 @@ def summary_document(
         meta = {"warnings": list(census.warnings), "timing": census.per_step_timing()}
         return meta, json.dumps(summary_json(census, top))
 
-    return cached_text(sqlite_path, (steps_regex, skip_first, top), "summary-json", render)
+    return cached_text([sqlite_path], (steps_regex, skip_first, top), "summary-json", render)
+
+
+def diff_document(
+    a: Path,
+    b: Path,
+    labels: tuple[str, str],
+    steps_regex: str = DEFAULT_STEPS_REGEX,
+    skip_first: int = 0,
+    top: int = 20,
+    progress: Progress | None = None,
+) -> tuple[dict, str]:
+    """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
+    the same two exports were compared with the same options before."""
+    import json
+
+    from census.cache import cached_text
+    from census.diff import diff_census
+    from census.explain import explain_diff
+    from census.export import resolve_sqlite
+    from census.ranks import is_multi_rank
+    from census.render.json_out import diff_json
+
+    def render() -> tuple[dict, str]:
+        ca = summarize(a, steps_regex, skip_first, progress)
+        cb = summarize(b, steps_regex, skip_first, progress)
+        d = diff_census(ca, cb, labels)
+        return {"warnings": list(d.warnings)}, json.dumps(diff_json(d, explain_diff(d), top))
+
+    if is_multi_rank(a) or is_multi_rank(b):
+        return render()
+    files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
+    return cached_text(files, (labels, steps_regex, skip_first, top), "diff-json", render)
 
 
 def _check_regex(pattern: str) -> None:
