@@ -18,6 +18,7 @@ import numpy as np
 from census import schema as sc
 from census.classify import is_nccl, kernel_name
 from census.columns import (
+    BATCH_ROWS,
     TIMED,
     RowidRange,
     read_batches,
@@ -74,7 +75,7 @@ class Part:
     rows: RowidRange | None  # kernel rowids; None: no kernel table
     after_ns: int | None = None  # every kernel of the range starts at or after this
     before_ns: int | None = None  # ... and at or before this; memcpys/memsets strictly before
-    batch_rows: int = 500_000
+    batch_rows: int = BATCH_ROWS
 
 
 @dataclass

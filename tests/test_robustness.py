@@ -298,3 +298,59 @@ def test_fuzz_mutated_exports(tmp_path: Path, edits: list[tuple[int, int]]) -> N
         assert "\n" not in str(exc)
     else:
         assert c.totals.kernel_count >= 0
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value", "message"),
+    [
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "start",
+            "'soon'",
+            "KERNEL.start holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "end",
+            "'later'",
+            "KERNEL.end holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "deviceId",
+            "0.5",
+            "KERNEL.deviceId holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "correlationId",
+            "x'00ff'",
+            "RUNTIME.correlationId holds values",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "end",
+            "'x'",
+            "MEMCPY.end holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "start",
+            str(1 << 62),
+            "KERNEL.start holds timestamps beyond",
+        ),
+    ],
+)
+def test_values_of_the_wrong_type_are_a_clear_error(
+    tmp_path: Path, table: str, column: str, value: str, message: str
+) -> None:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 1, 10, 20)
+    e.copy(8, 10, 2, 30, 40)
+    p = e.write(tmp_path / "typed.sqlite")
+    with sqlite3.connect(p) as conn:
+        conn.execute(f'UPDATE {table} SET "{column}" = {value}')
+    err = cli_error(["summary", str(p)], 1)
+    assert message in err and str(p) in err and "not a valid nsys export" in err
+    assert "\n" not in err.strip()
