@@ -84,7 +84,7 @@ def read_batches(
         if count:
             yield (
                 {
-                    name: parse_integers(text, count, table, name)
+                    name: parse_integers(text, count, table, columns[name].replace('"', ""))
                     for name, text in zip(columns, texts, strict=True)
                 },
                 top,
