@@ -125,8 +125,8 @@ class PartReader:
         note_missing(self.res.missing, b["proc"], b["corr"], found)
         pairs, pair = factorize(b["dn"], b["sn"])
         nccl = self._nccl_flags(pairs)[pair]
-        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
-        dur = np.where(timed, b["end"] - b["start"], 0)
+        timed = b["dur"] != INT_NULL  # start and end both known
+        dur = np.where(timed, b["dur"], 0)
         self.res.bad_kernels += int(np.count_nonzero(~timed | (b["end"] < b["start"])))
         dev = b["dev"]
         self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())

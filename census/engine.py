@@ -1,6 +1,7 @@
-"""Plan and run the passes over an export: runtime calls first, then GPU activity.
+"""Plan and run the passes over an export: CUDA API calls, then memcpys and memsets, then
+kernels (each needs the API map the first builds; kernels need the busy intervals of the second).
 
-Each pass splits its table into consecutive rowid ranges, one per worker process; small
+Each pass splits its tables into consecutive rowid ranges, two per worker process; small
 exports run in this process. Workers are forked, so they inherit what a pass shares (the step
 index, the API map) instead of receiving copies; each opens its own read-only connection and
 reports the rows it has read through a shared counter.
