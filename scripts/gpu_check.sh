@@ -3,6 +3,8 @@
 # (see README, "Verifying on a GPU"). Writes logs and artefacts to $OUT (default ./gpu-out).
 #   scripts/gpu_check.sh          everything below
 #   scripts/gpu_check.sh ddp      only the torchrun / DDP captures (one rank per visible GPU)
+#   scripts/gpu_check.sh engine   fresh captures read with 1 process and with many workers
+#   scripts/gpu_check.sh scale    census of a 10^7-kernel export with 1..16 workers, vs nsys stats
 set -u
 SECTION=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
@@ -29,6 +31,66 @@ ddp() {
       -o "$OUT/r/ddp-eager-$(basename "$f" .sqlite)" "$f" > /dev/null 2>&1; echo "stats $f exit $?"
   done
 }
+engine() {
+  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
+  census capture eng-eager --demo eager --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  census capture eng-compiled --demo compiled --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  step "the same census from 1 process and from 2, 4, 16 workers with small batches"
+  for n in eng-eager eng-compiled; do
+    python3 - "$P/$n/capture.sqlite" <<'PY'
+import sys
+from pathlib import Path
+from census.census import compute_census
+from census.load import load_profile
+from census.model import to_record
+path = Path(sys.argv[1])
+def rec(workers, batch):
+    stages = []
+    p = load_profile(path, r"^(step\b|ProfilerStep#)", 0, lambda s, *a: stages.append(s), workers, batch)
+    return to_record(compute_census(p)), stages
+ref, _ = rec(1, 1 << 40)
+t = ref["totals"]
+print(path.parent.name, "kernels", t["kernel_count"], "union_ns", t["non_nccl_union_ns"],
+      "launch", t["launch_api_count"], t["launch_api_time_ns"], "d2d", t["d2d_count"], t["d2d_bytes"])
+for workers, batch in ((2, 97), (4, 1000), (16, 50)):
+    got, stages = rec(workers, batch)
+    fallback = any("not in start order" in s for s in stages)
+    print(f"  workers={workers} batch={batch}: identical={got == ref} fallback={fallback}")
+PY
+    nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum -f csv --force-export=false \
+      -o "$OUT/r/$n" "$P/$n/capture.sqlite" > /dev/null 2>&1; echo "stats $n exit $?"
+    census summary $P/$n --json > "$OUT/r/$n.census.json"; echo "summary exit $?"
+    xz -T0 -k -c "$P/$n/capture.sqlite" > "$OUT/r/$n.sqlite.xz"
+  done
+}
+scale() {
+  step "a 10^7-kernel export (the bundled eager capture, replicated)"
+  python3 bench/generate.py --kernels 10000000 -o /tmp/b/eager-1e7.sqlite
+  cat /tmp/b/eager-1e7.sqlite > /dev/null
+  step "floor and nsys stats"
+  python3 - <<'PY'
+import sys, time
+sys.path.insert(0, "bench")
+from pathlib import Path
+from run import COLUMNS, floor
+print(f"floor {floor(Path('/tmp/b/eager-1e7.sqlite'), COLUMNS):.2f} s")
+PY
+  TIMEFORMAT="nsys stats %R s wall, %U s user, %S s sys"
+  time nsys stats -q -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum \
+    -f csv --force-export=false -o /tmp/b/r /tmp/b/eager-1e7.sqlite > /dev/null
+  step "census summary --json, cold, by worker count"
+  for w in 1 2 4 8 16; do
+    TIMEFORMAT="workers=$w %R s wall, %U s user, %S s sys"
+    time CENSUS_NO_CACHE=1 CENSUS_WORKERS=$w python3 -m census summary /tmp/b/eager-1e7.sqlite \
+      --json > /tmp/b/w$w.json
+  done
+  for w in 2 4 8 16; do cmp -s /tmp/b/w1.json /tmp/b/w$w.json && echo "workers=$w output identical to 1"; done
+}
+if [ "$SECTION" = engine ] || [ "$SECTION" = scale ]; then
+  { $SECTION; } 2>&1 | tee "$OUT/log.txt"
+  [ -d "$OUT/r" ] && tar -cf "$OUT/engine.tar" -C "$OUT" r && rm -rf "$OUT/r"
+  exit 0
+fi
 if [ "$SECTION" = ddp ]; then
   { ddp; } 2>&1 | tee "$OUT/log.txt"
   tar -cJf "$OUT/captures.tar.xz" -C $P ddp-eager ddp-compiled 2>/dev/null

@@ -17,7 +17,7 @@ from census.load import load_profile
 from census.model import to_record
 from census.pipeline import DEFAULT_STEPS_REGEX
 from census.samples import sample_path
-from tests.conftest import FIXTURES
+from tests.conftest import DATA, FIXTURES
 from tests.nsysdb import Export
 from tests.oracle import _union, oracle
 
@@ -34,8 +34,11 @@ def census_record(path: Path, workers: int, batch_rows: int) -> tuple[dict, list
 
 
 def real_exports() -> list[Path]:
+    from tests.test_nsys_stats import unpacked
+
     found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
-    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")]
+    ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
+    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours
 
 
 @pytest.mark.parametrize("path", real_exports(), ids=lambda p: p.parent.name + "/" + p.name)
@@ -171,3 +174,26 @@ def test_step_at_takes_the_latest_started_step_if_still_open() -> None:
 def test_exact_sums_never_overflow() -> None:
     big = np.array([2**62, 2**62, 2**62, 5], np.int64)
     assert exact_sums(np.array([0, 0, 0, 1]), 2, big) == [3 * 2**62, 5]
+
+
+# Printed by `scripts/gpu_check.sh engine` on the H200 for the captures it made (one process).
+ENGINE_TOTALS = {
+    "eager": {"kernel_count": 4940, "non_nccl_union_ns": 99237720, "launch_api_count": 4940,
+              "launch_api_time_ns": 34684681, "d2d_count": 20, "d2d_bytes": 335544320},
+    "compiled": {"kernel_count": 4500, "non_nccl_union_ns": 86568601, "launch_api_count": 4500,
+                 "launch_api_time_ns": 34425822, "d2d_count": 20, "d2d_bytes": 335544320},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(ENGINE_TOTALS))
+def test_fresh_h200_captures_exact_and_as_defined(name: str) -> None:
+    from tests.test_nsys_stats import unpacked
+
+    path = unpacked(DATA / "engine" / f"{name}.sqlite.xz")
+    census = compute_census(load_profile(path, DEFAULT_STEPS_REGEX, 0, None, 2, 64))
+    for key, value in ENGINE_TOTALS[name].items():
+        assert getattr(census.totals, key) == value
+    expected = oracle(path)
+    assert census.totals.as_dict() == expected["totals"]
+    assert [s.metrics.as_dict() for s in census.steps] == expected["steps"]
+    assert census.step_count == 20

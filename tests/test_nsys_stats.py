@@ -32,18 +32,22 @@ FILES = {
     ),
     "sample-eager": lambda: sample_path("eager"),
     "sample-compiled": lambda: sample_path("compiled"),
-    "ddp-eager-rank0": lambda: ddp_rank0(),
+    "ddp-eager-rank0": lambda: unpacked(DATA / "ddp" / "rank0.sqlite.xz"),
+    "engine-eager": lambda: unpacked(DATA / "engine" / "eager.sqlite.xz"),
+    "engine-compiled": lambda: unpacked(DATA / "engine" / "compiled.sqlite.xz"),
 }
 
 
-def ddp_rank0() -> Path:
-    """Rank 0 of `census capture ddp-eager --demo ddp-eager` (torchrun, one H200), unpacked."""
+def unpacked(xz: Path) -> Path:
+    """An xz-compressed capture of our own (made on the H200 with `census capture`), unpacked:
+    ddp/rank0 from `--demo ddp-eager` through torchrun; engine/ from `--demo eager|compiled`
+    (5 warm-up + 20 steps), captured to check the columnar engine."""
     import lzma
     import tempfile
 
-    target = Path(tempfile.gettempdir()) / "census-test-ddp-rank0.sqlite"
+    target = Path(tempfile.gettempdir()) / f"census-test-{xz.parent.name}-{xz.stem}"
     if not target.exists():
-        target.write_bytes(lzma.decompress((DATA / "ddp" / "rank0.sqlite.xz").read_bytes()))
+        target.write_bytes(lzma.decompress(xz.read_bytes()))
     return target
 
 
