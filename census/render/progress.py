@@ -51,23 +51,25 @@ def _bar(label: str) -> Iterator[Callable[..., None]]:
         BarColumn,
         Progress,
         SpinnerColumn,
+        TaskProgressColumn,
         TextColumn,
         TimeElapsedColumn,
     )
 
     columns = (
         SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
+        TextColumn(f"{label}: {{task.description}}"),
+        BarColumn(bar_width=24),
+        TaskProgressColumn(),
         TextColumn("{task.fields[rows]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=None, rows="")
+        task = bar.add_task("starting", total=None, rows="")
 
         def report(stage: str, done: int | None = None, total: int | None = None) -> None:
-            rows = rows_text(done, total) if done is not None else ""
-            bar.update(task, description=f"{label}: {stage}", total=total or None,
-                       completed=done or 0, rows=rows)  # fmt: skip
+            rows = f"{done:,} rows" if done is not None else ""
+            bar.update(task, description=stage, total=total or None, completed=done or 0,
+                       rows=rows)  # fmt: skip
 
         yield report
