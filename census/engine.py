@@ -176,6 +176,8 @@ class Runner:
     """Runs fn(conn, shared, job, tick) for each job: inline, or in forked worker processes."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress):
+        if "fork" not in multiprocessing.get_all_start_methods():
+            size = 1  # workers inherit by fork; where there is none (Windows), one process
         self.conn, self.path, self.size, self.progress = conn, path, size, progress
         # two ranges per worker: one that finishes early takes the next
         self.jobs = 1 if size <= 1 else 2 * size
