@@ -7,6 +7,7 @@ round-trip the whole model for the cache.
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -307,16 +308,6 @@ def from_record(rec: dict[str, Any]) -> Census:
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 
     src = rec["source"]
-    cols = rec["steps"]
-    metrics = [
-        _frozen(Metrics, zip(METRIC_KEYS, row, strict=True))
-        for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
-    ]
-    step_keys = (*STEP_COLUMNS, "metrics")
-    steps = tuple(
-        _frozen(Step, zip(step_keys, row, strict=True))
-        for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, strict=True)
-    )
     census = Census(
         source=Source(
             src["path"],
@@ -325,7 +316,7 @@ def from_record(rec: dict[str, Any]) -> Census:
             tuple(build(Gpu, g) for g in src["gpus"]),
         ),
         totals=build(Metrics, rec["totals"]),
-        steps=steps,
+        steps=StepColumns(rec["steps"]),
         classes=tuple(build(ClassStat, c) for c in rec["classes"]),
         kernels=tuple(build(KernelStat, k) for k in rec["kernels"]),
         memory=tuple(build(MemoryStat, m) for m in rec["memory"]),
@@ -338,6 +329,50 @@ def from_record(rec: dict[str, Any]) -> Census:
     )
     census.__dict__["_memo_values"] = dict(rec["means"])
     return census
+
+
+class StepColumns(Sequence):
+    """The steps of a census read back from the cache, kept as columns and made into Step
+    objects only when first looked at: counting them, or their means (cached beside them), needs
+    none, and tens of thousands of steps take a while to build."""
+
+    def __init__(self, columns: dict[str, list]) -> None:
+        self._columns = columns
+        self._steps: tuple[Step, ...] | None = None
+
+    def _all(self) -> tuple[Step, ...]:
+        if self._steps is None:
+            cols = self._columns
+            metrics = [
+                _frozen(Metrics, zip(METRIC_KEYS, row, strict=True))
+                for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
+            ]
+            keys = (*STEP_COLUMNS, "metrics")
+            self._steps = tuple(
+                _frozen(Step, zip(keys, row, strict=True))
+                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, strict=True)
+            )
+        return self._steps
+
+    def __len__(self) -> int:
+        return len(self._columns["name"])
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return self._all()[index]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepColumns | tuple):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
 
 
 def _frozen(cls: type, items: Any) -> Any:
