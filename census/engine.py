@@ -16,6 +16,7 @@ import sqlite3
 import tempfile
 import warnings
 from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -199,23 +200,27 @@ class Runner:
         counter = ctx.Value("q", 0)
         spill = tempfile.mkdtemp(prefix="census-")
         _inherited.update(path=self.path, shared=shared, counter=counter, spill=spill)
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about forking a process that has threads (numpy's); workers
-            # touch no lock those threads hold: they only read SQLite and run numpy.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pool = ctx.Pool(min(self.size, len(jobs)), initializer=_open_worker)
+        # A worker that dies (killed for memory, say) breaks the pool: its job fails with
+        # BrokenProcessPool instead of being waited for forever.
+        pool = ProcessPoolExecutor(min(self.size, len(jobs)), ctx, initializer=_open_worker)
         try:
-            pending = [pool.apply_async(_run_job, (fn, job)) for job in jobs]
-            for r in pending:
-                while not r.ready():
-                    r.wait(0.2)
-                    self.progress(label, counter.value, total)
-            results = [r.get() for r in pending]  # re-raises a worker's exception here
-            pool.close()
-            return results
+            with warnings.catch_warnings():
+                # Python 3.12+ warns about forking a process that has threads (numpy's);
+                # workers touch no lock those threads hold: they read SQLite and run numpy.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pending = [pool.submit(_run_job, fn, job) for job in jobs]
+            while not all(f.done() for f in pending):
+                wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                self.progress(label, counter.value, total)
+                if any(f.done() and f.exception() for f in pending):
+                    break
+            return [f.result() for f in pending]  # re-raises a worker's exception here
+        except BaseException:  # a failed range or Ctrl-C: the other ranges' work is moot
+            for proc in getattr(pool, "_processes", {}).values():
+                proc.kill()
+            raise
         finally:
-            pool.terminate()
-            pool.join()
+            pool.shutdown(wait=True, cancel_futures=True)
             _inherited.clear()
             shutil.rmtree(spill, ignore_errors=True)
 

@@ -197,3 +197,67 @@ def test_fresh_h200_captures_exact_and_as_defined(name: str) -> None:
     assert census.totals.as_dict() == expected["totals"]
     assert [s.metrics.as_dict() for s in census.steps] == expected["steps"]
     assert census.step_count == 20
+
+
+# -- worker processes --------------------------------------------------------------------------
+def _die(conn, shared, job, tick):
+    import os
+
+    os._exit(9)  # as a worker killed for memory would
+
+
+def test_a_worker_that_dies_fails_the_pass_instead_of_hanging(tmp_path: Path) -> None:
+    from concurrent.futures.process import BrokenProcessPool
+
+    from census.engine import Runner
+    from census.readonly import open_readonly
+
+    path = sample_path("eager") / "capture.sqlite"
+    runner = Runner(open_readonly(path), path, 2, lambda *a: None)
+    with pytest.raises(BrokenProcessPool):
+        runner.map(_die, None, [1, 2, 3], 3, "dying")
+
+
+INTERRUPTED = """
+import sys, time
+from pathlib import Path
+from census.engine import Runner
+from census.readonly import open_readonly
+
+def nap(conn, shared, job, tick):
+    time.sleep(60)
+
+path = Path(sys.argv[1])
+print("started", flush=True)
+Runner(open_readonly(path), path, 2, lambda *a: None).map(nap, None, [1, 2, 3, 4], 4, "napping")
+"""
+
+
+def test_ctrl_c_stops_the_workers_at_once(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "nap.py"
+    script.write_text(INTERRUPTED)
+    path = sample_path("eager") / "capture.sqlite"
+    with subprocess.Popen(
+        [sys.executable, str(script), str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=Path(__file__).parent.parent,
+    ) as proc:
+        assert proc.stdout.readline().strip() == b"started"
+        time.sleep(1.0)  # the workers are asleep in their jobs
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode != 0
+    assert time.monotonic() - t0 < 10
+    assert b"KeyboardInterrupt" in err
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no process of its group is left
