@@ -85,12 +85,17 @@ def test_plain_sqlite(tmp_path: Path) -> None:
     assert "not an nsys export" in cli_error(["summary", str(p)], 1)
 
 
-def test_nulls_in_every_column(tmp_path: Path) -> None:
+def one_step_export(path: Path) -> Path:
+    """A step with one kernel and one device-to-device copy."""
     e = Export()
     e.range("step 0", 0, 100)
     e.launch("k", 1, 10, 20)
     e.copy(8, 10, 2, 30, 40)
-    p = e.write(tmp_path / "nulls.sqlite")
+    return e.write(path)
+
+
+def test_nulls_in_every_column(tmp_path: Path) -> None:
+    p = one_step_export(tmp_path / "nulls.sqlite")
     with sqlite3.connect(p) as conn:
         for table in (
             "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -344,11 +349,7 @@ def test_fuzz_mutated_exports(tmp_path: Path, edits: list[tuple[int, int]]) -> N
 def test_values_of_the_wrong_type_are_a_clear_error(
     tmp_path: Path, table: str, column: str, value: str, message: str
 ) -> None:
-    e = Export()
-    e.range("step 0", 0, 100)
-    e.launch("k", 1, 10, 20)
-    e.copy(8, 10, 2, 30, 40)
-    p = e.write(tmp_path / "typed.sqlite")
+    p = one_step_export(tmp_path / "typed.sqlite")
     with sqlite3.connect(p) as conn:
         conn.execute(f'UPDATE {table} SET "{column}" = {value}')
     err = cli_error(["summary", str(p)], 1)
