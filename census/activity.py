@@ -29,6 +29,7 @@ from census.intervals import (
     INT_NULL,
     NO_STEP,
     StepIndex,
+    Swept,
     covered_ns,
     distinct,
     exact_sums,
@@ -132,7 +133,7 @@ class PartReader:
         self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
         self._add_groups(pairs, pair, found, step, dur)
         self._add_step_kernels(step, dur, nccl)
-        extent = timed & (b["end"] > b["start"])
+        extent = timed & (b["dur"] > 0)
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)
         busy = busy_members(self.step_procs, b["proc"], b["start"], b["end"], extent)
@@ -236,20 +237,20 @@ class PartReader:
     def sweep_busy(self, m: Members) -> None:
         high = self.res.busy_high
         swept = sweep(m.code, m.start, m.end, lambda codes: _seeds(high, codes, m.key))
-        for seg, (code, top) in enumerate(
-            zip(swept.codes.tolist(), swept.high.tolist(), strict=True)
-        ):
-            proc = m.key(code)
-            high[proc] = top
-            rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
-            add_busy(self.res.busy_ns, self.ctx.steps, proc, swept.piece_lo[rows], swept.end[rows])
+        for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
+            high[m.key(code)] = top
+        add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
 
 
-def add_busy(busy: dict[int, int], steps: StepIndex, proc: int, lo, hi, sign: int = 1) -> None:
-    starts, ends, idx = steps.by_proc[proc]
-    covered = covered_ns(lo, hi, starts, ends)
-    for i in np.flatnonzero(covered).tolist():
-        busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
+def add_busy(busy: dict[int, int], steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:
+    """Add (or, with sign -1, take away) the new coverage of swept busy intervals, clipped to
+    each step of their process."""
+    for seg, code in enumerate(swept.codes.tolist()):
+        rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
+        starts, ends, idx = steps.by_proc[proc_of(code)]
+        covered = covered_ns(swept.piece_lo[rows], swept.end[rows], starts, ends)
+        for i in np.flatnonzero(covered).tolist():
+            busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
 
 
 def _seeds(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:

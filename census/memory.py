@@ -56,8 +56,8 @@ def read_memory_part(
         found, step = ctx.api.lookup(b["proc"], b["corr"])
         note_missing(res.missing, b["proc"], b["corr"], found)
         res.cells.append(_cells(b, found, step))
-        timed = (b["start"] != INT_NULL) & (b["end"] != INT_NULL)
-        m = busy_members(procs, b["proc"], b["start"], b["end"], timed & (b["end"] > b["start"]))
+        extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
+        m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
         res.busy.append((m.code, m.start, m.end))
         tick(top - last)
         last = top

@@ -53,10 +53,7 @@ def _remove_overlap(
         res.union_ns[key] -= added
     clipped = _clip(busy, before.busy_high)
     swept = sweep(clipped.code, clipped.start, clipped.end)
-    for seg, code in enumerate(swept.codes.tolist()):
-        rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
-        lo, hi = swept.piece_lo[rows], swept.end[rows]
-        add_busy(res.busy_ns, ctx.steps, clipped.key(code), lo, hi, sign=-1)
+    add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
 
 
 def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
