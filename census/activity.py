@@ -30,6 +30,7 @@ from census.intervals import (
     NO_STEP,
     StepIndex,
     Swept,
+    add_into,
     covered_ns,
     distinct,
     exact_sums,
@@ -128,7 +129,7 @@ class PartReader:
         nccl = self._nccl_flags(pairs)[pair]
         timed = b["dur"] != INT_NULL  # start and end both known
         dur = np.where(timed, b["dur"], 0)
-        self.res.bad_kernels += int(np.count_nonzero(~timed | (b["end"] < b["start"])))
+        self.res.bad_kernels += int(np.count_nonzero(~timed | (b["dur"] < 0)))
         dev = b["dev"]
         self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
         self._add_groups(pairs, pair, found, step, dur)
@@ -172,12 +173,13 @@ class PartReader:
             np.bincount(code[inside], minlength=n).tolist(),
             exact_sums(code[inside], n, dur[inside]),
         )
-        for c in np.flatnonzero(sums[0]).tolist():
+
+        def key(c: int) -> tuple:
             dn, sn = pairs[c // 2]
-            key = (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
-            acc = self.res.groups.setdefault(key, [0, 0, 0, 0])
-            for i in range(4):
-                acc[i] += int(sums[i][c])
+            return (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
+
+        used = np.flatnonzero(sums[0]).tolist()
+        add_into(self.res.groups, ((key(c), [s[c] for s in sums]) for c in used))
 
     def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
         inside = step != NO_STEP
@@ -192,10 +194,7 @@ class PartReader:
             np.bincount(code[k], minlength=n).tolist(),
             exact_sums(code[k], n, d[k]),
         )
-        for i, st in enumerate(steps.tolist()):
-            acc = self.res.step_kernels.setdefault(st, [0, 0, 0, 0])
-            for j in range(4):
-                acc[j] += sums[j][i]
+        add_into(self.res.step_kernels, zip(steps.tolist(), zip(*sums, strict=True), strict=True))
 
     def _union_members(self, b, extent, step, nccl) -> list[Members]:
         """Each kernel with an extent joins its class's and (with NCCL about) the all-kernel
@@ -227,7 +226,7 @@ class PartReader:
     def sweep_unions(self, members: list[Members]) -> None:
         high = self.res.high
         for m in members:
-            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: _seeds(high, codes, m.key))
+            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: reached(high, codes, m.key))
             for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
                                         swept.high.tolist(), strict=True):  # fmt: skip
                 k = m.key(code)
@@ -236,7 +235,7 @@ class PartReader:
 
     def sweep_busy(self, m: Members) -> None:
         high = self.res.busy_high
-        swept = sweep(m.code, m.start, m.end, lambda codes: _seeds(high, codes, m.key))
+        swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
         for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
             high[m.key(code)] = top
         add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
@@ -253,7 +252,8 @@ def add_busy(busy: dict[int, int], steps: StepIndex, swept: Swept, proc_of, sign
             busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
 
 
-def _seeds(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
+def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
+    """Each code's partition's running maximum end so far (INT_NULL: none yet)."""
     return np.array([high.get(key(c), INT_NULL) for c in codes.tolist()], np.int64)
 
 

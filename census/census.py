@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from census.classify import CLASS_ORDER, NCCL, classify_kernel, nccl_collective
-from census.load import Profile, kernel_name
+from census.classify import CLASS_ORDER, NCCL, classify_kernel, kernel_name, nccl_collective
+from census.load import Profile
 from census.model import (
     ApiStat,
     Census,

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from census.errors import ColumnError
+from census.intervals import INT_NULL
 
 BATCH_ROWS = 100_000  # per column: ~1 MiB of text, 0.8 MiB parsed
-INT_NULL = np.iinfo(np.int64).min
-_NULL_SQL = "(-9223372036854775807 - 1)"
+_NULL_SQL = f"({INT_NULL + 1} - 1)"  # the literal -2^63 would parse as a real
 # Timestamps beyond ±2^61 ns (73 years) are not nsys data; refusing them keeps every
 # difference and sum of differences inside int64.
 TIME_LIMIT = 1 << 61

@@ -90,17 +90,13 @@ def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     """Memcpys and memsets (in any order), then kernels (in start order) with them."""
     jobs = memory_jobs(runner.conn, ctx, runner.jobs, batch_rows)
     total = sum(job[2].rows for job in jobs)
-    parts = runner.map(_memory_job, ctx, jobs, total, "reading memcpys and memsets")
+    parts = runner.map(read_memory_part, ctx, jobs, total, "reading memcpys and memsets")
     memory, busy = merge_memory(parts, ctx)
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
     gpu.memory = memory.memory
     for p, corrs in memory.missing.items():
         gpu.missing.setdefault(p, []).extend(corrs)
     return gpu
-
-
-def _memory_job(conn, ctx, job, tick):
-    return read_memory_part(conn, ctx, job, tick)
 
 
 def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
@@ -136,15 +132,11 @@ def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     parts = _gpu_parts(conn, whole, runner.jobs, batch_rows)
     try:
         total = whole.rows if whole else 0
-        results = runner.map(_gpu_job, ctx, parts, total, "reading GPU activity")
+        results = runner.map(read_part, ctx, parts, total, "reading GPU activity")
         return fold(conn, ctx, parts, results)
     except OutOfOrder:  # not written in start order (not by nsys): one batch, in memory
         runner.progress("kernels are not in start order: reading them in one batch")
         return read_part(conn, ctx, Part(whole, None, None, max(1, whole.rows if whole else 1)))
-
-
-def _gpu_job(conn, ctx, part, tick):
-    return read_part(conn, ctx, part, tick)
 
 
 def _gpu_parts(conn, whole: RowidRange | None, n: int, batch_rows: int) -> list[Part]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,17 @@ def exact_sums(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
     acc = np.zeros(n, np.int64)
     np.add.at(acc, codes, values)
     return acc.tolist()
+
+
+def add_into(target: dict, items: Iterable[tuple[Any, Iterable[int]]]) -> None:
+    """target[key] += values, element by element, for each (key, values)."""
+    for key, values in items:
+        acc = target.get(key)
+        if acc is None:
+            target[key] = [int(v) for v in values]
+        else:
+            for i, v in enumerate(values):
+                acc[i] += int(v)
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -20,7 +20,7 @@ import numpy as np
 from census import schema as sc
 from census.classify import launch_api_kind
 from census.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
-from census.intervals import INT_NULL, NO_STEP, StepIndex, exact_sums
+from census.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
 
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
 _MAX = np.iinfo(np.int64).max
@@ -138,19 +138,11 @@ class LaunchTotals:
         times = exact_sums(inverse, len(cells), np.where(dur == INT_NULL, 0, dur))
         flags = names.graph[code] if graph is None else graph
         graphs = np.bincount(inverse, weights=flags, minlength=len(cells))
-        for c, n, t, g in zip(cells.tolist(), counts.tolist(), times, graphs.tolist(), strict=True):
-            key = (c // n_api - 1, names.launch_api[c % n_api])
-            acc = self.cells.setdefault(key, [0, 0, 0])
-            acc[0] += n
-            acc[1] += t
-            acc[2] += int(g)
+        keys = ((c // n_api - 1, names.launch_api[c % n_api]) for c in cells.tolist())
+        add_into(self.cells, zip(keys, zip(counts, times, graphs, strict=True), strict=True))
 
     def merge(self, other: LaunchTotals) -> None:
-        for key, (n, t, g) in other.cells.items():
-            acc = self.cells.setdefault(key, [0, 0, 0])
-            acc[0] += n
-            acc[1] += t
-            acc[2] += g
+        add_into(self.cells, other.cells.items())
 
 
 @dataclass

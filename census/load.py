@@ -15,15 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from census import schema as sc
-from census.classify import kernel_name
 from census.errors import ColumnError, InputError
 from census.readonly import describe_sqlite_error, open_readonly
 
 if TYPE_CHECKING:
     from census.engine import Passes
     from census.linking import LaunchTotals
-
-__all__ = ["describe_sqlite_error", "kernel_name", "load_profile", "open_readonly"]
 
 # progress(stage) or progress(stage, rows_done, rows_total)
 Progress = Callable[..., None]

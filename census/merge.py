@@ -23,10 +23,11 @@ from census.activity import (
     add_busy,
     kernel_columns,
     no_members,
+    reached,
     window,
 )
 from census.columns import RowidRange, read_batches
-from census.intervals import INT_NULL, sweep
+from census.intervals import INT_NULL, add_into, sweep
 
 HEAD_BATCH_ROWS = 4096
 
@@ -78,7 +79,7 @@ def _clip(m: Members, high: dict) -> Members:
     if not len(m.code):
         return m
     codes, inverse = np.unique(m.code, return_inverse=True)
-    reach = np.array([high.get(m.key(c), INT_NULL) for c in codes.tolist()], np.int64)[inverse]
+    reach = reached(high, codes, m.key)[inverse]
     end = np.minimum(m.end, reach)
     keep = m.start < end
     return Members(m.code[keep], m.start[keep], end[keep], m.key)
@@ -108,10 +109,7 @@ def _concat(members: list[Members]) -> Members:
 def _add(total: PartResult, res: PartResult) -> None:
     for mine, theirs in ((total.groups, res.groups), (total.step_kernels, res.step_kernels),
                          (total.memory, res.memory)):  # fmt: skip
-        for key, values in theirs.items():
-            acc = mine.setdefault(key, [0] * len(values))
-            for i, v in enumerate(values):
-                acc[i] += v
+        add_into(mine, theirs.items())
     for mine, theirs in ((total.union_ns, res.union_ns), (total.busy_ns, res.busy_ns)):
         for key, v in theirs.items():
             mine[key] = mine.get(key, 0) + v

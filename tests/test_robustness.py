@@ -205,7 +205,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
     Path(p).chmod(0)
     # The unprivileged user may not see this interpreter's site-packages: load needs none of them.
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from census.load import open_readonly; "
+        "import sys; sys.path.insert(0, sys.argv[1]); from census.readonly import open_readonly; "
         "from census.errors import InputError\ntry: open_readonly(__import__('pathlib').Path(sys.argv[2]))\n"
         "except InputError as e: print(e); sys.exit(e.exit_code)"
     )
