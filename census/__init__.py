@@ -1,22 +1,42 @@
 """census: explain why one PyTorch training run is faster than another, from Nsight Systems.
 
-The training-loop API (`census.step`, `census.steps`) is importable without torch; heavy
-modules load lazily so `census --help` stays fast.
+The public API, imported lazily so that `import census` (and `census --help`) stays fast:
+
+- `census.summarize(path, steps=..., skip_first=...) -> Census`: a `.sqlite`, `.nsys-rep`,
+  capture folder, rank folder or `sample:NAME`.
+- `census.diff(a, b, labels=...) -> CensusDiff`: each side a Census or a path.
+- `census.explain(d) -> list[str]`: the explanation of a diff, headline first.
+- `census.frames`: pandas DataFrames of a Census or CensusDiff for notebooks.
+- `census.steps(loader)`, `census.step(i)`, `census.phase(name)`: NVTX ranges for training loops.
+- `census.Options`, `census.CensusError` (and its subclasses in census.errors).
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
 CENSUS_VERSION = 1  # version of the JSON contract, bumped on incompatible change
 
-__all__ = ["CENSUS_VERSION", "__version__", "step", "steps"]
+_LAZY = {
+    "summarize": "census.api",
+    "diff": "census.api",
+    "explain": "census.api",
+    "Options": "census.api",
+    "step": "census.capture.steps",
+    "steps": "census.capture.steps",
+    "phase": "census.capture.steps",
+    "CensusError": "census.errors",
+    "Census": "census.model",
+    "CensusDiff": "census.compare.diff",
+}
+__all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("step", "steps"):
-        from census import nvtx
-
-        return getattr(nvtx, name)
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    if name == "frames":
+        return import_module("census.frames")
     raise AttributeError(name)

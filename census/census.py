@@ -1,12 +1,27 @@
-"""Aggregates -> Census. Pure: no I/O, no plotting; every number's definition lives here."""
+"""Aggregates -> Census, and the ranks of one run -> one Census. Pure: no I/O, no plotting.
+
+The definitions the arithmetic follows (what a kernel class, NCCL, D2D, a launch API is) are
+named in census.definitions; the arithmetic that turns aggregates into those numbers is here.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
-from census.classify import CLASS_ORDER, NCCL, classify_kernel, kernel_name, nccl_collective
-from census.load import Profile
+from census.definitions import (
+    CLASS_ORDER,
+    COPY_KIND_D2D,
+    NCCL,
+    classify_kernel,
+    kernel_name,
+    memory_kind_name,
+    nccl_collective,
+)
+from census.load.profile import Aggregates, Profile
 from census.model import (
     ApiStat,
     Census,
@@ -19,9 +34,9 @@ from census.model import (
     Source,
     Step,
 )
-from census.schema import COPY_KIND_D2D, MEMCPY_KINDS
 
-MEMSET_KIND = -1
+# What the spread over ranks is shown for (per-step means per rank).
+SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
 
 
 def compute_census(profile: Profile) -> Census:
@@ -40,6 +55,7 @@ def compute_census(profile: Profile) -> Census:
         agg.launch.get(None),
         agg.non_nccl_union_ns.get(None, 0),
     )
+    overlap = nccl_overlap_ns(agg)
     memory_by_step: dict[int | None, list] = defaultdict(list)
     for m in agg.memory_groups:
         memory_by_step[m[1]].append(m)
@@ -55,7 +71,7 @@ def compute_census(profile: Profile) -> Census:
                 agg.non_nccl_union_ns.get(s.idx, 0),
             ),
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
-            nccl_overlap_ns=agg.nccl_overlap_ns.get(s.idx, 0),
+            nccl_overlap_ns=overlap.get(s.idx, 0),
         )
         for s in profile.steps
     )
@@ -79,11 +95,20 @@ def compute_census(profile: Profile) -> Census:
             for api, v in sorted(agg.launch_by_api.items(), key=lambda kv: (-kv[1][1], kv[0]))
         ),
         warnings=tuple(warnings),
-        graph_trace_mode=any("--cuda-graph-trace=graph" in w for w in warnings),
+        graph_trace_mode=agg.graph_executions > 0,
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
-        nccl_overlap_ns=agg.nccl_overlap_ns.get(None, 0),
+        nccl_overlap_ns=overlap.get(None, 0),
     )
+
+
+def nccl_overlap_ns(agg: Aggregates) -> dict[int | None, int]:
+    """Per step (None: the whole capture), the time NCCL kernels ran while non-NCCL kernels ran
+    on the same device, summed over devices: |N ∩ M| = |N| + |M| − |N ∪ M| of the unions."""
+    if not agg.all_union_ns:
+        return {}
+    nccl, every = agg.nccl_union_ns, agg.all_union_ns
+    return {k: nccl.get(k, 0) + v - every.get(k, 0) for k, v in agg.non_nccl_union_ns.items()}
 
 
 def _metrics(
@@ -164,7 +189,79 @@ def _memory_stats(groups: list[tuple], step_ids: set[int]) -> tuple[MemoryStat, 
     )
 
 
-def memory_kind_name(kind: int) -> str:
-    if kind == MEMSET_KIND:
-        return "memset"
-    return MEMCPY_KINDS.get(kind, f"copy kind {kind}")
+# -- ranks ------------------------------------------------------------------------------------
+def _sum(items: list, cls: type, key: str) -> tuple:
+    acc: dict[str, list[int]] = {}
+    numeric = [f.name for f in fields(cls) if f.name != key and f.type in ("int", int)]
+    extra: dict[str, dict] = {}
+    for it in items:
+        k = getattr(it, key)
+        row = acc.setdefault(k, [0] * len(numeric))
+        for i, name in enumerate(numeric):
+            row[i] += getattr(it, name)
+        extra.setdefault(
+            k, {f.name: getattr(it, f.name) for f in fields(cls) if f.name not in numeric}
+        )
+    return tuple(cls(**extra[k], **dict(zip(numeric, v, strict=True))) for k, v in acc.items())
+
+
+def merge_census(labels: list[str], ranks: list[Census], folder: Path) -> Census:
+    """The ranks of one run as one Census, exactly as a single report holding every rank would
+    read: totals summed, each rank's steps kept (named `rank: step`), kernels joined by name."""
+    totals = Metrics(
+        **{f.name: sum(getattr(c.totals, f.name) for c in ranks) for f in fields(Metrics)}
+    )
+    steps = tuple(
+        replace(s, name=f"{label}: {s.name}")
+        for label, c in zip(labels, ranks, strict=True)
+        for s in c.steps
+    )
+    kernels = sorted(_sum([k for c in ranks for k in c.kernels], KernelStat, "name"),
+                     key=lambda k: (-k.time_ns, k.name))  # fmt: skip
+    gpus = tuple(g for c in ranks for g in c.source.gpus)
+    versions = {c.source.nsys_version for c in ranks}
+    return Census(
+        source=Source(
+            str(folder),
+            ", ".join(sorted(v or "?" for v in versions)),
+            ranks[0].source.schema_version,
+            gpus,
+        ),
+        totals=totals,
+        steps=steps,
+        classes=_sum([x for c in ranks for x in c.classes], ClassStat, "cls"),
+        kernels=tuple(kernels),
+        memory=_sum([x for c in ranks for x in c.memory], MemoryStat, "kind"),
+        launch_apis=_sum([x for c in ranks for x in c.launch_apis], ApiStat, "api"),
+        warnings=tuple(
+            f"{label}: {w}" for label, c in zip(labels, ranks, strict=True) for w in c.warnings
+        ),
+        graph_trace_mode=any(c.graph_trace_mode for c in ranks),
+        sliced=any(c.sliced for c in ranks),
+        collectives=_sum([x for c in ranks for x in c.collectives], CollectiveStat, "collective"),
+        nccl_overlap_ns=sum(c.nccl_overlap_ns for c in ranks),
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    min: float
+    median: float
+    max: float
+    min_rank: str
+    max_rank: str
+
+
+def rank_spread(labels: list[str], ranks: list[Census]) -> dict[str, Spread]:
+    """Per-step means per rank (whole capture without steps): min / median / max over ranks."""
+    out: dict[str, Spread] = {}
+    for key in SPREAD_KEYS:
+        values = []
+        for label, c in zip(labels, ranks, strict=True):
+            per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
+            if key in per and per[key] is not None:
+                values.append((float(per[key]), label))
+        if values:
+            lo, hi = min(values), max(values)
+            out[key] = Spread(lo[0], statistics.median(v for v, _ in values), hi[0], lo[1], hi[1])
+    return out

@@ -1,33 +1,15 @@
 """The census data model: frozen dataclasses of integer nanoseconds and bytes.
 
-`summary_json` is the public contract (`census summary --json`); `to_record`/`from_record`
-round-trip the whole model for the cache.
+The JSON contracts live in census.render.json_docs; the cache's codec in census.load.codec.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
-from census import CENSUS_VERSION
-
-METRIC_KEYS: tuple[str, ...] = (
-    "kernel_count",
-    "kernel_time_ns",
-    "nccl_kernel_count",
-    "nccl_kernel_time_ns",
-    "non_nccl_kernel_count",
-    "non_nccl_kernel_time_ns",
-    "non_nccl_union_ns",
-    "launch_api_count",
-    "launch_api_time_ns",
-    "graph_launch_count",
-    "d2d_count",
-    "d2d_bytes",
-)
-TIMING_KEYS: tuple[str, ...] = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
+from census.definitions import METRIC_KEYS
 
 
 @dataclass(frozen=True)
@@ -172,7 +154,7 @@ class Census:
         if not self.steps:
             return None
         n = len(self.steps)
-        sums = map(sum, zip(*map(_METRIC_VALUES, (s.metrics for s in self.steps)), strict=True))
+        sums = map(sum, zip(*map(METRIC_VALUES, (s.metrics for s in self.steps)), strict=True))
         return {k: total / n for k, total in zip(METRIC_KEYS, sums, strict=True)}
 
     def _per_step_timing(self) -> dict[str, float] | None:
@@ -188,196 +170,4 @@ class Census:
         }
 
 
-_METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)
-
-
-def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
-    """The `census summary --json` contract."""
-    n = census.step_count
-
-    def mean(x: int) -> float | None:
-        return x / n if n else None
-
-    return {
-        "census_version": CENSUS_VERSION,
-        "source": {
-            "path": census.source.path,
-            "nsys_version": census.source.nsys_version,
-            "schema_version": census.source.schema_version,
-            "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
-        },
-        "totals": census.totals.as_dict(),
-        "steps": [
-            {
-                "name": s.name,
-                "start_ns": s.start_ns,
-                "end_ns": s.end_ns,
-                **dict(zip(METRIC_KEYS, _METRIC_VALUES(s.metrics), strict=True)),
-            }
-            for s in census.steps
-        ],
-        "per_step": census.per_step(),
-        "timing": {
-            "steps": [
-                {
-                    "name": s.name,
-                    "step_time_ns": s.duration_ns,
-                    "gpu_busy_ns": s.gpu_busy_ns,
-                    "gpu_idle_ns": s.gpu_idle_ns,
-                }
-                for s in census.steps
-            ],
-            "per_step": census.per_step_timing(),
-        },
-        "classes": [
-            {
-                "class": c.cls,
-                "count": c.count,
-                "time_ns": c.time_ns,
-                "per_step_count": mean(c.step_count),
-                "per_step_time_ns": mean(c.step_time_ns),
-            }
-            for c in census.classes
-        ],
-        "top_kernels": [
-            {
-                "name": k.name,
-                "class": k.cls,
-                "count": k.count,
-                "time_ns": k.time_ns,
-                "per_step_count": mean(k.step_count),
-                "per_step_time_ns": mean(k.step_time_ns),
-            }
-            for k in census.kernels[:top]
-        ],
-        "memory": [
-            {
-                "kind": m.kind,
-                "count": m.count,
-                "bytes": m.bytes,
-                "time_ns": m.time_ns,
-                "per_step_count": mean(m.step_count),
-                "per_step_bytes": mean(m.step_bytes),
-            }
-            for m in census.memory
-        ],
-        "launch_apis": [
-            {
-                "api": a.api,
-                "count": a.count,
-                "time_ns": a.time_ns,
-                "per_step_count": mean(a.step_count),
-                "per_step_time_ns": mean(a.step_time_ns),
-            }
-            for a in census.launch_apis
-        ],
-        "nccl": {
-            "collectives": [
-                {
-                    "collective": c.collective,
-                    "count": c.count,
-                    "time_ns": c.time_ns,
-                    "per_step_count": mean(c.step_count),
-                    "per_step_time_ns": mean(c.step_time_ns),
-                }
-                for c in census.collectives
-            ],
-            "overlap_ns": census.nccl_overlap_ns,
-            "per_step_overlap_ns": mean(sum(s.nccl_overlap_ns for s in census.steps)),
-        },
-        "warnings": list(census.warnings),
-    }
-
-
-STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns")
-
-
-def to_record(census: Census) -> dict[str, Any]:
-    """Everything, for the cache; `from_record` inverts it exactly. Steps are stored as columns:
-    tens of thousands of them load several times faster that way."""
-    rec = asdict(replace(census, steps=()))
-    steps = census.steps
-    rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
-    rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
-    rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing()}
-    return rec
-
-
-def from_record(rec: dict[str, Any]) -> Census:
-    def build(cls: type, data: dict[str, Any]) -> Any:
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
-
-    src = rec["source"]
-    census = Census(
-        source=Source(
-            src["path"],
-            src["nsys_version"],
-            src["schema_version"],
-            tuple(build(Gpu, g) for g in src["gpus"]),
-        ),
-        totals=build(Metrics, rec["totals"]),
-        steps=StepColumns(rec["steps"]),
-        classes=tuple(build(ClassStat, c) for c in rec["classes"]),
-        kernels=tuple(build(KernelStat, k) for k in rec["kernels"]),
-        memory=tuple(build(MemoryStat, m) for m in rec["memory"]),
-        launch_apis=tuple(build(ApiStat, a) for a in rec["launch_apis"]),
-        warnings=tuple(rec["warnings"]),
-        graph_trace_mode=rec["graph_trace_mode"],
-        sliced=rec["sliced"],
-        collectives=tuple(build(CollectiveStat, c) for c in rec["collectives"]),
-        nccl_overlap_ns=rec["nccl_overlap_ns"],
-    )
-    census.__dict__["_memo_values"] = dict(rec["means"])
-    return census
-
-
-class StepColumns(Sequence):
-    """The steps of a census read back from the cache, kept as columns and made into Step
-    objects only when first looked at: counting them, or their means (cached beside them), needs
-    none, and tens of thousands of steps take a while to build."""
-
-    def __init__(self, columns: dict[str, list]) -> None:
-        self._columns = columns
-        self._steps: tuple[Step, ...] | None = None
-
-    def _all(self) -> tuple[Step, ...]:
-        if self._steps is None:
-            cols = self._columns
-            metrics = [
-                _frozen(Metrics, zip(METRIC_KEYS, row, strict=True))
-                for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
-            ]
-            keys = (*STEP_COLUMNS, "metrics")
-            self._steps = tuple(
-                _frozen(Step, zip(keys, row, strict=True))
-                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, strict=True)
-            )
-        return self._steps
-
-    def __len__(self) -> int:
-        return len(self._columns["name"])
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self._all()[index]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, StepColumns | tuple):
-            return self._all() == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._all())
-
-    def __repr__(self) -> str:
-        return repr(self._all())
-
-
-def _frozen(cls: type, items: Any) -> Any:
-    """A frozen dataclass instance without its __init__ (one setattr per field): tens of
-    thousands of steps come back from the cache in a fraction of the time."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(items)
-    return obj
+METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order

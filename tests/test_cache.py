@@ -6,8 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from census import pipeline
-from census.pipeline import summarize
+from census.api import Options, summarize, summary_document
 from tests.conftest import fixture_file
 
 
@@ -15,16 +14,15 @@ def test_cache_hit_equals_fresh_and_edits_miss(tmp_path: Path, monkeypatch) -> N
     p = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "e.sqlite"))
     first = summarize(p)
     calls = []
-    import census.load
+    import census.load.profile
 
-    real = census.load.load_profile
+    real = census.load.profile.load_profile
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(census.load, "load_profile", counting)
-    monkeypatch.setattr(pipeline, "load_profile", counting)
+    monkeypatch.setattr(census.load.profile, "load_profile", counting)
     assert summarize(p) == first
     assert calls == []  # answered from the cache
     assert summarize(p, skip_first=1).step_count == 2 and len(calls) == 1
@@ -55,11 +53,11 @@ def test_cache_round_trip_keeps_every_step_field(tmp_path: Path) -> None:
 def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
     import json
 
-    from census.model import summary_json
+    from census.render.json_docs import summary_json
 
     p = Path(shutil.copy(fixture_file("h200_compiled_3steps.sqlite"), tmp_path / "c.sqlite"))
-    meta, text = pipeline.summary_document(p, top=5)
-    again = pipeline.summary_document(p, top=5)
+    meta, text = summary_document(p, Options(), top=5)
+    again = summary_document(p, Options(), top=5)
     assert again == (meta, text)
     census = summarize(p)
     assert json.loads(text) == json.loads(json.dumps(summary_json(census, 5)))

@@ -19,10 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 import census
-from census import nvtx as cnvtx
-from census.capture import CaptureSpec, nsys_profile_command, run_info
-from census.cli import app
-from census.samples import SAMPLES_DIR
+from census.capture import steps as cnvtx
+from census.capture.run import CaptureSpec, nsys_profile_command, run_info
+from census.cli.app import app
+from census.load.samples import SAMPLES_DIR
 from tests.conftest import fixture_file
 
 FAKE = str(Path(__file__).parent / "helpers" / "fake_nsys.py")
@@ -274,8 +274,8 @@ def test_ctrl_c_stops_nsys_and_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_torchrun_is_wrapped_per_rank(tmp_path: Path) -> None:
-    from census.capture import distributed_profile_command, split_torchrun
-    from census.capture_cli import demo_command
+    from census.capture.demo import demo_command
+    from census.capture.run import distributed_profile_command, split_torchrun
 
     launch = split_torchrun(("torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"))
     assert launch.world_size == 2
@@ -297,7 +297,7 @@ def test_torchrun_is_wrapped_per_rank(tmp_path: Path) -> None:
 
 
 def test_multi_gpu_env_keeps_nvlink_multicast_off() -> None:
-    from census.capture import MULTI_GPU_ENV
+    from census.capture.run import MULTI_GPU_ENV
 
     assert MULTI_GPU_ENV == {
         "NCCL_NVLS_ENABLE": "0",

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from census.classify import classify_kernel, decode_triton, launch_api_kind, nccl_collective
+from census.definitions import classify_kernel, decode_triton, launch_api_kind, nccl_collective
 
 
 @pytest.mark.parametrize(

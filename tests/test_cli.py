@@ -8,8 +8,8 @@ import sys
 
 from typer.testing import CliRunner
 
-from census.cli import app
-from census.model import METRIC_KEYS
+from census.cli.app import app
+from census.definitions import METRIC_KEYS
 from tests.conftest import fixture_file
 
 runner = CliRunner()
@@ -85,7 +85,7 @@ def test_demo_falls_back_to_bundled_captures(tmp_path, monkeypatch) -> None:
 
 
 def test_help_is_fast_and_imports_nothing_heavy() -> None:
-    code = "import sys, census.cli; print(sorted(m for m in ('torch', 'plotly', 'pandas') if m in sys.modules))"
+    code = "import sys, census.cli.app; print(sorted(m for m in ('torch', 'plotly', 'pandas') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     r = subprocess.run(
@@ -95,12 +95,12 @@ def test_help_is_fast_and_imports_nothing_heavy() -> None:
 
 
 def test_internal_errors_are_one_line_unless_debug(monkeypatch) -> None:
-    import census.pipeline
+    import census.api
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(census.pipeline, "summarize", boom)
+    monkeypatch.setattr(census.api, "summarize_with", boom)
     r = runner.invoke(app, ["summary", "x.sqlite"])
     assert r.exit_code == 70
     assert (

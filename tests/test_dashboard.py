@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from census.diff import diff_census
-from census.explain import explain_diff
-from census.pipeline import summarize
-from census.render.html import diff_html, summary_html, write_summary_html
-from census.samples import sample_path
+from census.api import summarize
+from census.compare.diff import diff_census
+from census.compare.explain import explain_diff
+from census.load.samples import sample_path
+from census.render.html import render_diff_html, render_summary_html
 from tests.nsysdb import Export
 
 HOSTILE = "<img src=x onerror=alert(1)> & \"quotes\" 'single' </script><b>bold</b>"
@@ -84,16 +84,16 @@ def check_page(page: Path, figures: int) -> str:
 
 def test_hostile_names_are_escaped_in_the_markup(tmp_path: Path) -> None:
     a, b = hostile_pair(tmp_path)
-    page = diff_html(diff_census(a, b, ("<a>", "b&")), [])
+    page = render_diff_html(diff_census(a, b, ("<a>", "b&")), [])
     assert "<img" not in page and "</script><b>" not in page.split("<script", 1)[0]
     assert "&lt;a&gt;" in page
-    assert "<img" not in summary_html(a, "x")
+    assert "<img" not in render_summary_html(a, "x")
 
 
 @needs_browser
 def test_summary_dashboard_in_a_browser(tmp_path: Path) -> None:
     page = tmp_path / "s.html"
-    write_summary_html(summarize(sample_path("eager")), "eager", page)
+    page.write_text(render_summary_html(summarize(sample_path("eager")), "eager"), "utf-8")
     assert page.stat().st_size < 5 * 1024 * 1024  # the 20-step sample
     dom = check_page(page, figures=6)
     assert "20 step(s)" in dom
@@ -104,7 +104,7 @@ def test_diff_dashboard_with_hostile_names_in_a_browser(tmp_path: Path) -> None:
     a, b = hostile_pair(tmp_path)
     d = diff_census(a, b, ("eager", "compiled"))
     page = tmp_path / "d.html"
-    page.write_text(diff_html(d, explain_diff(d)), encoding="utf-8")
+    page.write_text(render_diff_html(d, explain_diff(d)), encoding="utf-8")
     dom = check_page(page, figures=4)
     # The name reaches the table as text: the DOM holds it escaped, never as an element.
     assert (
@@ -118,7 +118,7 @@ def test_sample_diff_dashboard_in_a_browser(tmp_path: Path) -> None:
     a, b = (summarize(sample_path(n)) for n in ("eager", "compiled"))
     d = diff_census(a, b, ("eager", "compiled"))
     page = tmp_path / "d.html"
-    page.write_text(diff_html(d, explain_diff(d)), encoding="utf-8")
+    page.write_text(render_diff_html(d, explain_diff(d)), encoding="utf-8")
     assert page.stat().st_size < 5 * 1024 * 1024
     dom = check_page(page, figures=4)
     assert "compiled is faster than eager" in dom

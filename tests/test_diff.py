@@ -7,11 +7,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from census.cli import app
-from census.diff import diff_census
-from census.explain import explain_diff
-from census.pipeline import summarize
-from census.render.json_out import diff_json
+from census.api import summarize
+from census.cli.app import app
+from census.compare.diff import diff_census
+from census.compare.explain import explain_diff
+from census.render.json_docs import diff_json
 from census.render.markdown import render_diff_markdown
 from tests.conftest import fixture_file
 

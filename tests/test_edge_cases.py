@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from census.api import summarize
 from census.errors import InputError
-from census.pipeline import summarize
 from tests.nsysdb import Export
 from tests.oracle import oracle
 
@@ -159,7 +159,7 @@ def test_skip_first_regex_registered_names_and_start_end_ranges(tmp_path: Path) 
     e.range("stepper", 2000, 2050)  # not `step\b`
     c = census_of(e, tmp_path, skip_first=1)
     assert [s.name for s in c.steps] == ["step 1", "step 2", "step 3", "ProfilerStep#7"]
-    c2 = census_of(e, tmp_path, steps_regex=r"^ProfilerStep#")
+    c2 = census_of(e, tmp_path, steps=r"^ProfilerStep#")
     assert [s.name for s in c2.steps] == ["ProfilerStep#7"]
 
 

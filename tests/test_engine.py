@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from census.census import compute_census
-from census.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
-from census.load import load_profile
-from census.model import to_record
-from census.pipeline import DEFAULT_STEPS_REGEX
-from census.samples import sample_path
+from census.definitions import DEFAULT_STEPS_REGEX
+from census.load.codec import to_record
+from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
+from census.load.profile import load_profile
+from census.load.samples import sample_path
 from tests.conftest import DATA, FIXTURES
 from tests.nsysdb import Export
 from tests.oracle import _union, oracle
@@ -209,8 +209,8 @@ def _die(conn, shared, job, tick):
 def test_a_worker_that_dies_fails_the_pass_instead_of_hanging(tmp_path: Path) -> None:
     from concurrent.futures.process import BrokenProcessPool
 
-    from census.engine import Runner
-    from census.readonly import open_readonly
+    from census.load.pool import Runner
+    from census.load.readonly import open_readonly
 
     path = sample_path("eager") / "capture.sqlite"
     runner = Runner(open_readonly(path), path, 2, lambda *a: None)
@@ -221,8 +221,8 @@ def test_a_worker_that_dies_fails_the_pass_instead_of_hanging(tmp_path: Path) ->
 INTERRUPTED = """
 import sys, time
 from pathlib import Path
-from census.engine import Runner
-from census.readonly import open_readonly
+from census.load.pool import Runner
+from census.load.readonly import open_readonly
 
 def nap(conn, shared, job, tick):
     time.sleep(60)

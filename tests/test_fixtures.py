@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from census.model import METRIC_KEYS
-from census.pipeline import summarize
-from census.samples import sample_path
+from census.api import summarize
+from census.definitions import METRIC_KEYS
+from census.load.samples import sample_path
 from tests.conftest import fixture_file
 from tests.oracle import oracle
 

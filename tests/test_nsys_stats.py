@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from census.classify import launch_api_kind
-from census.pipeline import summarize
-from census.samples import sample_path
+from census.api import summarize
+from census.definitions import launch_api_kind
+from census.load.samples import sample_path
 from tests.conftest import DATA, fixture_file
 
 STATS = DATA / "nsys_stats"

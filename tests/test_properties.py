@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from census.diff import diff_census
-from census.pipeline import summarize
+from census.api import summarize
+from census.compare.diff import diff_census
 from tests.nsysdb import Export
 from tests.oracle import oracle
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from census.cli import app
-from census.diff import diff_census
-from census.pipeline import summarize, summarize_multi
-from census.ranks import rank_files, rank_spread
+from census.api import Options, summarize, summarize_ranks
+from census.census import rank_spread
+from census.cli.app import app
+from census.compare.diff import diff_census
+from census.load.ranks import rank_files
 from tests.conftest import fixture_file
 
 runner = CliRunner()
-STEPS = r"^(step\b|ProfilerStep#)"
 
 
 def rank_folder(tmp_path: Path, *names: str) -> Path:
@@ -33,7 +33,7 @@ def test_rank_files_order_by_number(tmp_path: Path) -> None:
 
 def test_merge_equals_the_sum_of_ranks(tmp_path: Path) -> None:
     folder = rank_folder(tmp_path, "h200_eager_3steps.sqlite", "h200_compiled_3steps.sqlite")
-    merged, labels, ranks = summarize_multi(folder, STEPS, 0)
+    merged, labels, ranks = summarize_ranks(folder, Options())
     assert labels == ["rank0", "rank1"]
     assert merged.totals.kernel_count == 861 + 732
     assert merged.totals.d2d_bytes == 352321536 + 50331648
@@ -69,9 +69,7 @@ def test_nccl_ranks_and_diff_of_folders(tmp_path: Path) -> None:
 
 
 def test_ranks_parse_in_a_process_pool(tmp_path: Path) -> None:
-    from census.ranks import summarize_ranks
-
     folder = rank_folder(tmp_path, "h200_eager_3steps.sqlite", "nsysai_mock.sqlite")
-    pooled = summarize_ranks(rank_files(folder), STEPS, 0, workers=2)
-    serial = summarize_ranks(rank_files(folder), STEPS, 0, workers=1)
+    pooled = summarize_ranks(folder, Options(), workers=2)[2]
+    serial = summarize_ranks(folder, Options(), workers=1)[2]
     assert pooled == serial

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from census.diff import CensusDiff
+from census.compare.diff import CensusDiff
 from census.render.diffrows import (
     accounting_rows,
     basis_line,
@@ -15,6 +15,7 @@ from census.render.diffrows import (
     headline_rows,
     kernel_rows,
 )
+from census.render.text import rich_text
 
 
 def _table(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> Table:
@@ -33,8 +34,17 @@ def _table(title: str, head: list[str], rows: list[list[str]], left: int = 1) ->
 
 
 def render_diff_table(
-    d: CensusDiff, explanation: list[str], console: Console, top: int = 15
-) -> None:
+    d: CensusDiff,
+    explanation: list[str],
+    top: int = 15,
+    width: int | None = None,
+    color: bool = False,
+) -> str:
+    """The terminal diff: basis, headline table, step accounting, why, classes, kernels."""
+    return rich_text(lambda console: _draw_diff(d, explanation, console, top), width, color)
+
+
+def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:
     h = headers(d)
     console.print(escape(basis_line(d)))
     console.print(_table(f"{d.labels[0]} vs {d.labels[1]}", h["headline"], headline_rows(d)))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from census.diff import CensusDiff
+from census.compare.diff import CensusDiff
 from census.render.table import LABELS
-from census.render.units import fmt_count, fmt_metric, fmt_ns, fmt_pct
+from census.units import fmt_count, fmt_metric, fmt_ns, fmt_pct
 
 HEADLINE_KEYS = (
     "step_time_ns",

@@ -11,15 +11,13 @@ import functools
 import gzip
 import html
 import json
-from pathlib import Path
 from typing import Any
 
-from census.diff import CensusDiff
+from census.compare.diff import CensusDiff
 from census.model import Census
-from census.paths import write_atomic
 from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows
 from census.render.table import LABELS
-from census.render.units import fmt_count, fmt_metric
+from census.units import fmt_count, fmt_metric
 
 TOP_CHART = 20
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -176,7 +174,7 @@ def _html_table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def summary_html(census: Census, label: str) -> str:
+def render_summary_html(census: Census, label: str) -> str:
     import plotly.graph_objects as go
 
     n = census.step_count
@@ -294,7 +292,7 @@ def summary_html(census: Census, label: str) -> str:
     return _page(f"census: {label}", sub, body)
 
 
-def diff_html(d: CensusDiff, explanation: list[str]) -> str:
+def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
     import plotly.graph_objects as go
 
     la, lb = d.labels
@@ -391,11 +389,3 @@ def diff_html(d: CensusDiff, explanation: list[str]) -> str:
         + _kernel_table(columns, rows, "abs_delta")
     )
     return _page(f"census: {la} vs {lb}", f"{d.a.source.path} vs {d.b.source.path}", body)
-
-
-def write_summary_html(census: Census, label: str, path: Path) -> None:
-    write_atomic(path, summary_html(census, label))
-
-
-def write_diff_html(d: CensusDiff, explanation: list[str], path: Path) -> None:
-    write_atomic(path, diff_html(d, explanation))

@@ -1,8 +1,10 @@
-"""GitHub-flavoured markdown for a diff: pasted into a pull request unchanged."""
+"""GitHub-flavoured markdown: a diff, pasted into a pull request unchanged, and the metric table
+the README carries."""
 
 from __future__ import annotations
 
-from census.diff import CensusDiff
+from census.compare.diff import CensusDiff
+from census.definitions import METRICS, TIMING_METRICS
 from census.render.diffrows import (
     accounting_rows,
     basis_line,
@@ -62,3 +64,10 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
     if d.warnings:
         out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in d.warnings] + [""]
     return "\n".join(out)
+
+
+def render_metric_table() -> str:
+    """The README's table of every census key and step-timing key, from census.definitions."""
+    lines = ["| key | unit | definition |", "| --- | --- | --- |"]
+    lines += [f"| `{m.name}` | {m.unit} | {m.definition} |" for m in (*METRICS, *TIMING_METRICS)]
+    return "\n".join(lines)

@@ -6,8 +6,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from census.model import METRIC_KEYS, Census
-from census.render.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
+from census.definitions import METRIC_KEYS
+from census.model import Census
+from census.render.text import rich_text
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
 
 LABELS: dict[str, str] = {
     "step_time_ns": "step time",
@@ -28,7 +30,14 @@ LABELS: dict[str, str] = {
 }
 
 
-def render_summary(census: Census, console: Console, top: int = 15) -> None:
+def render_summary(
+    census: Census, top: int = 15, width: int | None = None, color: bool = False
+) -> str:
+    """The terminal summary of one capture: census table, steps, classes, kernels, memory."""
+    return rich_text(lambda console: _draw_summary(census, console, top), width, color)
+
+
+def _draw_summary(census: Census, console: Console, top: int) -> None:
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
     console.print(
@@ -109,12 +118,27 @@ def render_summary(census: Census, console: Console, top: int = 15) -> None:
         console.print(mt)
 
 
+def render_overhead(overhead: dict) -> str:
+    """One line: a capture's step time inside nsys against its calibration run without."""
+    return (
+        f"capture overhead: {fmt_ns(overhead['captured_mean_step_time_ns'])}/step inside nsys vs "
+        f"{fmt_ns(overhead['uncaptured_mean_step_time_ns'])}/step uncaptured "
+        f"(x{overhead['overhead_ratio']:.2f}): nsys narrows or widens the gaps you compare"
+    )
+
+
 def _short(name: str, width: int = 90) -> str:
     return escape(name if len(name) <= width else name[: width - 1] + "…")
 
 
-def render_spread(labels: list[str], ranks: list, spread: dict, console: Console) -> None:
+def render_spread(
+    labels: list[str], ranks: list, spread: dict, width: int | None = None, color: bool = False
+) -> str:
     """One row per rank, then min / median / max over ranks (a straggler stands out)."""
+    return rich_text(lambda console: _draw_spread(labels, ranks, spread, console), width, color)
+
+
+def _draw_spread(labels: list[str], ranks: list, spread: dict, console: Console) -> None:
     t = Table(title="Ranks (per step)", title_justify="left")
     for col in ("rank", "steps", "step time", "GPU busy", "NCCL time", "non-NCCL union"):
         t.add_column(col, justify="left" if col == "rank" else "right")

@@ -1,0 +1,209 @@
+"""What the CLI and notebooks call: from what the user names (an export, a report, a capture
+folder, a rank folder, `sample:NAME`) to a Census, a CensusDiff and their JSON documents.
+
+The input is resolved once here, and one Options object says how steps are selected; it is also
+the cache key (with the files' identity and a hash of census's code, census.load.cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from census.definitions import DEFAULT_STEPS_REGEX
+from census.errors import UsageError
+
+if TYPE_CHECKING:
+    from census.compare.diff import CensusDiff
+    from census.load.profile import Progress
+    from census.model import Census
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True)
+class Options:
+    """How steps are selected: NVTX ranges whose text matches `steps_regex`, minus the first
+    `skip_first` per process. Checked when made; `key()` is what the cache keys on."""
+
+    steps_regex: str = DEFAULT_STEPS_REGEX
+    skip_first: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            re.compile(self.steps_regex)
+        except re.error as exc:
+            raise UsageError(
+                f"--steps {self.steps_regex!r} is not a valid regular expression: {exc}"
+            ) from None
+        if self.skip_first < 0:
+            raise UsageError("--skip-first must be 0 or more")
+
+    def key(self) -> list:
+        return [self.steps_regex, self.skip_first]
+
+
+def resolve_input(name: PathLike) -> Path:
+    """`sample:eager` names a bundled capture; anything else is a path."""
+    text = str(name)
+    if text.startswith("sample:"):
+        from census.load.samples import sample_path
+
+        return sample_path(text.split(":", 1)[1])
+    return Path(name)
+
+
+def default_label(path: Path) -> str:
+    return path.name if path.is_dir() else path.name.split(".")[0]
+
+
+def summarize(
+    path: PathLike,
+    steps: str = DEFAULT_STEPS_REGEX,
+    skip_first: int = 0,
+    *,
+    progress: Progress | None = None,
+    use_cache: bool = True,
+    workers: int | None = None,
+) -> Census:
+    """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
+    a rank folder (the ranks merged) or `sample:NAME`."""
+    return summarize_with(resolve_input(path), Options(steps, skip_first), progress, use_cache,
+                          workers)  # fmt: skip
+
+
+def summarize_with(
+    path: Path,
+    options: Options,
+    progress: Progress | None = None,
+    use_cache: bool = True,
+    workers: int | None = None,
+) -> Census:
+    from census.load.ranks import is_multi_rank
+
+    if is_multi_rank(path):
+        return summarize_ranks(path, options, progress)[0]
+    from census.census import compute_census
+    from census.load.cache import cached_census
+    from census.load.export import resolve_sqlite
+    from census.load.profile import load_profile
+
+    sqlite_path = resolve_sqlite(path, progress)
+
+    def compute() -> Census:
+        profile = load_profile(sqlite_path, options.steps_regex, options.skip_first, progress,
+                               workers)  # fmt: skip
+        return compute_census(profile)
+
+    if not use_cache:
+        return compute()
+    return cached_census(sqlite_path, options.key(), compute)
+
+
+def summarize_ranks(
+    folder: Path, options: Options, progress: Progress | None = None, workers: int | None = None
+) -> tuple[Census, list[str], list[Census]]:
+    """(merged Census, rank labels, per-rank Census list) of a multi-rank capture folder; the
+    ranks are parsed in a process pool, each with the cores left to it."""
+    from census.census import merge_census
+    from census.load.pool import map_processes
+    from census.load.ranks import rank_files
+
+    files = rank_files(folder)
+    labels = [label for label, _ in files]
+    workers = workers or min(len(files), os.cpu_count() or 1)
+    inner = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
+    if progress:
+        progress(f"{len(files)} ranks on {workers} worker(s)")
+    jobs = [(p, options, inner) for _, p in files]
+    ranks = map_processes(_summarize_rank, jobs, workers)
+    return merge_census(labels, ranks, folder), labels, ranks
+
+
+def _summarize_rank(job: tuple[Path, Options, int | None]) -> Census:
+    path, options, workers = job
+    return summarize_with(path, options, workers=workers)
+
+
+def diff(
+    a: Census | PathLike,
+    b: Census | PathLike,
+    labels: tuple[str, str] | None = None,
+    steps: str = DEFAULT_STEPS_REGEX,
+    skip_first: int = 0,
+) -> CensusDiff:
+    """B against A; each side a Census or anything `summarize` takes. Labels default to the
+    file or folder names."""
+    from census.compare.diff import diff_census
+    from census.model import Census
+
+    options = Options(steps, skip_first)
+    sides = []
+    for side in (a, b):
+        if isinstance(side, Census):
+            sides.append((side, Path(side.source.path)))
+        else:
+            path = resolve_input(side)
+            sides.append((summarize_with(path, options), path))
+    if labels is None:
+        labels = (default_label(sides[0][1]), default_label(sides[1][1]))
+    return diff_census(sides[0][0], sides[1][0], labels)
+
+
+def explain(d: CensusDiff) -> list[str]:
+    """The explanation of a diff, one sentence a line, the headline first."""
+    from census.compare.explain import explain_diff
+
+    return explain_diff(d)
+
+
+def summary_document(
+    path: Path, options: Options, top: int = 20, progress: Progress | None = None
+) -> tuple[dict, str]:
+    """({"warnings", "timing"}, the `summary --json` document as compact JSON) of one export,
+    from the cache when the same export and options were summarized before."""
+    from census.load.cache import cached_text
+    from census.load.export import resolve_sqlite
+    from census.render.json_docs import summary_json
+
+    sqlite_path = resolve_sqlite(path, progress)
+
+    def render() -> tuple[dict, str]:
+        census = summarize_with(path, options, progress)
+        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing()}
+        return meta, json.dumps(summary_json(census, top))
+
+    return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
+
+
+def diff_document(
+    a: Path,
+    b: Path,
+    labels: tuple[str, str],
+    options: Options,
+    top: int = 20,
+    progress: Progress | None = None,
+) -> tuple[dict, str]:
+    """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
+    the same two exports were compared with the same options before."""
+    from census.compare.diff import diff_census
+    from census.compare.explain import explain_diff
+    from census.load.cache import cached_text
+    from census.load.export import resolve_sqlite
+    from census.load.ranks import is_multi_rank
+    from census.render.json_docs import diff_json
+
+    def render() -> tuple[dict, str]:
+        ca = summarize_with(a, options, progress)
+        cb = summarize_with(b, options, progress)
+        d = diff_census(ca, cb, labels)
+        return {"warnings": list(d.warnings)}, json.dumps(diff_json(d, explain_diff(d), top))
+
+    if is_multi_rank(a) or is_multi_rank(b):
+        return render()
+    files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
+    return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)

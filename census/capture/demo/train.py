@@ -1,0 +1,95 @@
+"""A small transformer training loop (bf16 autocast, AdamW), eager or torch.compile.
+
+Run: python -m census.demo.train --mode compiled --warmup 5 --steps 3
+Each measured step is an NVTX range `step N` inside the CUDA profiler capture range, with
+`forward`, `backward` and `optimizer` ranges inside it and one 16 MiB device-to-device copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import nvtx
+import torch
+from torch import nn
+
+import census
+from census.capture.steps import DOMAIN
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
+        att = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
+        x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.ln2(x))
+
+
+def build(d: int, layers: int, heads: int) -> nn.Module:
+    return nn.Sequential(*(Block(d, heads) for _ in range(layers)))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--mode", choices=("eager", "compiled"), default="eager")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--d-model", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=512)
+    p.add_argument(
+        "--ddp", action="store_true", help="DistributedDataParallel over NCCL (torchrun)"
+    )
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("census demo workload: no CUDA GPU visible to torch")
+    torch.manual_seed(0)
+    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(dev)
+    model = build(args.d_model, args.layers, heads=args.d_model // 64).to(dev)
+    if args.ddp:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl", device_id=dev)
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=True)
+    step_fn = model
+    if args.mode == "compiled":
+        step_fn = torch.compile(model)
+    x = torch.randn(args.batch, args.seq, args.d_model, device=dev)
+    target = torch.randn_like(x)
+    scratch = torch.empty(4 * 1024 * 1024, device=dev)  # 16 MiB of float32
+    warmup = 5 if args.warmup is None else args.warmup
+    active = 3 if args.steps is None else args.steps
+    for _ in census.steps(range(warmup + active), warmup=warmup, active=active):
+        with nvtx.annotate("forward", domain=DOMAIN):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = nn.functional.mse_loss(step_fn(x).float(), target)
+        with nvtx.annotate("backward", domain=DOMAIN):
+            loss.backward()
+        with nvtx.annotate("optimizer", domain=DOMAIN):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            scratch.copy_(x.view(-1)[: scratch.numel()])
+    torch.cuda.synchronize()
+    print(f"census demo: {args.mode}, {warmup} warm-up + {active} steps, loss {loss.item():.4f}")
+    if args.ddp:
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""`census doctor`: can this machine capture? One check a line, each with what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from census.capture.nsys import find_nsys
+from census.errors import ToolMissingError
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def _run(cmd: list[str], timeout: float = 60.0) -> tuple[int, str]:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, str(exc)
+    return out.returncode, (out.stdout + out.stderr).strip()
+
+
+def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
+    checks: list[Check] = []
+    try:
+        exe = find_nsys(nsys)
+        rc, out = _run([exe, "--version"])
+        checks.append(Check("nsys", rc == 0, f"{exe}: {out.splitlines()[-1] if out else rc}"))
+        rc, out = _run([exe, "status", "-e"])
+        last = out.splitlines()[-1] if out else f"exit {rc}"
+        checks.append(
+            Check("nsys status -e", rc == 0, last if rc == 0 else f"{last} (see `nsys status -e`)")
+        )
+    except ToolMissingError as exc:
+        checks.append(Check("nsys", False, str(exc)))
+    code = (
+        "import json, torch; c = torch.cuda.is_available(); "
+        "print(json.dumps([torch.__version__, torch.version.cuda, c, "
+        "torch.cuda.get_device_name(0) if c else None]))"
+    )
+    rc, out = _run([sys.executable, "-c", code])
+    if rc != 0:
+        checks.append(
+            Check("torch", False, "torch is not importable: pip install 'census[capture]'")
+        )
+    else:
+        import json
+
+        version, cuda, available, name = json.loads(out.splitlines()[-1])
+        checks.append(Check("torch", True, f"torch {version}, built for CUDA {cuda}"))
+        checks.append(
+            Check("GPU visible to torch", bool(available), name or "no CUDA GPU: check drivers")
+        )
+    rc, out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    checks.append(
+        Check(
+            "NVIDIA driver",
+            rc == 0,
+            out.splitlines()[0] if rc == 0 and out else "nvidia-smi not found or failed",
+        )
+    )
+    profiles.mkdir(parents=True, exist_ok=True) if profiles.parent.exists() else None
+    writable = profiles.is_dir() and os.access(profiles, os.W_OK)
+    checks.append(
+        Check(
+            f"{profiles}/ writable",
+            writable,
+            "ok" if writable else "cannot write captures here: use -o",
+        )
+    )
+    return checks
+
+
+def cannot_capture(nsys: str | None) -> str | None:
+    """Why this machine cannot capture (no nsys, no GPU visible to torch), or None."""
+    try:
+        find_nsys(nsys)
+    except ToolMissingError:
+        return "nsys is not installed"
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)",
+        ],
+        capture_output=True,
+        check=False,
+    )
+    return None if probe.returncode == 0 else "no CUDA GPU visible to torch"

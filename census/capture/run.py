@@ -1,0 +1,340 @@
+"""Capture: build the `nsys profile` command (pure, testable) and run it into profiles/NAME/.
+
+A capture is assembled in a hidden `.NAME.partial-*` folder and renamed into place only when
+nsys succeeded, the report was imported and exported, and step ranges were found: an
+interrupted or failed capture never leaves a folder that looks finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from census import __version__
+from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
+from census.errors import CaptureError, UsageError
+
+DEFAULT_TRACE = "cuda,nvtx"
+REPORT_STEM = "capture"
+TAIL_CHARS = 3000
+
+
+@dataclass(frozen=True)
+class CaptureSpec:
+    name: str
+    command: tuple[str, ...]
+    out_dir: Path = Path("profiles")
+    nsys: str = "nsys"
+    trace: str = DEFAULT_TRACE
+    warmup: int | None = None
+    steps: int | None = None
+    force: bool = False
+    calibrate: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> Path:
+        return self.out_dir / self.name
+
+
+def nsys_profile_command(
+    nsys: str, output_base: Path, command: tuple[str, ...], trace: str
+) -> list[str]:
+    """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
+    no CPU sampling or context switches (they add overhead and nothing to a kernel census)."""
+    return [
+        nsys,
+        "profile",
+        f"--trace={trace}",
+        "--cuda-graph-trace=node",
+        "--capture-range=cudaProfilerApi",
+        "--capture-range-end=stop",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--export=sqlite",
+        "--force-overwrite=true",
+        f"--output={output_base}",
+        *command,
+    ]
+
+
+# NVLink multicast can take a shared host's GPUs down: kept off in every multi-GPU capture.
+MULTI_GPU_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """`torchrun [args] script.py [script args]`, split so nsys can wrap each rank."""
+
+    launcher: tuple[str, ...]
+    program: tuple[str, ...]
+    world_size: int | None
+
+
+def split_torchrun(command: tuple[str, ...]) -> Launcher | None:
+    """None unless the command is torchrun (or `python -m torch.distributed.run`)."""
+    if not command:
+        return None
+    if Path(command[0]).name == "torchrun":
+        start = 1
+    elif command[1:3] == ("-m", "torch.distributed.run"):
+        start = 3
+    else:
+        return None
+    script = next((i for i in range(start, len(command)) if command[i].endswith(".py")), None)
+    if script is None:
+        raise UsageError("census capture wraps torchrun ranks only for a .py training script")
+    launcher = command[:script]
+    world = None
+    for i, arg in enumerate(launcher):
+        for flag in ("--nproc-per-node", "--nproc_per_node"):
+            value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
+            if arg == flag and i + 1 < len(launcher):
+                value = launcher[i + 1]
+            if value and value.isdigit():
+                world = int(value)
+    return Launcher(launcher, (sys.executable, *command[script:]), world)
+
+
+def distributed_profile_command(nsys: str, work: Path, launch: Launcher, trace: str) -> list[str]:
+    """torchrun starts nsys once per rank; `%q{RANK}` names each rank's report."""
+    per_rank = nsys_profile_command(nsys, work / "rank%q{RANK}", launch.program, trace)
+    return [*launch.launcher, "--no-python", *per_rank]
+
+
+def step_env(spec: CaptureSpec) -> dict[str, str]:
+    env = dict(spec.env)
+    if spec.warmup is not None:
+        env[ENV_WARMUP] = str(spec.warmup)
+    if spec.steps is not None:
+        env[ENV_ACTIVE] = str(spec.steps)
+    return env
+
+
+def validate_spec(spec: CaptureSpec) -> None:
+    if not spec.name or "/" in spec.name or spec.name.startswith("."):
+        raise UsageError(f"capture name {spec.name!r}: use a plain folder name")
+    if not spec.command:
+        raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
+    if spec.folder.exists() and not spec.force:
+        raise UsageError(f"{spec.folder} exists: choose another name or pass --force to replace it")
+
+
+def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None) -> Path:
+    """Run the capture; return the finished folder holding capture.nsys-rep, .sqlite, run.json.
+
+    `verify(folder)` may raise to reject the capture before it is moved into place."""
+    validate_spec(spec)
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=spec.out_dir))
+    try:
+        started = dt.datetime.now(dt.timezone.utc)
+        calibration = calibrate(spec, work) if spec.calibrate else None
+        launch = split_torchrun(spec.command)
+        env = {**os.environ, **step_env(spec)}
+        if launch:
+            base = work / "rank%q{RANK}"
+            cmd = distributed_profile_command(spec.nsys, work, launch, spec.trace)
+            env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
+        else:
+            base = work / REPORT_STEM
+            cmd = nsys_profile_command(spec.nsys, base, spec.command, spec.trace)
+        _run(cmd, env, "nsys profile")
+        stems = check_outputs(work, cmd, multi=bool(launch))
+        if verify:
+            verify(work)
+        recorded = [c.replace(str(work), str(spec.folder)) for c in cmd]
+        info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
+        if launch:
+            info["world_size"] = launch.world_size or len(stems)
+            info["ranks"] = {s.removeprefix("rank"): f"{s}.sqlite" for s in stems}
+        (work / "run.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+        work.chmod(0o755)  # mkdtemp made it private
+        if spec.folder.exists():
+            shutil.rmtree(spec.folder)
+        os.replace(work, spec.folder)
+        return spec.folder
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def check_outputs(work: Path, cmd: list[str], multi: bool = False) -> list[str]:
+    """The report stems nsys wrote (`capture`, or `rank0`, `rank1`, ...), each with its .sqlite."""
+    reports = sorted(p.stem for p in work.glob("*.nsys-rep"))
+    if multi:
+        reports = [r for r in reports if r.startswith("rank")]
+    elif REPORT_STEM not in reports:
+        reports = []
+    if not reports:
+        if list(work.glob("*.qdstrm")):
+            raise CaptureError(
+                "nsys wrote only a .qdstrm stream and no report: this nsys install lacks its "
+                "importer (QdstrmImporter); use a full Nsight Systems install",
+                cmd,
+            )
+        raise CaptureError(
+            "nsys produced no report: did the program reach the capture range "
+            "(census.steps / cudaProfilerStart)?",
+            cmd,
+        )
+    missing = [r for r in reports if not (work / f"{r}.sqlite").exists()]
+    if missing:
+        raise CaptureError(
+            f"nsys wrote a report but no SQLite export for {', '.join(missing)} (`--export=sqlite`)",
+            cmd,
+        )
+    return reports
+
+
+def _run(cmd: list[str], env: dict[str, str], what: str) -> str:
+    """Run in its own process group; Ctrl-C stops the whole group and raises KeyboardInterrupt."""
+    out_lines: list[str] = []
+    with subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out_lines.append(line)
+                print(line, end="", file=sys.stderr)
+            proc.wait()
+        except KeyboardInterrupt:
+            _stop_group(proc)
+            raise
+    output = "".join(out_lines)
+    if proc.returncode != 0:
+        tail = output[-TAIL_CHARS:]
+        last = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "no output")
+        raise CaptureError(
+            f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}: {last.strip()}", cmd, tail
+        )
+    return output
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def calibrate(spec: CaptureSpec, work: Path) -> dict:
+    """Run the same steps without nsys; census.steps records each step's wall time."""
+    times = work / "calibration.json"
+    env = {**os.environ, **step_env(spec), ENV_STEP_TIMES: str(times)}
+    _run(list(spec.command), env, "calibration run (without nsys)")
+    try:
+        durations = json.loads(times.read_text(encoding="utf-8"))["step_time_ns"]
+    except (OSError, ValueError, KeyError):
+        raise CaptureError(
+            "calibration run recorded no steps: wrap the training loop in census.steps()",
+            list(spec.command),
+        ) from None
+    finally:
+        with contextlib.suppress(OSError):
+            times.unlink()
+    return {
+        "uncaptured_step_time_ns": durations,
+        "uncaptured_mean_step_time_ns": sum(durations) / len(durations) if durations else None,
+    }
+
+
+def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return None
+
+
+def environment_info(nsys: str) -> dict:
+    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown."""
+    gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    torch_info = _probe(
+        [
+            sys.executable,
+            "-c",
+            "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))",
+        ],
+    )
+    torch_version, cuda_version = json.loads(torch_info) if torch_info else (None, None)
+    gpus = [ln.split(",")[0].strip() for ln in gpu.splitlines()] if gpu else []
+    driver = gpu.splitlines()[0].split(",")[1].strip() if gpu and "," in gpu else None
+    nsys_version = _probe([nsys, "--version"])
+    return {
+        "gpus": gpus,
+        "driver_version": driver,
+        "cuda_version": cuda_version,
+        "torch_version": torch_version,
+        "nsys_version": nsys_version,
+    }
+
+
+def run_info(
+    spec: CaptureSpec,
+    cmd: list[str],
+    started: dt.datetime,
+    ended: dt.datetime,
+    calibration: dict | None,
+) -> dict:
+    return {
+        "name": spec.name,
+        "command": list(spec.command),
+        "nsys_command": cmd,
+        "start_time": started.isoformat(),
+        "end_time": ended.isoformat(),
+        "hostname": socket.gethostname(),
+        "cwd": os.getcwd(),
+        "git_commit": _probe(["git", "rev-parse", "HEAD"], timeout=5),
+        "census_version": __version__,
+        "warmup": spec.warmup,
+        "steps": spec.steps,
+        **environment_info(spec.nsys),
+        "calibration": calibration,
+    }
+
+
+def read_run_info(folder: Path) -> dict | None:
+    path = folder / "run.json"
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(path.read_text(encoding="utf-8"))
+    return None
+
+
+def capture_overhead(folder: Path, per_step_timing: dict[str, float] | None) -> dict | None:
+    """Captured NVTX step time against the calibration run's uncaptured step time."""
+    info = read_run_info(folder) if folder.is_dir() else None
+    uncaptured = ((info or {}).get("calibration") or {}).get("uncaptured_mean_step_time_ns")
+    if not uncaptured or not per_step_timing:
+        return None
+    captured = per_step_timing["step_time_ns"]
+    return {
+        "captured_mean_step_time_ns": captured,
+        "uncaptured_mean_step_time_ns": uncaptured,
+        "overhead_ratio": captured / uncaptured,
+    }

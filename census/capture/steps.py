@@ -1,0 +1,125 @@
+"""Step ranges for training loops: NVTX ranges `step N` (domain `census`) and the capture range.
+
+`census.steps(loader, warmup=K, active=N)` leaves the first K steps out of the capture (warm-up,
+compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ranges, then stops
+the range. torch is used only if the training script already imported it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
+
+DOMAIN = "census"
+ENV_WARMUP = "CENSUS_WARMUP"
+ENV_ACTIVE = "CENSUS_ACTIVE"
+ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration: write each step's wall time here
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def step(i: int, domain: str = DOMAIN) -> Iterator[None]:
+    """Wrap one training step in an NVTX push/pop range named `step i`."""
+    import nvtx
+
+    with nvtx.annotate(message=f"step {i}", domain=domain):
+        yield
+
+
+@contextlib.contextmanager
+def phase(name: str, domain: str = DOMAIN) -> Iterator[None]:
+    """Wrap one phase of a training step (`forward`, `backward`, `optimizer`) in an NVTX
+    push/pop range of that name, inside the step's range."""
+    import nvtx
+
+    with nvtx.annotate(message=name, domain=domain):
+        yield
+
+
+def _torch_cuda():
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch
+    return None
+
+
+def _cudart():
+    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+        with contextlib.suppress(OSError):
+            return ctypes.CDLL(name)
+    return None
+
+
+def profiler_start() -> None:
+    """cudaProfilerStart, through torch when it is loaded, else through libcudart."""
+    torch = _torch_cuda()
+    if torch is not None:
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        return
+    lib = _cudart()
+    if lib is not None:
+        lib.cudaProfilerStart()
+
+
+def profiler_stop() -> None:
+    torch = _torch_cuda()
+    if torch is not None:
+        torch.cuda.synchronize()  # the last step's GPU work belongs inside the capture
+        torch.cuda.profiler.stop()
+        return
+    lib = _cudart()
+    if lib is not None:
+        lib.cudaDeviceSynchronize()
+        lib.cudaProfilerStop()
+
+
+def _env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+def steps(
+    iterable: Iterable[T],
+    warmup: int | None = None,
+    active: int | None = None,
+    domain: str = DOMAIN,
+) -> Iterator[T]:
+    """Yield items; items warmup..warmup+active-1 run inside `step N` ranges and the capture.
+
+    `warmup` and `active` default to $CENSUS_WARMUP and $CENSUS_ACTIVE (set by `census capture`),
+    then to 0 and "every remaining step".
+    """
+    warmup = _env_int(ENV_WARMUP, 0) if warmup is None else warmup
+    active = _env_int(ENV_ACTIVE, None) if active is None else active
+    times_path = os.environ.get(ENV_STEP_TIMES)
+    durations: list[int] = []
+    started = stopped = False
+    try:
+        for i, item in enumerate(iterable):
+            in_window = i >= warmup and (active is None or i < warmup + active)
+            if in_window and not started:
+                profiler_start()
+                started = True
+            if started and not in_window and not stopped:
+                profiler_stop()
+                stopped = True
+            if not in_window:
+                yield item
+                continue
+            t0 = time.perf_counter_ns()
+            with step(i, domain):
+                yield item
+            durations.append(time.perf_counter_ns() - t0)
+    finally:
+        if started and not stopped:
+            profiler_stop()
+        if times_path and os.environ.get("RANK", "0") == "0":  # one writer under torchrun
+            with open(times_path, "w", encoding="utf-8") as fh:
+                json.dump({"step_time_ns": durations}, fh)

@@ -1,0 +1,14 @@
+"""The census command line: a thin typer app over census.api.
+
+app.py holds the app, the shared options and the error handling; analysis.py the commands that
+read captures (summary, diff, dashboard); run.py those that run programs (capture, demo, doctor).
+"""
+
+from __future__ import annotations
+
+from census.cli import analysis, run  # noqa: F401  (each registers its commands on the app)
+from census.cli.app import app
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,218 @@
+"""Commands that read captures: summary, diff, dashboard. Each parses, calls census.api, prints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from census.cli.app import (
+    STEPS_DEFAULT,
+    SkipOpt,
+    StepsOpt,
+    TopOpt,
+    app,
+    dumps,
+    handle_errors,
+    overhead_text,
+    summarize_shown,
+    terminal,
+    warn,
+    write_report,
+)
+from census.errors import UsageError
+
+
+def _input(profile: str | None, sample: str | None) -> Path:
+    from census.api import resolve_input
+
+    if sample:
+        return resolve_input(f"sample:{sample}")
+    if not profile:
+        raise UsageError("name a profile (.sqlite, .nsys-rep or capture folder) or --sample")
+    return Path(profile)
+
+
+def _metric_help() -> str:
+    from census.definitions import METRICS, TIMING_METRICS
+
+    keys = ", ".join(f"{m.name} ({m.unit})" for m in (*METRICS, *TIMING_METRICS))
+    return f"Keys, per capture and per step (README: Definitions): {keys}."
+
+
+@app.command(epilog=_metric_help())
+@handle_errors
+def summary(
+    profile: Annotated[
+        str | None, typer.Argument(help=".sqlite, .nsys-rep or capture folder")
+    ] = None,
+    sample: Annotated[
+        str | None, typer.Option(help="A bundled capture: eager or compiled.")
+    ] = None,
+    steps: StepsOpt = STEPS_DEFAULT,
+    skip_first: SkipOpt = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    top: TopOpt = 15,
+) -> None:
+    """The kernel census of one capture."""
+    from census.api import Options
+    from census.load.ranks import is_multi_rank
+
+    path, options = _input(profile, sample), Options(steps, skip_first)
+    if is_multi_rank(path):
+        _summary_ranks(path, options, as_json, top)
+        return
+    if as_json and not sys.stdout.isatty():
+        _summary_json_text(path, options, top)
+        return
+    census = summarize_shown(path, options)
+    warn(census.warnings)
+    if as_json:
+        from census.capture.run import capture_overhead
+        from census.render.json_docs import summary_json
+
+        overhead = capture_overhead(path, census.per_step_timing())
+        print(dumps({**summary_json(census, top), "capture": overhead}, indent=2))
+        return
+    from census.render.table import render_summary
+
+    sys.stdout.write(render_summary(census, top, **terminal()))
+    line = overhead_text(path, census)
+    if line:
+        print(line)
+
+
+def _summary_json_text(path: Path, options, top: int) -> None:
+    """Compact JSON for a pipe, answered from the cache on a repeated call."""
+    from census.api import summary_document
+    from census.capture.run import capture_overhead
+    from census.render.progress import stage_progress
+
+    with stage_progress(f"census of {path.name}") as progress:
+        meta, text = summary_document(path, options, top, progress)
+    warn(meta["warnings"])
+    overhead = capture_overhead(path, meta["timing"])
+    sys.stdout.write(f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}\n")
+
+
+def _summary_ranks(path: Path, options, as_json: bool, top: int) -> None:
+    from census.api import summarize_ranks
+    from census.render.progress import stage_progress
+
+    with stage_progress(f"census of {path.name}") as progress:
+        merged, labels, ranks = summarize_ranks(path, options, progress)
+    warn(merged.warnings)
+    if as_json:
+        from census.render.json_docs import spread_json, summary_json
+
+        print(dumps({**summary_json(merged, top), **spread_json(labels, ranks)}, indent=2))
+        return
+    from census.census import rank_spread
+    from census.render.table import render_spread, render_summary
+
+    shape = terminal()
+    sys.stdout.write(render_summary(merged, top, **shape))
+    sys.stdout.write(render_spread(labels, ranks, rank_spread(labels, ranks), **shape))
+
+
+def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:
+    from census.api import default_label
+
+    if labels:
+        parts = [p.strip() for p in labels.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise UsageError(f"--labels {labels!r}: give two labels separated by a comma")
+        return parts[0], parts[1]
+    return default_label(a), default_label(b)
+
+
+def diff_shown(a: Path, b: Path, labels: tuple[str, str], options):
+    """(CensusDiff, explanation) of two inputs, with progress on stderr."""
+    from census.compare.diff import diff_census
+    from census.compare.explain import explain_diff
+
+    d = diff_census(summarize_shown(a, options), summarize_shown(b, options), labels)
+    return d, explain_diff(d)
+
+
+@app.command()
+@handle_errors
+def diff(
+    a: Annotated[
+        str, typer.Argument(help="Baseline: .sqlite, .nsys-rep, capture folder, or sample:NAME")
+    ],
+    b: Annotated[str, typer.Argument(help="Candidate, as A")],
+    labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
+    steps: StepsOpt = STEPS_DEFAULT,
+    skip_first: SkipOpt = 0,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+    top: TopOpt = 15,
+    html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+) -> None:
+    """Compare two captures (eager vs compiled) and explain the difference."""
+    from census.api import Options, resolve_input
+
+    if fmt not in ("table", "markdown", "json"):
+        raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    options = Options(steps, skip_first)
+    pa, pb = resolve_input(a), resolve_input(b)
+    names = _labels(labels, pa, pb)
+    if fmt == "json" and not html and not sys.stdout.isatty():  # a pipe: cached compact JSON
+        from census.api import diff_document
+        from census.render.progress import stage_progress
+
+        with stage_progress(f"diff of {pa.name} and {pb.name}") as progress:
+            meta, text = diff_document(pa, pb, names, options, top, progress)
+        warn(meta["warnings"])
+        sys.stdout.write(text + "\n")
+        return
+    d, explanation = diff_shown(pa, pb, names, options)
+    warn(d.warnings)
+    if fmt == "json":
+        from census.render.json_docs import diff_json
+
+        print(dumps(diff_json(d, explanation, top), indent=2))
+    elif fmt == "markdown":
+        from census.render.markdown import render_diff_markdown
+
+        print(render_diff_markdown(d, explanation, top))
+    else:
+        from census.render.diff_table import render_diff_table
+
+        sys.stdout.write(render_diff_table(d, explanation, top, **terminal()))
+    if html:
+        from census.render.html import render_diff_html
+
+        write_report(render_diff_html(d, explanation), html)
+
+
+@app.command()
+@handle_errors
+def dashboard(
+    a: Annotated[str, typer.Argument(help="A capture (or the baseline of a diff)")],
+    b: Annotated[str | None, typer.Argument(help="Optional second capture to diff against")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="HTML file to write.")
+    ] = None,
+    labels: Annotated[str | None, typer.Option(help="Two labels for a diff.")] = None,
+    steps: StepsOpt = STEPS_DEFAULT,
+    skip_first: SkipOpt = 0,
+) -> None:
+    """Write a self-contained HTML dashboard for one capture or a diff of two."""
+    from census.api import Options, default_label, resolve_input
+    from census.render.html import render_diff_html, render_summary_html
+
+    options = Options(steps, skip_first)
+    pa = resolve_input(a)
+    if b is None:
+        census = summarize_shown(pa, options)
+        out = output or Path("reports") / f"{default_label(pa)}.html"
+        write_report(render_summary_html(census, default_label(pa)), out)
+    else:
+        pb = resolve_input(b)
+        d, explanation = diff_shown(pa, pb, _labels(labels, pa, pb), options)
+        out = output or Path("reports") / f"{d.labels[0]}-vs-{d.labels[1]}.html"
+        write_report(render_diff_html(d, explanation), out)

@@ -1,0 +1,119 @@
+"""The typer app, the options every command shares, and how errors and output leave census.
+
+A CensusError becomes one line on stderr and its exit code (README: Exit codes); data goes to
+stdout, everything else to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from census.definitions import DEFAULT_STEPS_REGEX
+from census.errors import EXIT_INTERRUPTED, CensusError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Explain why one PyTorch training run is faster than another, from Nsight Systems.",
+    pretty_exceptions_enable=False,
+)
+_state = {"debug": False}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@app.callback()
+def _main(
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show tracebacks of internal errors.")
+    ] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def fail(message: str, code: int) -> None:
+    print(f"Error: {message}", file=sys.stderr)
+    raise typer.Exit(code)
+
+
+def handle_errors(func: F) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except CensusError as exc:
+            fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            sys.stderr.close()
+            raise typer.Exit(0) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:
+            if _state["debug"]:
+                raise
+            fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)", 70)
+
+    return wrapper  # type: ignore[return-value]
+
+
+StepsOpt = Annotated[
+    str, typer.Option("--steps", help="Regex for the NVTX ranges that are training steps.")
+]
+SkipOpt = Annotated[
+    int, typer.Option("--skip-first", help="Steps to drop at the start, per process.")
+]
+TopOpt = Annotated[int, typer.Option("--top", help="How many kernels to list.")]
+OutputDirOpt = Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")]
+NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
+STEPS_DEFAULT = DEFAULT_STEPS_REGEX
+
+
+def dumps(doc: Any, indent: int = 2) -> str:
+    """Indented for a person at a terminal; compact (and much faster to write) for a pipe."""
+    return json.dumps(doc, indent=indent if sys.stdout.isatty() else None)
+
+
+def terminal() -> dict[str, Any]:
+    """How wide stdout is and whether it takes colour: what the terminal renderers need."""
+    from rich.console import Console
+
+    console = Console()
+    return {"width": console.width, "color": console.is_terminal}
+
+
+def warn(warnings: Any) -> None:
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+
+def summarize_shown(path: Path, options: Any, quiet: bool = False):
+    """The census of `path`, with progress on stderr."""
+    from census.api import summarize_with
+    from census.render.progress import stage_progress
+
+    with stage_progress(f"census of {path.name}", quiet=quiet) as progress:
+        return summarize_with(path, options, progress)
+
+
+def overhead_text(folder: Path, census: Any) -> str | None:
+    """The capture-overhead line of a capture folder with a calibration, else None."""
+    from census.capture.run import capture_overhead
+    from census.render.table import render_overhead
+
+    overhead = capture_overhead(folder, census.per_step_timing())
+    return None if overhead is None else render_overhead(overhead)
+
+
+def write_report(text: str, target: Path) -> None:
+    from census.paths import write_atomic
+
+    write_atomic(target, text)
+    print(f"wrote {target}", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""Commands that run things: capture, demo, doctor."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from census.cli.app import (
+    NsysOpt,
+    OutputDirOpt,
+    app,
+    handle_errors,
+    overhead_text,
+    summarize_shown,
+    terminal,
+    write_report,
+)
+from census.errors import EXIT_TOOL_MISSING, CaptureError, UsageError
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@handle_errors
+def capture(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Capture name: the folder under -o.")],
+    warmup: Annotated[int | None, typer.Option(help="Steps before the capture range.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Steps inside the capture range.")] = None,
+    nsys: NsysOpt = None,
+    trace: Annotated[str, typer.Option(help="nsys --trace value.")] = "cuda,nvtx",
+    output: OutputDirOpt = Path("profiles"),
+    demo: Annotated[
+        str | None,
+        typer.Option(help="The built-in workload: eager, compiled, ddp-eager or ddp-compiled."),
+    ] = None,
+    nproc: Annotated[int, typer.Option(help="GPUs for the ddp-* demo modes.")] = 2,
+    force: Annotated[bool, typer.Option(help="Replace an existing capture.")] = False,
+    calibrate: Annotated[
+        bool | None,
+        typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
+    ] = None,
+) -> None:
+    """Run COMMAND (after --) under nsys and print its census."""
+    from census.capture.demo import demo_command
+
+    command = tuple(ctx.args)
+    if demo:
+        if command:
+            raise UsageError("give either --demo or a command after --, not both")
+        command = demo_command(
+            demo, 5 if warmup is None else warmup, 3 if steps is None else steps, nproc
+        )
+    run = (warmup, steps, nsys, trace, output, force)
+    folder = capture_shown(name, command, *run, bool(demo) if calibrate is None else calibrate)
+    print(f"capture written to {folder}", file=sys.stderr)
+
+
+@app.command()
+@handle_errors
+def demo(
+    steps: Annotated[int, typer.Option(help="Measured steps per capture.")] = 20,
+    warmup: Annotated[int, typer.Option(help="Warm-up steps (compilation happens here).")] = 5,
+    output: OutputDirOpt = Path("profiles"),
+    report: Annotated[Path, typer.Option(help="Dashboard to write.")] = Path("reports/demo.html"),
+    nsys: NsysOpt = None,
+    force: Annotated[bool, typer.Option(help="Replace existing demo captures.")] = True,
+) -> None:
+    """Capture eager and compiled runs of the built-in workload, diff them, write a dashboard.
+
+    Without a GPU or nsys, uses the bundled real captures and says so."""
+    from census.api import Options
+    from census.capture.demo import DEMO_MODES, demo_command
+    from census.capture.doctor import cannot_capture
+    from census.cli.analysis import diff_shown
+    from census.load.samples import sample_path
+    from census.render.diff_table import render_diff_table
+    from census.render.html import render_diff_html
+
+    reason = cannot_capture(nsys)
+    if reason:
+        print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
+        paths = [sample_path("eager"), sample_path("compiled")]
+    else:
+        run = (warmup, steps, nsys, "cuda,nvtx", output, force, True)
+        paths = [
+            capture_shown(f"demo-{m}", demo_command(m, warmup, steps), *run) for m in DEMO_MODES
+        ]
+    d, explanation = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options())
+    sys.stdout.write(render_diff_table(d, explanation, **terminal()))
+    write_report(render_diff_html(d, explanation), report)
+
+
+@app.command()
+@handle_errors
+def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> None:
+    """Check that this machine can capture: nsys, GPU, torch, CUDA, profiles/."""
+    from census.capture.doctor import run_checks
+
+    checks = run_checks(nsys, output)
+    for c in checks:
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    if not all(c.ok for c in checks):
+        raise typer.Exit(EXIT_TOOL_MISSING)
+
+
+def capture_shown(name, command, warmup, steps, nsys, trace, output, force, calibrate) -> Path:
+    """Capture `command` into output/name, keep it only if it holds step ranges, print its
+    census; the capture folder."""
+    from census.api import Options
+    from census.capture.nsys import find_nsys
+    from census.capture.run import CaptureSpec, run_capture
+    from census.load.steps import has_step_ranges
+    from census.render.table import render_summary
+
+    spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=find_nsys(nsys),
+                       trace=trace, warmup=warmup, steps=steps, force=force,
+                       calibrate=calibrate)  # fmt: skip
+    options = Options()
+
+    def verify(work: Path) -> None:
+        if not has_step_ranges(work, options.steps_regex):
+            raise CaptureError(
+                f"{name}: the capture holds no NVTX step ranges, so it was discarded: wrap each "
+                "training step with census.step(i) or iterate with census.steps(loader)",
+                list(command),
+            )
+
+    folder = run_capture(spec, verify)
+    census = summarize_shown(folder, options)
+    sys.stdout.write(render_summary(census, **terminal()))
+    line = overhead_text(folder, census)
+    if line:
+        print(line, file=sys.stderr)
+    return folder

@@ -1,0 +1,190 @@
+"""Census x Census -> CensusDiff: an outer join by name, then buckets, all per step.
+
+Per-step means are compared when both captures have steps; otherwise whole captures, with a
+warning. Field names are fixed (`a`, `b`, `delta`, `pct`); user labels live in `labels`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from census.definitions import CLASS_ORDER, METRIC_KEYS, TIMING_KEYS
+from census.model import Census
+
+# A kernel whose per-step count is unchanged and whose time moved by at most this share of the
+# larger side is "unchanged": GPU kernel times jitter by a few nanoseconds between runs.
+UNCHANGED_TOLERANCE = 0.01
+BUCKETS = ("added", "removed", "increased", "decreased", "unchanged")
+
+
+@dataclass(frozen=True)
+class Delta:
+    a: float | None
+    b: float | None
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def pct(self) -> float | None:
+        d = self.delta
+        return None if d is None or not self.a else 100.0 * d / self.a
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"a": self.a, "b": self.b, "delta": self.delta, "pct": self.pct}
+
+
+@dataclass(frozen=True)
+class ClassDelta:
+    cls: str
+    count: Delta
+    time_ns: Delta
+
+
+@dataclass(frozen=True)
+class KernelDelta:
+    name: str
+    cls: str
+    count: Delta
+    time_ns: Delta
+    bucket: str
+
+
+@dataclass(frozen=True)
+class CensusDiff:
+    a: Census
+    b: Census
+    labels: tuple[str, str]
+    per_step: bool  # False: whole captures are compared
+    metrics: dict[str, Delta]
+    classes: tuple[ClassDelta, ...]
+    kernels: tuple[KernelDelta, ...]  # every name, by |delta time| descending
+    warnings: tuple[str, ...]
+
+    def bucket(self, name: str) -> list[KernelDelta]:
+        return [k for k in self.kernels if k.bucket == name]
+
+
+def _scale(c: Census, per_step: bool) -> float:
+    return float(c.step_count) if per_step else 1.0
+
+
+def diff_census(a: Census, b: Census, labels: tuple[str, str] = ("A", "B")) -> CensusDiff:
+    per_step = bool(a.steps and b.steps)
+    warnings = comparability_warnings(a, b, labels)
+    if not per_step:
+        warnings.insert(
+            0,
+            "comparing whole captures, not steps: "
+            + " and ".join(lbl for lbl, c in zip(labels, (a, b), strict=True) if not c.steps)
+            + " has no step ranges",
+        )
+    return CensusDiff(
+        a=a,
+        b=b,
+        labels=labels,
+        per_step=per_step,
+        metrics=_metric_deltas(a, b, per_step),
+        classes=_class_deltas(a, b, per_step),
+        kernels=_kernel_deltas(a, b, per_step),
+        warnings=tuple(warnings),
+    )
+
+
+def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:
+    def values(c: Census) -> dict[str, float | None]:
+        if per_step:
+            return {**(c.per_step() or {}), **(c.per_step_timing() or {})}
+        return {**c.totals.as_dict(), **dict.fromkeys(TIMING_KEYS)}
+
+    va, vb = values(a), values(b)
+    return {k: Delta(va[k], vb[k]) for k in (*TIMING_KEYS, *METRIC_KEYS)}
+
+
+def _class_deltas(a: Census, b: Census, per_step: bool) -> tuple[ClassDelta, ...]:
+    def table(c: Census) -> dict[str, tuple[float, float]]:
+        n = _scale(c, per_step)
+        return {
+            s.cls: (
+                (s.step_count if per_step else s.count) / n,
+                (s.step_time_ns if per_step else s.time_ns) / n,
+            )
+            for s in c.classes
+        }
+
+    ta, tb = table(a), table(b)
+    return tuple(
+        ClassDelta(
+            cls,
+            Delta(ta.get(cls, (0.0, 0.0))[0], tb.get(cls, (0.0, 0.0))[0]),
+            Delta(ta.get(cls, (0.0, 0.0))[1], tb.get(cls, (0.0, 0.0))[1]),
+        )
+        for cls in CLASS_ORDER
+        if cls in ta or cls in tb
+    )
+
+
+def _kernel_deltas(a: Census, b: Census, per_step: bool) -> tuple[KernelDelta, ...]:
+    def table(c: Census) -> dict[str, tuple[str, float, float]]:
+        n = _scale(c, per_step)
+        out = {}
+        for k in c.kernels:
+            count = k.step_count if per_step else k.count
+            time_ns = k.step_time_ns if per_step else k.time_ns
+            if count:
+                out[k.name] = (k.cls, count / n, time_ns / n)
+        return out
+
+    ta, tb = table(a), table(b)
+    rows = []
+    for name in ta.keys() | tb.keys():
+        cls = (ta.get(name) or tb[name])[0]
+        ca, xa = ta[name][1:] if name in ta else (0.0, 0.0)
+        cb, xb = tb[name][1:] if name in tb else (0.0, 0.0)
+        rows.append(
+            KernelDelta(
+                name,
+                cls,
+                Delta(ca, cb),
+                Delta(xa, xb),
+                _bucket(name in ta, name in tb, ca, cb, xa, xb),
+            )
+        )
+    rows.sort(key=lambda k: (-abs(k.time_ns.delta or 0.0), k.name))
+    return tuple(rows)
+
+
+def _bucket(in_a: bool, in_b: bool, ca: float, cb: float, xa: float, xb: float) -> str:
+    if not in_a:
+        return "added"
+    if not in_b:
+        return "removed"
+    if ca == cb and abs(xb - xa) <= UNCHANGED_TOLERANCE * max(abs(xa), abs(xb)):
+        return "unchanged"
+    return "increased" if (xb, cb) > (xa, ca) else "decreased"  # time first, then count
+
+
+def comparability_warnings(a: Census, b: Census, labels: tuple[str, str]) -> list[str]:
+    la, lb = labels
+    out = []
+    ga = [g.name for g in a.source.gpus]
+    gb = [g.name for g in b.source.gpus]
+    if len(ga) != len(gb):
+        out.append(f"different GPU counts: {la} used {len(ga)}, {lb} used {len(gb)}")
+    elif sorted(map(str, ga)) != sorted(map(str, gb)):
+        out.append(f"different GPU models: {la} {ga}, {lb} {gb}")
+    if a.step_count != b.step_count:
+        out.append(f"different numbers of steps: {la} {a.step_count}, {lb} {b.step_count}")
+    elif sorted(s.name for s in a.steps) != sorted(s.name for s in b.steps):
+        out.append(f"different step names in {la} and {lb}")
+    if a.source.nsys_version != b.source.nsys_version:
+        out.append(
+            f"different nsys versions: {la} {a.source.nsys_version}, {lb} {b.source.nsys_version}"
+        )
+    for label, c in zip(labels, (a, b), strict=True):
+        if c.graph_trace_mode:
+            out.append(f"{label} traced CUDA graphs as whole graphs: its graph kernels are hidden")
+        if c.sliced:
+            out.append(f"{label} is a sliced export: some kernels have no launching API row")
+    return out

@@ -1,0 +1,194 @@
+"""CensusDiff -> a ranked list of plain sentences. Every number comes from the diff's tables."""
+
+from __future__ import annotations
+
+from census.compare.diff import CensusDiff, Delta
+from census.definitions import D2D_KIND_NAME, decode_triton
+from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
+
+TOP_FUSED = 3
+
+
+def explain_diff(d: CensusDiff) -> list[str]:
+    """Headline first, then the other sentences by the size of their time contribution."""
+    unit = "/step" if d.per_step else ""
+    ranked: list[tuple[float, str]] = []
+    for sentence in (
+        _kernels(d, unit),
+        _union(d, unit),
+        _launch(d, unit),
+        _d2d(d, unit),
+        _nccl(d, unit),
+        _fusion(d, unit),
+    ):
+        if sentence:
+            ranked.append(sentence)
+    ranked.sort(key=lambda ws: -abs(ws[0]))
+    head = _headline(d, unit)
+    return ([head] if head else []) + [text for _, text in ranked]
+
+
+def _change(delta: Delta, fmt, unit: str) -> str:
+    return f"{fmt(delta.delta, signed=True)}{unit} ({fmt_pct(delta.pct)})"
+
+
+def _headline(d: CensusDiff, unit: str) -> str | None:
+    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    if step.delta is None or busy.delta is None or idle.delta is None:
+        return None
+    la, lb = d.labels
+    verdict = "faster" if step.delta < 0 else "slower"
+    # The larger term of Δ step = Δ busy + Δ idle names where the change came from.
+    if abs(idle.delta) > abs(busy.delta):
+        share = "fewer GPU gaps (launch/CPU-bound time)" if idle.delta < 0 else "more GPU gaps"
+    else:
+        share = "less GPU work" if busy.delta < 0 else "more GPU work"
+    return (
+        f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = GPU busy "
+        f"{fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}; "
+        f"mostly {share}"
+    )
+
+
+def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    count = d.metrics["kernel_count"]
+    if not count.delta:
+        return None
+    parts = sorted((c for c in d.classes if c.count.delta), key=lambda c: -abs(c.count.delta or 0))
+    detail = ", ".join(f"{c.cls} {fmt_count(c.count.delta, signed=True)}" for c in parts[:4])
+    triton = next((c for c in parts if c.cls == "Triton" and (c.count.delta or 0) > 0), None)
+    if triton:
+        detail = detail.replace(
+            f"Triton {fmt_count(triton.count.delta, signed=True)}",
+            f"Triton {fmt_count(triton.count.delta, signed=True)} (fused)",
+        )
+    time = d.metrics["kernel_time_ns"]
+    return (
+        time.delta or 0.0,
+        f"{fmt_count(count.delta, signed=True)} kernels{unit} ({fmt_pct(count.pct)}): {detail}; "
+        f"kernel time {_change(time, fmt_ns, unit)}",
+    )
+
+
+def _union(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    u = d.metrics["non_nccl_union_ns"]
+    if not u.delta:
+        return None
+    return u.delta, f"non-NCCL busy time (kernel union) {_change(u, fmt_ns, unit)}"
+
+
+def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    t = d.metrics["launch_api_time_ns"]
+    if not t.delta:
+        return None
+    apis = _api_counts(d)
+    parts = [
+        f"{api} {fmt_count(cb - ca, signed=True)}{unit}"
+        + (" (Triton)" if api == "cuLaunchKernel" else "")
+        for api, (ca, cb) in sorted(apis.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
+        if cb != ca
+    ]
+    calls = d.metrics["launch_api_count"]
+    return (
+        t.delta,
+        f"launch API time {_change(t, fmt_ns, unit)} over "
+        f"{fmt_count(calls.delta, signed=True)} calls{unit}"
+        + (f": {', '.join(parts)}" if parts else ""),
+    )
+
+
+def _api_counts(d: CensusDiff) -> dict[str, tuple[float, float]]:
+    def table(c) -> dict[str, float]:
+        n = c.step_count if d.per_step else 1
+        return {a.api: (a.step_count if d.per_step else a.count) / n for a in c.launch_apis}
+
+    ta, tb = table(d.a), table(d.b)
+    return {k: (ta.get(k, 0.0), tb.get(k, 0.0)) for k in ta.keys() | tb.keys()}
+
+
+def _d2d(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    b = d.metrics["d2d_bytes"]
+    if not b.delta:
+        return None
+    count = d.metrics["d2d_count"]
+    weight = _d2d_time(d.b, d.per_step) - _d2d_time(d.a, d.per_step)
+    return (
+        weight,
+        f"D2D {fmt_bytes(b.delta, signed=True)}{unit} ({fmt_pct(b.pct)}) in "
+        f"{fmt_count(count.delta, signed=True)} copies{unit}",
+    )
+
+
+def _d2d_time(c, per_step: bool) -> float:
+    # Copy time is kept per capture; spread evenly over the steps for ranking only.
+    total = sum(m.time_ns for m in c.memory if m.kind == D2D_KIND_NAME)
+    return total / c.step_count if per_step and c.step_count else float(total)
+
+
+def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    t = d.metrics["nccl_kernel_time_ns"]
+    n = d.metrics["nccl_kernel_count"]
+    if not t.delta and not n.delta:
+        return None
+    overlap = [_overlap(c, d.per_step) for c in (d.a, d.b)]
+    by_collective = _collective_changes(d)
+    return (
+        t.delta or 0.0,
+        f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {_change(t, fmt_ns, unit)}"
+        + (f" ({by_collective})" if by_collective else "")
+        + f"; overlapped with compute {fmt_ns(overlap[0])} -> {fmt_ns(overlap[1])}{unit}",
+    )
+
+
+def _overlap(c, per_step: bool) -> float:
+    if per_step and c.steps:
+        return sum(s.nccl_overlap_ns for s in c.steps) / len(c.steps)
+    return float(c.nccl_overlap_ns)
+
+
+def _collective_changes(d: CensusDiff) -> str:
+    def table(c) -> dict[str, float]:
+        n = c.step_count if d.per_step else 1
+        return {
+            x.collective: (x.step_time_ns if d.per_step else x.time_ns) / n for x in c.collectives
+        }
+
+    ta, tb = table(d.a), table(d.b)
+    parts = [
+        f"{k} {fmt_ns(tb.get(k, 0.0) - ta.get(k, 0.0), signed=True)}"
+        for k in sorted(ta.keys() | tb.keys())
+        if tb.get(k, 0.0) != ta.get(k, 0.0)
+    ]
+    return ", ".join(parts)
+
+
+def _fusion(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    added = [k for k in d.bucket("added") if k.cls == "Triton" and (k.time_ns.b or 0) > 0]
+    if not added:
+        return None
+    count = sum(k.count.b or 0 for k in added)
+    time = sum(k.time_ns.b or 0 for k in added)
+    described = []
+    for k in sorted(added, key=lambda k: -(k.time_ns.b or 0))[:TOP_FUSED]:
+        decoded = decode_triton(k.name)
+        ops = " + ".join(decoded[1]) if decoded else "?"
+        kind = decoded[0] if decoded else "Triton"
+        described.append(f"{k.name} ({kind}: {ops}; {fmt_ns(k.time_ns.b)}{unit})")
+    replaced = [
+        c
+        for c in d.classes
+        if c.cls in ("elementwise", "reduction", "copy/memset") and (c.count.delta or 0) < 0
+    ]
+    gone = sum(-(c.count.delta or 0) for c in replaced)
+    gone_text = (
+        f", replacing {fmt_count(gone)} eager "
+        + "/".join(c.cls for c in replaced)
+        + f" kernels{unit}"
+        if replaced
+        else ""
+    )
+    return (
+        time,
+        f"{fmt_count(count)} Inductor-generated Triton kernels{unit} ({fmt_ns(time)}{unit}) fuse "
+        f"eager operations{gone_text}; largest: " + "; ".join(described),
+    )

@@ -1,0 +1,283 @@
+"""Every definition census's numbers follow, named once: the metrics (name, unit, meaning), the
+kernel classes and the NCCL pattern, the launch APIs, the copy kinds, Inductor kernel names.
+
+A leaf: it imports nothing from census, so every stage may use it. The README's metric table is
+generated from METRICS (scripts/readme_metrics.py) and a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+
+class Metric(NamedTuple):
+    name: str
+    unit: str  # "count", "ns" or "bytes"
+    definition: str
+
+
+# The census keys of `totals`, every step and `per_step`, in the order every output lists them.
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "kernel_count",
+        "count",
+        "rows of CUPTI_ACTIVITY_KIND_KERNEL (in a step: those whose launching API call starts in "
+        "the step's range, on any thread of the step's process)",
+    ),
+    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels"),
+    Metric("nccl_kernel_count", "count", "kernels whose name contains `nccl` (any case)"),
+    Metric("nccl_kernel_time_ns", "ns", "Σ (end − start) over NCCL kernels"),
+    Metric("non_nccl_kernel_count", "count", "kernels that are not NCCL kernels"),
+    Metric("non_nccl_kernel_time_ns", "ns", "Σ (end − start) over non-NCCL kernels"),
+    Metric(
+        "non_nccl_union_ns",
+        "ns",
+        "per deviceId, the length of the union of the [start, end) intervals of the non-NCCL "
+        "kernels counted, summed over devices (not clipped to the step's range)",
+    ),
+    Metric("launch_api_count", "count", "launch API calls (see launch API), one per correlationId"),
+    Metric("launch_api_time_ns", "ns", "Σ (end − start) over those launch API calls"),
+    Metric(
+        "graph_launch_count", "count", "launch API calls that are cudaGraphLaunch/cuGraphLaunch"
+    ),
+    Metric(
+        "d2d_count", "count", "CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind 8 (Device-to-Device)"
+    ),
+    Metric("d2d_bytes", "bytes", "Σ bytes over those copies"),
+)
+# Step timing: per step, and their means.
+TIMING_METRICS: tuple[Metric, ...] = (
+    Metric("step_time_ns", "ns", "end − start of the step's NVTX range"),
+    Metric(
+        "gpu_busy_ns",
+        "ns",
+        "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
+        "step's range",
+    ),
+    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns"),
+)
+METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
+TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
+
+# Steps: NVTX ranges whose text matches this (census.steps() names them `step N`; PyTorch's
+# profiler schedule names them `ProfilerStep#N`).
+DEFAULT_STEPS_REGEX = r"^(step\b|ProfilerStep#)"
+
+NCCL = "NCCL"
+OTHER = "other"
+# A kernel is an NCCL kernel when its name contains this, in any case. SQLite's LIKE is
+# case-insensitive for ASCII, so NCCL_SQL_LIKE is the same rule inside a query.
+NCCL_SUBSTRING = "nccl"
+NCCL_SQL_LIKE = f"%{NCCL_SUBSTRING}%"
+
+# Checked in order; the first match wins. Attention precedes GEMM because flash-attention kernels
+# carry cutlass types in their names; copy precedes elementwise because PyTorch copies are
+# elementwise kernels.
+KERNEL_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (NCCL, re.compile(re.escape(NCCL_SUBSTRING), re.IGNORECASE)),
+    ("Triton", re.compile(r"triton_", re.IGNORECASE)),
+    ("attention", re.compile(r"flash|fmha|sdpa", re.IGNORECASE)),
+    ("GEMM", re.compile(r"cublas|nvjet|cutlass|xmma|gemm", re.IGNORECASE)),
+    ("optimizer", re.compile(r"multi_tensor_apply", re.IGNORECASE)),
+    ("copy/memset", re.compile(r"copy_kernel|CatArray|memcpy|memset|FillFunctor|fill_kernel")),
+    ("reduction", re.compile(r"reduce_kernel|reduction|layer_norm|GammaBeta|softmax", re.I)),
+    ("elementwise", re.compile(r"elementwise|pointwise", re.IGNORECASE)),
+)
+CLASS_ORDER: tuple[str, ...] = (*(name for name, _ in KERNEL_CLASSES), OTHER)
+
+
+@lru_cache(maxsize=65536)
+def classify_kernel(name: str) -> str:
+    for cls, pattern in KERNEL_CLASSES:
+        if pattern.search(name):
+            return cls
+    return OTHER
+
+
+def kernel_name(names: dict[int, str], demangled: int | None, short: int | None) -> str:
+    """demangledName through StringIds, falling back to shortName, then to a placeholder."""
+    for sid in (demangled, short):
+        if sid is not None and sid in names:
+            return names[sid]
+    return f"<unknown kernel name id {demangled}>"
+
+
+def is_nccl(name: str) -> bool:
+    return classify_kernel(name) == NCCL
+
+
+# Launch APIs, after a trailing `_v<digits>` and then `_ptsz`/`_ptds` are removed.
+LAUNCH_APIS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchKernelEx",
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchCooperativeKernelMultiDevice",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+        "cudaGraphLaunch",
+        "cuGraphLaunch",
+    }
+)
+GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+_STREAM_SUFFIX = re.compile(r"_(ptsz|ptds)$")
+
+
+def normalise_api_name(name: str) -> str:
+    return _STREAM_SUFFIX.sub("", _VERSION_SUFFIX.sub("", name))
+
+
+def launch_api_kind(name: str) -> str | None:
+    """The launch API a runtime-row name denotes, or None when it is not a launch."""
+    base = normalise_api_name(name)
+    return base if base in LAUNCH_APIS else None
+
+
+# NCCL collectives, from both `ncclKernel_AllReduce_...` and `ncclDevKernel_AllReduce_...` names.
+_COLLECTIVES = (
+    ("AllReduce", "allreduce"),
+    ("AllGather", "allgather"),
+    ("ReduceScatter", "reducescatter"),
+    ("AllToAll", "alltoall"),
+    ("SendRecv", "sendrecv"),
+    ("Broadcast", "broadcast"),
+    ("Reduce", "reduce"),
+    ("Send", "send"),
+    ("Recv", "recv"),
+)
+
+
+def nccl_collective(name: str) -> str | None:
+    if not is_nccl(name):
+        return None
+    flat = name.lower().replace("_", "")
+    for label, key in _COLLECTIVES:
+        if key in flat:
+            return label
+    return "other NCCL"
+
+
+# Inductor kernel names: triton_<kind>_fused_<op>_<op>..._<n>.
+_TRITON_KINDS = {
+    "poi": "pointwise",
+    "red": "reduction",
+    "per": "persistent reduction",
+    "tem": "template",
+    "for": "foreach",
+}
+_TRITON_NAME = re.compile(r"^triton_(?P<kind>[a-z]+)_(?:fused_)?(?P<ops>.*?)(?:_\d+)*$")
+# aten ops whose names hold underscores; everything else is one token.
+_MULTI_TOKEN_OPS = tuple(
+    sorted(
+        (
+            "native_layer_norm_backward",
+            "native_layer_norm",
+            "native_dropout_backward",
+            "native_dropout",
+            "native_batch_norm_backward",
+            "native_batch_norm",
+            "native_group_norm_backward",
+            "native_group_norm",
+            "gelu_backward",
+            "silu_backward",
+            "threshold_backward",
+            "select_backward",
+            "slice_backward",
+            "embedding_dense_backward",
+            "scaled_dot_product",
+            "_log_softmax_backward_data",
+            "_softmax_backward_data",
+            "_log_softmax",
+            "_softmax",
+            "_to_copy",
+            "_unsafe_view",
+            "_scaled_mm",
+            "nll_loss_backward",
+            "nll_loss_forward",
+            "nll_loss",
+            "mse_loss_backward",
+            "mse_loss",
+            "index_put",
+            "scatter_add",
+            "new_zeros",
+            "new_empty",
+            "full_like",
+            "zeros_like",
+            "ones_like",
+            "empty_like",
+            "masked_fill",
+            "add_",
+            "copy_",
+        ),
+        key=len,
+        reverse=True,
+    )
+)
+
+
+def decode_triton(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """('pointwise', ('_to_copy', 'add', 'mul')) for `triton_poi_fused__to_copy_add_mul_3`."""
+    match = _TRITON_NAME.match(name)
+    if not match:
+        return None
+    kind = _TRITON_KINDS.get(match["kind"], match["kind"])
+    return kind, _split_ops(match["ops"])
+
+
+def _split_ops(text: str) -> tuple[str, ...]:
+    ops: list[str] = []
+    rest = text
+    while rest:
+        op = next(
+            (m for m in _MULTI_TOKEN_OPS if rest == m or rest.startswith(m + "_")),
+            None,
+        )
+        if op is None:
+            lead = "_" if rest.startswith("_") else ""
+            body = rest[len(lead) :]
+            op = lead + body.split("_", 1)[0]
+        if op and op not in ops:
+            ops.append(op)
+        rest = rest[len(op) + 1 :] if len(op) < len(rest) else ""
+        if not op:
+            rest = rest.lstrip("_")
+    return tuple(o for o in ops if o)
+
+
+# ENUM_CUDA_MEMCPY_OPER, for exports that lack the enum table.
+MEMCPY_KINDS: dict[int, str] = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+COPY_KIND_D2D = 8
+MEMSET_KIND = -1  # memsets are aggregated beside the copy kinds under this key
+
+
+def memory_kind_name(kind: int) -> str:
+    """`Device-to-Device`, ..., or `memset`."""
+    if kind == MEMSET_KIND:
+        return "memset"
+    return MEMCPY_KINDS.get(kind, f"copy kind {kind}")
+
+
+D2D_KIND_NAME = memory_kind_name(COPY_KIND_D2D)

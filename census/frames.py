@@ -1,0 +1,110 @@
+"""pandas DataFrames of a Census or CensusDiff, for notebooks.
+
+Columns are the JSON documents' names: integer `*_ns`, `*_bytes` and counts for what was
+measured; `per_step_*` are means over the selected steps (floats, <NA> without steps); a diff's
+frames have `a`, `b`, `delta`, `pct`, with the user's labels in `DataFrame.attrs["labels"]`.
+
+    c = census.summarize("eager.sqlite")
+    census.frames.kernels(c).nlargest(10, "time_ns")
+    d = census.diff("eager.sqlite", "compiled.sqlite")
+    census.frames.kernel_changes(d).query("measure == 'time_ns'").sort_values("delta")
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from census.definitions import METRIC_KEYS, TIMING_KEYS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from census.compare.diff import CensusDiff
+    from census.model import Census
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=columns)
+    for col in columns:
+        if col.startswith("per_step_") or col in ("a", "b", "delta", "pct"):
+            frame[col] = frame[col].astype("Float64")
+        elif col.endswith(("_ns", "_bytes", "count")) or col in ("count", "bytes"):
+            frame[col] = frame[col].astype("int64")
+    return frame
+
+
+def _mean(c: Census, total: int) -> float | None:
+    return total / c.step_count if c.step_count else None
+
+
+def kernels(c: Census) -> pd.DataFrame:
+    """One row per kernel name: name, class, count, time_ns, per_step_count, per_step_time_ns."""
+    rows = [
+        {"name": k.name, "class": k.cls, "count": k.count, "time_ns": k.time_ns,
+         "per_step_count": _mean(c, k.step_count), "per_step_time_ns": _mean(c, k.step_time_ns)}
+        for k in c.kernels
+    ]  # fmt: skip
+    cols = ["name", "class", "count", "time_ns", "per_step_count", "per_step_time_ns"]
+    return _frame(rows, cols)
+
+
+def classes(c: Census) -> pd.DataFrame:
+    """One row per kernel class: class, count, time_ns, per_step_count, per_step_time_ns."""
+    rows = [
+        {"class": x.cls, "count": x.count, "time_ns": x.time_ns,
+         "per_step_count": _mean(c, x.step_count), "per_step_time_ns": _mean(c, x.step_time_ns)}
+        for x in c.classes
+    ]  # fmt: skip
+    return _frame(rows, ["class", "count", "time_ns", "per_step_count", "per_step_time_ns"])
+
+
+def memory(c: Census) -> pd.DataFrame:
+    """One row per copy kind and memsets: kind, count, bytes, time_ns, per_step_count,
+    per_step_bytes."""
+    rows = [
+        {"kind": m.kind, "count": m.count, "bytes": m.bytes, "time_ns": m.time_ns,
+         "per_step_count": _mean(c, m.step_count), "per_step_bytes": _mean(c, m.step_bytes)}
+        for m in c.memory
+    ]  # fmt: skip
+    return _frame(rows, ["kind", "count", "bytes", "time_ns", "per_step_count", "per_step_bytes"])
+
+
+def steps(c: Census) -> pd.DataFrame:
+    """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
+    gpu_busy_ns, gpu_idle_ns, nccl_overlap_ns."""
+    rows = [
+        {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
+         "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
+         "gpu_idle_ns": s.gpu_idle_ns, "nccl_overlap_ns": s.nccl_overlap_ns}
+        for s in c.steps
+    ]  # fmt: skip
+    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, "nccl_overlap_ns"]
+    return _frame(rows, cols)
+
+
+def metrics(d: CensusDiff) -> pd.DataFrame:
+    """One row per census key and step-timing key: metric, a, b, delta, pct (per-step means
+    when both sides have steps, see `attrs["basis"]`)."""
+    rows = [{"metric": k, **v.as_dict()} for k, v in d.metrics.items()]
+    return _labelled(_frame(rows, ["metric", "a", "b", "delta", "pct"]), d)
+
+
+def kernel_changes(d: CensusDiff) -> pd.DataFrame:
+    """Two rows per kernel name of either side (measure `count` and `time_ns`): name, class,
+    bucket (added, removed, increased, decreased, unchanged), measure, a, b, delta, pct."""
+    rows = [
+        {"name": k.name, "class": k.cls, "bucket": k.bucket, "measure": measure,
+         **getattr(k, measure).as_dict()}
+        for k in d.kernels
+        for measure in ("count", "time_ns")
+    ]  # fmt: skip
+    cols = ["name", "class", "bucket", "measure", "a", "b", "delta", "pct"]
+    return _labelled(_frame(rows, cols), d)
+
+
+def _labelled(frame: pd.DataFrame, d: CensusDiff) -> pd.DataFrame:
+    frame.attrs["labels"] = {"a": d.labels[0], "b": d.labels[1]}
+    frame.attrs["basis"] = "per_step" if d.per_step else "capture"
+    return frame

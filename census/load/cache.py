@@ -1,0 +1,84 @@
+"""Census results cached per export, keyed by the file's identity and census's own code.
+
+The key is the file's size, mtime and a hash of its first and last MiB (hashing gigabytes would
+cost more than the census), plus the options and a hash of every Python file of the package.
+Beside each census, renderings of it (the `summary --json` document) are cached too: for an
+export of tens of thousands of steps, rebuilding and encoding that document costs more than
+reading it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from census.load.codec import from_record, to_record
+from census.model import Census
+from census.paths import cache_dir, write_atomic
+
+_EDGE_BYTES = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def code_hash() -> str:
+    """A hash of every Python file of the package, by relative path and content: any change to
+    census's code, in any stage, makes a new cache key, so no upgrade serves a stale result."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for file in sorted(package.rglob("*.py")):
+        h.update(file.relative_to(package).as_posix().encode() + b"\0")
+        h.update(file.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def file_key(path: Path) -> str:
+    stat = path.stat()
+    h = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    with path.open("rb") as fh:
+        h.update(fh.read(_EDGE_BYTES))
+        if stat.st_size > _EDGE_BYTES:
+            fh.seek(max(_EDGE_BYTES, stat.st_size - _EDGE_BYTES))
+            h.update(fh.read(_EDGE_BYTES))
+    return h.hexdigest()
+
+
+def _entry(paths: list[Path], options: tuple, kind: str) -> Path | None:
+    if os.environ.get("CENSUS_NO_CACHE") or not all(p.is_file() for p in paths):
+        return None
+    files = "|".join(file_key(p) for p in paths)
+    key = hashlib.sha256(f"{files}|{json.dumps(options)}|{code_hash()}".encode()).hexdigest()
+    return cache_dir() / kind / f"{key[:32]}.json"
+
+
+def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
+    entry = _entry([path], options, "census")
+    if entry is None:
+        return compute()
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return from_record(json.loads(entry.read_text(encoding="utf-8")))
+    census = compute()
+    with contextlib.suppress(OSError):  # an unwritable cache only costs speed
+        write_atomic(entry, json.dumps(to_record(census)))
+    return census
+
+
+def cached_text(
+    paths: list[Path], options: tuple, kind: str, render: Callable[[], tuple[dict, str]]
+) -> tuple[dict, str]:
+    """(a small JSON-able header, a text) rendered from the census of `paths`, cached under
+    `kind`; the key covers every file."""
+    entry = _entry(paths, options, kind)
+    if entry is None:
+        return render()
+    with contextlib.suppress(OSError, ValueError):
+        head, _, text = entry.read_text(encoding="utf-8").partition("\n")
+        return json.loads(head), text
+    meta, text = render()
+    with contextlib.suppress(OSError):
+        write_atomic(entry, json.dumps(meta) + "\n" + text)
+    return meta, text

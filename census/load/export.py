@@ -1,0 +1,84 @@
+"""`.nsys-rep` -> `.sqlite` through `nsys export`, skipped when a current `.sqlite` exists."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from census.capture.nsys import find_nsys
+from census.errors import CaptureError, InputError
+from census.load.profile import Progress
+from census.paths import atomic_target, cache_dir
+
+
+def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
+    """The SQLite export behind what the user named."""
+    if path.is_dir():
+        return _from_capture_dir(path, progress, nsys)
+    if path.suffix == ".qdstrm":
+        raise InputError(
+            f"{path}: a raw .qdstrm stream; nsys could not import it into a report "
+            "(its install lacks the QdstrmImporter): import it on a machine with a full nsys"
+        )
+    if path.suffix == ".nsys-rep":
+        return export_report(path, progress, nsys)
+    return path
+
+
+def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None) -> Path:
+    sqlites = sorted(folder.glob("*.sqlite"))
+    reports = sorted(folder.glob("*.nsys-rep"))
+    if len(sqlites) == 1:
+        return sqlites[0]
+    if not sqlites and len(reports) == 1:
+        return export_report(reports[0], progress, nsys)
+    if not sqlites and not reports:
+        raise InputError(f"{folder}: a directory with no .sqlite or .nsys-rep export in it")
+    raise InputError(
+        f"{folder}: holds several exports ({', '.join(p.name for p in sqlites or reports)}); "
+        "name one file"
+    )
+
+
+def export_target(report: Path) -> Path:
+    """Beside the report when its folder is writable, else in the cache folder."""
+    sibling = report.with_suffix(".sqlite")
+    if os.access(report.parent, os.W_OK):
+        return sibling
+    stat = report.stat()
+    return cache_dir() / "exports" / f"{report.stem}-{stat.st_size}-{stat.st_mtime_ns}.sqlite"
+
+
+def export_report(report: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
+    if not report.is_file():
+        raise InputError(f"{report}: no such file")
+    target = export_target(report)
+    if target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns:
+        return target
+    exe = find_nsys(nsys)
+    if progress:
+        progress(f"exporting {report.name} to SQLite with nsys")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_target(target) as tmp:
+        cmd = [
+            exe,
+            "export",
+            "--type",
+            "sqlite",
+            "--force-overwrite",
+            "true",
+            "--output",
+            str(tmp),
+            str(report),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0 or not tmp.exists():
+            tail = (proc.stdout + proc.stderr).strip()[-2000:]
+            last = tail.splitlines()[-1] if tail else "no output"
+            raise CaptureError(
+                f"{report}: `nsys export` failed (exit {proc.returncode}): {last}",
+                cmd,
+                tail,
+            )
+    return target

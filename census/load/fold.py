@@ -1,0 +1,122 @@
+"""Fold the results of consecutive kernel ranges, read in parallel, into one.
+
+Counts and sums add. Unions need one correction at each boundary: range B starts no earlier
+than range A ends its starts, so A's union covers everything from B's first start up to A's
+running maximum end M. Hence U(A ∪ B) = U(A) + U(B) − |U(B) ∩ (−∞, M)|, per partition, and
+only B's first kernels (those starting before M) are read again to measure the overlap.
+The same holds for busy time, per process and clipped to each step.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from census.load import schema as sc
+from census.load.columns import RowidRange, read_batches
+from census.load.intervals import INT_NULL, add_into, sweep
+from census.load.kernels import (
+    GpuContext,
+    Members,
+    Part,
+    PartReader,
+    PartResult,
+    add_busy,
+    kernel_columns,
+    no_members,
+    reached,
+    window,
+)
+
+HEAD_BATCH_ROWS = 4096
+
+
+def fold(conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: list[PartResult]):
+    total = results[0]
+    for part, res in zip(parts[1:], results[1:], strict=True):
+        _remove_overlap(conn, ctx, total, part, res)
+        _add(total, res)
+    return total
+
+
+def _remove_overlap(
+    conn: sqlite3.Connection, ctx: GpuContext, before: PartResult, part: Part, res: PartResult
+) -> None:
+    reach = max([*before.high.values(), *before.busy_high.values()], default=INT_NULL)
+    if part.after_ns is None or reach <= part.after_ns:
+        return  # nothing earlier reaches into this range
+    unions, busy = _head(conn, ctx, part, reach)
+    clipped = _clip(unions, before.high)
+    swept = sweep(clipped.code, clipped.start, clipped.end)
+    for code, added in zip(swept.codes.tolist(), swept.added_ns.tolist(), strict=True):
+        key = clipped.key(code)
+        res.union_ns[key] -= added
+    clipped = _clip(busy, before.busy_high)
+    swept = sweep(clipped.code, clipped.start, clipped.end)
+    add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
+
+
+def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
+    """What the range's intervals that start before `reach` add to unions and busy time."""
+    reader = PartReader(conn, ctx)  # its aggregates are thrown away: only members are kept
+    unions: list[Members] = []
+    busy: list[Members] = []
+    rows = part.rows or RowidRange(0, 0)
+    for b, _ in read_batches(conn, sc.KERNEL, kernel_columns(ctx), rows, "", HEAD_BATCH_ROWS):
+        latest, u, k = reader.add_kernels(b, part)
+        unions += u
+        busy.append(k)
+        if latest is not None and latest >= reach:
+            break
+    end = reach if part.before_ns is None else min(reach, part.before_ns)
+    busy.append(window(ctx.memory_busy or no_members(), part.after_ns, end))
+    return _concat(unions), _concat(busy)
+
+
+def _clip(m: Members, high: dict) -> Members:
+    """Each interval cut at the running maximum end its partition reached before the range."""
+    if not len(m.code):
+        return m
+    codes, inverse = np.unique(m.code, return_inverse=True)
+    reach = reached(high, codes, m.key)[inverse]
+    end = np.minimum(m.end, reach)
+    keep = m.start < end
+    return Members(m.code[keep], m.start[keep], end[keep], m.key)
+
+
+def _concat(members: list[Members]) -> Members:
+    """Members of several batches; codes are re-keyed so one decoder serves them all."""
+    keys: dict[tuple, int] = {}
+    code_parts, starts, ends = [], [], []
+    for m in members:
+        if not len(m.code):
+            continue
+        uniq, inverse = np.unique(m.code, return_inverse=True)
+        mapped = np.array([keys.setdefault(m.key(c), len(keys)) for c in uniq.tolist()])
+        code_parts.append(mapped[inverse].astype(np.int64))
+        starts.append(m.start)
+        ends.append(m.end)
+    decode = list(keys)
+    if not code_parts:
+        empty = np.zeros(0, np.int64)
+        return Members(empty, empty, empty, decode.__getitem__)
+    return Members(
+        np.concatenate(code_parts), np.concatenate(starts), np.concatenate(ends), decode.__getitem__
+    )
+
+
+def _add(total: PartResult, res: PartResult) -> None:
+    for mine, theirs in ((total.groups, res.groups), (total.step_kernels, res.step_kernels),
+                         (total.memory, res.memory)):  # fmt: skip
+        add_into(mine, theirs.items())
+    for mine, theirs in ((total.union_ns, res.union_ns), (total.busy_ns, res.busy_ns)):
+        for key, v in theirs.items():
+            mine[key] = mine.get(key, 0) + v
+    for mine, theirs in ((total.high, res.high), (total.busy_high, res.busy_high)):
+        for key, v in theirs.items():
+            mine[key] = max(mine.get(key, v), v)
+    total.bad_kernels += res.bad_kernels
+    total.devices |= res.devices
+    for p, corrs in res.missing.items():
+        total.missing.setdefault(p, []).extend(corrs)

@@ -1,0 +1,325 @@
+"""GPU activity -> per-name, per-step, union and busy aggregates for one rowid range of kernels.
+
+Kernels arrive in rowid order, a batch at a time. nsys writes them in start order, so every
+batch starts no earlier than the one before it, and the union's running maximum end carries
+from batch to batch (and, in merge.py, from range to range). A range that is not in start
+order raises OutOfOrder; the engine then reads the export as one batch. Memcpys and memsets
+count in busy time, fed into the sweep alongside the kernels that start when they do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from census.definitions import is_nccl, kernel_name
+from census.load import schema as sc
+from census.load.columns import (
+    BATCH_ROWS,
+    TIMED,
+    RowidRange,
+    read_batches,
+    read_strings,
+    with_end,
+)
+from census.load.intervals import (
+    INT_NULL,
+    NO_STEP,
+    StepIndex,
+    Swept,
+    add_into,
+    covered_ns,
+    distinct,
+    exact_sums,
+    factorize,
+    sweep,
+)
+from census.load.linking import ApiMap
+
+NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
+WHOLE = NO_STEP  # the scope of capture-wide unions
+UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
+
+
+class OutOfOrder(Exception):
+    """The kernels of a range are not in start order: batches cannot carry the sweep."""
+
+
+@dataclass
+class Members:
+    """Intervals to sweep: partition code, start, end; `key` decodes a code."""
+
+    code: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: Callable[[int], tuple]
+
+
+@dataclass(frozen=True)
+class GpuContext:
+    steps: StepIndex
+    api: ApiMap
+    any_nccl: bool  # whether any kernel name can be NCCL; without, no all-kernel union
+    has_demangled: bool
+    tables: frozenset[str]
+    memory_busy: Members | None = None  # memcpys/memsets that count in busy time, by start
+
+    @property
+    def step_procs(self) -> np.ndarray:
+        return np.array(sorted(self.steps.by_proc), np.int64)
+
+
+@dataclass(frozen=True)
+class Part:
+    rows: RowidRange | None  # kernel rowids; None: no kernel table
+    after_ns: int | None = None  # every kernel of the range starts at or after this
+    before_ns: int | None = None  # ... and at or before this; memcpys/memsets strictly before
+    batch_rows: int = BATCH_ROWS
+
+
+@dataclass
+class PartResult:
+    groups: dict[tuple, list[int]] = field(default_factory=dict)  # (dn, sn, has_api) -> 4 sums
+    step_kernels: dict[int, list[int]] = field(default_factory=dict)
+    union_ns: dict[UnionKey, int] = field(default_factory=dict)
+    high: dict[UnionKey, int] = field(default_factory=dict)  # running maximum end
+    busy_ns: dict[int, int] = field(default_factory=dict)
+    busy_high: dict[int, int] = field(default_factory=dict)  # per process
+    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    bad_kernels: int = 0
+    devices: set[int] = field(default_factory=set)
+    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
+
+
+def kernel_columns(ctx: GpuContext) -> dict[str, str]:
+    return {
+        **TIMED,
+        "dev": "deviceId",
+        "proc": "globalPid >> 24",
+        "corr": "correlationId",
+        "dn": "demangledName" if ctx.has_demangled else "NULL",
+        "sn": "shortName",
+    }
+
+
+class PartReader:
+    """Accumulates a PartResult from kernel batches and the memcpys/memsets beside them."""
+
+    def __init__(self, conn: sqlite3.Connection, ctx: GpuContext) -> None:
+        self.conn = conn
+        self.ctx = ctx
+        self.res = PartResult()
+        self.nccl: dict[tuple[int, int], bool] = {}
+        self.latest_start: int | None = None
+        self.step_procs = ctx.step_procs
+
+    # -- kernels ---------------------------------------------------------------------------
+    def add_kernels(
+        self, b: dict[str, np.ndarray], part: Part
+    ) -> tuple[int | None, list[Members], Members]:
+        """Aggregate one batch. Returns the latest start among its kernels with an extent, and
+        what they add to the unions and to busy time, for sweeping."""
+        with_end(sc.KERNEL, b)
+        found, step = self.ctx.api.lookup(b["proc"], b["corr"])
+        note_missing(self.res.missing, b["proc"], b["corr"], found)
+        pairs, pair = factorize(b["dn"], b["sn"])
+        nccl = self._nccl_flags(pairs)[pair]
+        timed = b["dur"] != INT_NULL  # start and end both known
+        dur = np.where(timed, b["dur"], 0)
+        self.res.bad_kernels += int(np.count_nonzero(~timed | (b["dur"] < 0)))
+        dev = b["dev"]
+        self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
+        self._add_groups(pairs, pair, found, step, dur)
+        self._add_step_kernels(step, dur, nccl)
+        extent = timed & (b["dur"] > 0)
+        latest = self._check_order(b["start"][extent], part)
+        unions = self._union_members(b, extent, step, nccl)
+        busy = busy_members(self.step_procs, b["proc"], b["start"], b["end"], extent)
+        return latest, unions, busy
+
+    def _check_order(self, starts: np.ndarray, part: Part) -> int | None:
+        if not len(starts):
+            return None
+        first, last = int(starts.min()), int(starts.max())
+        if self.latest_start is not None and first < self.latest_start:
+            raise OutOfOrder
+        if (part.after_ns is not None and first < part.after_ns) or (
+            part.before_ns is not None and last > part.before_ns
+        ):
+            raise OutOfOrder
+        self.latest_start = last
+        return last
+
+    def _nccl_flags(self, pairs: list[tuple[int, int]]) -> np.ndarray:
+        new = [p for p in pairs if p not in self.nccl]
+        if new:
+            ids = {i for p in new for i in p if i != INT_NULL}
+            names = _resolve(self.conn, self.ctx, sorted(ids))
+            for dn, sn in new:
+                name = kernel_name(names, *(None if i == INT_NULL else i for i in (dn, sn)))
+                self.nccl[(dn, sn)] = self.ctx.any_nccl and is_nccl(name)
+        return np.array([self.nccl[p] for p in pairs], bool)
+
+    def _add_groups(self, pairs, pair, found, step, dur) -> None:
+        code = pair * 2 + found
+        n = 2 * len(pairs)
+        inside = step != NO_STEP
+        sums = (
+            np.bincount(code, minlength=n),
+            exact_sums(code, n, dur),
+            np.bincount(code[inside], minlength=n).tolist(),
+            exact_sums(code[inside], n, dur[inside]),
+        )
+
+        def key(c: int) -> tuple:
+            dn, sn = pairs[c // 2]
+            return (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
+
+        used = np.flatnonzero(sums[0]).tolist()
+        add_into(self.res.groups, ((key(c), [s[c] for s in sums]) for c in used))
+
+    def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
+        inside = step != NO_STEP
+        if not inside.any():
+            return
+        steps, code = distinct(step[inside])
+        d, k = dur[inside], nccl[inside]
+        n = len(steps)
+        sums = (
+            np.bincount(code, minlength=n).tolist(),
+            exact_sums(code, n, d),
+            np.bincount(code[k], minlength=n).tolist(),
+            exact_sums(code[k], n, d[k]),
+        )
+        add_into(self.res.step_kernels, zip(steps.tolist(), zip(*sums, strict=True), strict=True))
+
+    def _union_members(self, b, extent, step, nccl) -> list[Members]:
+        """Each kernel with an extent joins its class's and (with NCCL about) the all-kernel
+        union, on its device, for the whole capture and for its step."""
+        s, e, st = b["start"][extent], b["end"][extent], step[extent]
+        devs, dev = distinct(b["dev"][extent])
+        nd = max(1, len(devs))
+        classes = [nccl[extent].astype(np.int64)]
+        if self.ctx.any_nccl:
+            classes.append(np.full(len(s), ALL_CLASS, np.int64))
+        inside = np.flatnonzero(st != NO_STEP)
+        dev_values = devs.tolist()
+
+        def key(code: int) -> UnionKey:
+            q, d = divmod(code, nd)
+            scope, c = divmod(q, 3)
+            return (scope - 1, c, dev_values[d])
+
+        out = [Members(c * nd + dev, s, e, key) for c in classes]  # scope 0: the capture
+        out += [
+            Members(
+                ((st[inside] + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key
+            )
+            for c in classes
+        ]
+        return out
+
+    # -- sweeping -------------------------------------------------------------------------
+    def sweep_unions(self, members: list[Members]) -> None:
+        high = self.res.high
+        for m in members:
+            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: reached(high, codes, m.key))
+            for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
+                                        swept.high.tolist(), strict=True):  # fmt: skip
+                k = m.key(code)
+                self.res.union_ns[k] = self.res.union_ns.get(k, 0) + added
+                high[k] = top
+
+    def sweep_busy(self, m: Members) -> None:
+        high = self.res.busy_high
+        swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
+        for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
+            high[m.key(code)] = top
+        add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
+
+
+def add_busy(busy: dict[int, int], steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:
+    """Add (or, with sign -1, take away) the new coverage of swept busy intervals, clipped to
+    each step of their process."""
+    for seg, code in enumerate(swept.codes.tolist()):
+        rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
+        starts, ends, idx = steps.by_proc[proc_of(code)]
+        covered = covered_ns(swept.piece_lo[rows], swept.end[rows], starts, ends)
+        for i in np.flatnonzero(covered).tolist():
+            busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
+
+
+def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
+    """Each code's partition's running maximum end so far (INT_NULL: none yet)."""
+    return np.array([high.get(key(c), INT_NULL) for c in codes.tolist()], np.int64)
+
+
+def no_members() -> Members:
+    empty = np.zeros(0, np.int64)
+    return Members(empty, empty, empty, lambda c: c)
+
+
+def window(busy: Members, after_ns: int | None, before_ns: int | None) -> Members:
+    """The intervals of `busy` (sorted by start) starting in [after_ns, before_ns)."""
+    a = 0 if after_ns is None else int(np.searchsorted(busy.start, after_ns, "left"))
+    b = len(busy.start) if before_ns is None else int(np.searchsorted(busy.start, before_ns))
+    return Members(busy.code[a:b], busy.start[a:b], busy.end[a:b], busy.key)
+
+
+def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
+    """The intervals with an extent of processes that have steps; code: index into procs."""
+    if not len(procs):
+        return no_members()
+    i = np.minimum(np.searchsorted(procs, proc), len(procs) - 1)
+    rows = np.flatnonzero(extent & (procs[i] == proc))
+    return Members(i[rows], start[rows], end[rows], lambda c: int(procs[c]))
+
+
+def note_missing(missing: dict, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
+    """Remember the keys of GPU rows that found no API call."""
+    lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
+    for p in np.unique(proc[lost]).tolist():
+        missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
+
+
+def _resolve(conn: sqlite3.Connection, ctx: GpuContext, ids: list[int]) -> dict[int, str]:
+    return read_strings(conn, ids) if sc.STRINGS in ctx.tables else {}
+
+
+def read_part(
+    conn: sqlite3.Connection, ctx: GpuContext, part: Part, tick=lambda n: None
+) -> PartResult:
+    """Aggregate one rowid range of kernels; sweep busy time with the memcpys/memsets that
+    start in its time window."""
+    reader = PartReader(conn, ctx)
+    memory = window(ctx.memory_busy or no_members(), part.after_ns, part.before_ns)
+    fed = 0
+    if part.rows is not None:
+        last = part.rows.lo
+        batches = read_batches(conn, sc.KERNEL, kernel_columns(ctx), part.rows,
+                               batch_rows=part.batch_rows)  # fmt: skip
+        for b, top in batches:
+            latest, unions, busy = reader.add_kernels(b, part)
+            reader.sweep_unions(unions)
+            upto = fed if latest is None else int(np.searchsorted(memory.start, latest, "right"))
+            reader.sweep_busy(_joined(busy, memory, fed, upto))
+            fed = upto
+            tick(top - last)
+            last = top
+    reader.sweep_busy(_joined(no_members(), memory, fed, len(memory.start)))
+    return reader.res
+
+
+def _joined(kernels: Members, memory: Members, a: int, b: int) -> Members:
+    if a >= b:
+        return kernels
+    key = memory.key if len(memory.code) else kernels.key
+    return Members(
+        np.concatenate([kernels.code, memory.code[a:b]]),
+        np.concatenate([kernels.start, memory.start[a:b]]),
+        np.concatenate([kernels.end, memory.end[a:b]]),
+        key,
+    )

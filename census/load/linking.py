@@ -1,0 +1,302 @@
+"""CUDA API calls -> the step of every piece of GPU work, and the launch-API aggregates.
+
+GPU work belongs to the step in which the API call that issued it (same process and
+correlationId) started. Only calls that can issue GPU work are read: launches, memcpys and
+memsets (by name); a GPU row whose call is none of these is looked up afterwards
+(`read_other_calls`), so the link is exact either way. Calls sharing a (process,
+correlationId) are one call recorded twice (legacy exports): it starts at its earliest row and
+its launch counts once, the longest row kept (`read_runtime_grouped`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from census.definitions import launch_api_kind
+from census.load import schema as sc
+from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
+from census.load.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
+
+RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
+_MAX = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class ApiNames:
+    """Name ids of the runtime rows census reads, and what each launch id denotes."""
+
+    candidates: tuple[int, ...]  # launches, memcpys, memsets
+    launch_ids: np.ndarray  # sorted
+    launch_api: tuple[str, ...]  # per launch id
+    graph: np.ndarray  # per launch id: 1 for a graph launch
+
+    @property
+    def where(self) -> str:
+        return f"nameId IN ({','.join(map(str, self.candidates))})" if self.candidates else "0"
+
+    def launch_code(self, name: np.ndarray) -> np.ndarray:
+        """Index into launch_ids of each name id, -1 when it is not a launch."""
+        if not len(self.launch_ids):
+            return np.full(len(name), -1, np.int64)
+        i = np.searchsorted(self.launch_ids, name)
+        ii = np.minimum(i, len(self.launch_ids) - 1)
+        return np.where(self.launch_ids[ii] == name, ii, -1)
+
+
+def read_api_names(conn: sqlite3.Connection, schema: sc.Schema) -> ApiNames:
+    rows = []
+    if schema.has(sc.STRINGS):
+        rows = conn.execute(
+            f"""SELECT id, value FROM "{sc.STRINGS}" WHERE id IS NOT NULL AND (value LIKE
+                '%launch%' OR value LIKE '%memcpy%' OR value LIKE '%memset%')"""
+        ).fetchall()
+    launches = sorted((int(i), api) for i, v in rows if (api := launch_api_kind(str(v))))
+    return ApiNames(
+        candidates=tuple(sorted({int(i) for i, _ in rows})),
+        launch_ids=np.array([i for i, _ in launches], np.int64),
+        launch_api=tuple(api for _, api in launches),
+        graph=np.array([int("GraphLaunch" in api) for _, api in launches], np.int64),
+    )
+
+
+@dataclass
+class ApiMap:
+    """Per process: the correlationIds of its API calls (sorted) and the step each started in."""
+
+    corr: dict[int, np.ndarray] = field(default_factory=dict)
+    step: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def lookup(self, proc: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(has an API row, its step or NO_STEP) for each (process, correlationId)."""
+        found = np.zeros(len(proc), bool)
+        step = np.full(len(proc), NO_STEP, np.int64)
+        keyed = np.flatnonzero((proc != INT_NULL) & (corr != INT_NULL))
+        for p, rows in _by_value(proc, keyed):
+            known = self.corr.get(p)
+            if known is None or not len(known):
+                continue
+            rows = rows[np.argsort(corr[rows], kind="stable")]  # sorted probes stay in cache
+            q = corr[rows]
+            i = np.minimum(np.searchsorted(known, q), len(known) - 1)
+            hit = known[i] == q
+            found[rows[hit]] = True
+            step[rows[hit]] = self.step[p][i[hit]]
+        return found, step
+
+    def extended(self, more: dict[int, tuple[np.ndarray, np.ndarray]]) -> ApiMap:
+        out = ApiMap(dict(self.corr), dict(self.step))
+        for p, (corr, step) in more.items():
+            c = np.concatenate([out.corr.get(p, np.zeros(0, np.int64)), corr])
+            s = np.concatenate([out.step.get(p, np.zeros(0, np.int64)), step])
+            order = np.argsort(c, kind="stable")
+            out.corr[p], out.step[p] = c[order], s[order]
+        return out
+
+
+def _by_value(values: np.ndarray, rows: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
+    """(value, the rows holding it) for each distinct value among `rows`."""
+    if not len(rows):
+        return
+    v = values[rows]
+    if v.min() == v.max():  # one process: the common case
+        yield int(v[0]), rows
+        return
+    rows = rows[np.argsort(v, kind="stable")]
+    v = values[rows]
+    cuts = np.flatnonzero(v[1:] != v[:-1]) + 1
+    for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(rows)], strict=True):
+        yield int(v[a]), rows[a:b]
+
+
+@dataclass
+class LaunchTotals:
+    """(step or NO_STEP, api) -> [count, time_ns, graph launches]."""
+
+    cells: dict[tuple[int, str], list[int]] = field(default_factory=dict)
+
+    def add(
+        self,
+        names: ApiNames,
+        step: np.ndarray,
+        code: np.ndarray,
+        dur: np.ndarray,
+        graph: np.ndarray | None = None,
+    ) -> None:
+        """One launch (or one de-duplicated call) per element; dur INT_NULL counts no time;
+        `graph` (default: the API's own flag) marks graph launches."""
+        n_api = len(names.launch_ids)
+        if not len(code) or not n_api:
+            return
+        cell = (step + 1) * n_api + code
+        cells, inverse = np.unique(cell, return_inverse=True)
+        counts = np.bincount(inverse, minlength=len(cells))
+        times = exact_sums(inverse, len(cells), np.where(dur == INT_NULL, 0, dur))
+        flags = names.graph[code] if graph is None else graph
+        graphs = np.bincount(inverse, weights=flags, minlength=len(cells))
+        keys = ((c // n_api - 1, names.launch_api[c % n_api]) for c in cells.tolist())
+        add_into(self.cells, zip(keys, zip(counts, times, graphs, strict=True), strict=True))
+
+    def merge(self, other: LaunchTotals) -> None:
+        add_into(self.cells, other.cells.items())
+
+
+@dataclass
+class RuntimePart:
+    """What one rowid range of the runtime table contributes."""
+
+    # per process, batch by batch in rowid order: correlationIds, and steps (int32)
+    corr: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    step: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    increasing: dict[int, bool] = field(default_factory=dict)  # strictly, across the batches
+    launch: LaunchTotals = field(default_factory=LaunchTotals)
+    unkeyed_launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+
+def read_runtime_part(
+    conn: sqlite3.Connection,
+    names: ApiNames,
+    steps: StepIndex,
+    rows: RowidRange,
+    batch_rows: int,
+    tick=lambda n: None,
+) -> RuntimePart:
+    """One pass over a rowid range, assuming each call has one row; merge_runtime checks it."""
+    part = RuntimePart()
+    unkeyed = []
+    last = rows.lo
+    for b, top in read_batches(conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.where, batch_rows):
+        with_end(sc.RUNTIME, b)
+        step = steps.step_at(b["proc"], b["start"])
+        keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
+        for p, r in _by_value(b["proc"], keyed):
+            part.corr.setdefault(p, []).append(b["corr"][r])
+            part.step.setdefault(p, []).append(step[r].astype(np.int32))
+        code = names.launch_code(b["name"])
+        launch = code >= 0
+        part.launch.add(names, step[launch], code[launch], b["dur"][launch])
+        unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
+        tick(top - last)
+        last = top
+    part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
+    part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
+    return part
+
+
+def _increasing(chunks: list[np.ndarray]) -> bool:
+    """Whether the chunks, one after another, are strictly increasing."""
+    return all(bool(np.all(c[1:] > c[:-1])) for c in chunks) and _seams_increase(chunks)
+
+
+def _seams_increase(chunks: list[np.ndarray]) -> bool:
+    edges = [(c[0], c[-1]) for c in chunks if len(c)]
+    return all(a[1] < b[0] for a, b in itertools.pairwise(edges))
+
+
+def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool]:
+    """The API map and launch totals of all parts; True when some call has several rows."""
+    api = ApiMap()
+    launch = LaunchTotals()
+    duplicated = False
+    for p in sorted({p for part in parts for p in part.corr}):
+        chunks = [c for part in parts for c in part.corr.get(p, [])]
+        corr = np.concatenate(chunks)
+        step = np.concatenate([s for part in parts for s in part.step.get(p, [])])
+        # Each worker checked its own range; here only the seams between ranges are left.
+        checked = all(part.increasing.get(p, True) for part in parts)
+        if not (checked and _seams_increase(chunks)):
+            # calls from several threads interleave: sort, and look for calls seen twice
+            order = np.argsort(corr, kind="stable")
+            corr, step = corr[order], step[order]
+            duplicated |= bool(np.any(corr[1:] == corr[:-1]))
+        api.corr[p], api.step[p] = corr, step
+    unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
+    duplicated |= len(np.unique(unkeyed)) < len(unkeyed)
+    for part in parts:
+        launch.merge(part.launch)
+    return api, launch, duplicated
+
+
+def read_runtime_grouped(
+    conn: sqlite3.Connection, names: ApiNames, steps: StepIndex
+) -> tuple[ApiMap, LaunchTotals]:
+    """Exports that repeat calls: each (process, correlationId) starts at its earliest row and
+    counts one launch, its longest row, its smallest API name."""
+    whole = rowid_range(conn, sc.RUNTIME)
+    batches = [
+        with_end(sc.RUNTIME, b)
+        for b, _ in read_batches(conn, sc.RUNTIME, RUNTIME_COLUMNS, whole, names.where)
+    ]
+    cols = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]} if batches else {}
+    if not cols:
+        return ApiMap(), LaunchTotals()
+    proc, corr, start = cols["proc"], cols["corr"], cols["start"]
+    api = ApiMap()
+    keyed = np.flatnonzero((proc != INT_NULL) & (corr != INT_NULL))
+    for p, r in _by_value(proc, keyed):
+        c, first_start = _group_min(corr[r], np.where(start[r] == INT_NULL, _MAX, start[r]))
+        t = np.where(first_start == _MAX, INT_NULL, first_start)
+        api.corr[p], api.step[p] = c, steps.step_at(np.full(len(c), p), t)
+    code = names.launch_code(cols["name"])
+    rank = np.argsort(np.argsort(np.array(names.launch_api, dtype=object)))  # MIN(api) by name
+    launch = LaunchTotals()
+    rows = np.flatnonzero(code >= 0)
+    single = rows[corr[rows] == INT_NULL]
+    grouped = rows[corr[rows] != INT_NULL]
+    dur = cols["dur"]
+    launch.add(names, steps.step_at(proc[single], start[single]), code[single], dur[single])
+    if len(grouped):
+        order = grouped[np.lexsort((corr[grouped], proc[grouped]))]
+        key_p, key_c = proc[order], corr[order]
+        firsts = np.flatnonzero(np.r_[True, (key_p[1:] != key_p[:-1]) | (key_c[1:] != key_c[:-1])])
+        t0 = np.minimum.reduceat(np.where(start[order] == INT_NULL, _MAX, start[order]), firsts)
+        t0 = np.where(t0 == _MAX, INT_NULL, t0)
+        d = np.maximum.reduceat(dur[order], firsts)  # INT_NULL is the smallest: ignored
+        api_code = np.argsort(rank)[np.minimum.reduceat(rank[code[order]], firsts)]
+        graph = np.maximum.reduceat(names.graph[code[order]], firsts)
+        step = steps.step_at(key_p[firsts], t0)
+        launch.add(names, step, api_code, d, graph)
+    return api, launch
+
+
+def _group_min(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.lexsort((values, keys))
+    k = keys[order]
+    firsts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    return k[firsts], np.minimum.reduceat(values[order], firsts)
+
+
+def read_other_calls(
+    conn: sqlite3.Connection, names: ApiNames, steps: StepIndex, missing: dict[int, np.ndarray]
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """For GPU rows whose (process, correlationId) no launch/memcpy/memset call holds: any other
+    runtime row with that key (earliest start), as {process: (correlationIds, steps)}."""
+    conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS missing (proc INTEGER NOT NULL, corr INTEGER NOT NULL, "
+        "PRIMARY KEY (proc, corr)) WITHOUT ROWID"
+    )
+    conn.execute("DELETE FROM temp.missing")
+    conn.executemany(
+        "INSERT OR IGNORE INTO temp.missing VALUES (?, ?)",
+        ((p, c) for p, corrs in missing.items() for c in corrs.tolist()),
+    )
+    other = f"(r.nameId IS NULL OR NOT ({names.where.replace('nameId', 'r.nameId')}))"
+    rows = conn.execute(
+        f"""SELECT r.globalTid >> 24, r.correlationId, MIN(r.start) FROM "{sc.RUNTIME}" r
+            WHERE {other} AND EXISTS (SELECT 1 FROM temp.missing m
+                  WHERE m.proc = r.globalTid >> 24 AND m.corr = r.correlationId)
+            GROUP BY 1, 2"""
+    ).fetchall()
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    by_proc: dict[int, list[tuple[int, int | None]]] = {}
+    for p, c, t in rows:
+        by_proc.setdefault(int(p), []).append((int(c), t))
+    for p, items in by_proc.items():
+        corr = np.array([c for c, _ in items], np.int64)
+        t = np.array([INT_NULL if s is None else int(s) for _, s in items], np.int64)
+        out[p] = (corr, steps.step_at(np.full(len(corr), p), t))
+    return out

@@ -1,0 +1,107 @@
+"""Memcpys and memsets -> copy-kind aggregates, and the intervals that count in busy time.
+
+Read in rowid ranges, in parallel like the other passes; their order does not matter here.
+The intervals of processes with steps come back sorted by start, for the GPU pass to sweep
+beside the kernels that start when they do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from census.definitions import MEMSET_KIND
+from census.load import schema as sc
+from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
+from census.load.intervals import INT_NULL, exact_sums, group_rows
+from census.load.kernels import GpuContext, Members, busy_members, note_missing
+
+TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
+
+
+@dataclass
+class MemoryResult:
+    # (kind or MEMSET_KIND, step, has API row) -> [count, bytes, time_ns]
+    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    # per batch: the cells (3 x k: kind, step, has API row) and their sums (3 x k)
+    cells: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
+    # (process index, start, end) batches of intervals that count in busy time; merged: one
+    busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+
+
+def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
+    jobs = []
+    for table, kind in TABLES:
+        whole = rowid_range(conn, table) if table in ctx.tables else None
+        if whole is not None:
+            n = max(1, min(parts, whole.rows // batch_rows))
+            jobs += [(table, kind, r, batch_rows) for r in split(whole, n)]
+    return jobs
+
+
+def read_memory_part(
+    conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
+) -> MemoryResult:
+    table, kind, rows, batch_rows = job
+    res = MemoryResult()
+    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
+            "bytes": "bytes", "kind": kind}  # fmt: skip
+    last = rows.lo
+    procs = ctx.step_procs
+    for b, top in read_batches(conn, table, cols, rows, "", batch_rows):
+        with_end(table, b)
+        found, step = ctx.api.lookup(b["proc"], b["corr"])
+        note_missing(res.missing, b["proc"], b["corr"], found)
+        res.cells.append(_cells(b, found, step))
+        extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
+        m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
+        res.busy.append((m.code, m.start, m.end))
+        tick(top - last)
+        last = top
+    return res
+
+
+def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
+    kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
+    cells, code = group_rows(kind, step, found.astype(np.int64))
+    n = len(cells[0])
+    sums = (
+        np.bincount(code, minlength=n),
+        exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
+        exact_sums(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
+    )
+    try:
+        return np.array(cells), np.array(sums, dtype=np.int64)
+    except OverflowError:  # sums beyond int64 (only in damaged files): exact Python ints
+        return np.array(cells), np.array(sums, dtype=object)
+
+
+def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int, bool], list]:
+    """Sum the cells of many batches at once (no Python loop per batch and cell)."""
+    if not batches:
+        return {}
+    cells = np.concatenate([c for c, _ in batches], axis=1)
+    sums = np.concatenate([v for _, v in batches], axis=1)
+    (kind, step, has), code = group_rows(*cells)
+    totals = [exact_sums(code, len(kind), row) for row in sums]
+    keys = zip(kind.tolist(), step.tolist(), map(bool, has.tolist()), strict=True)
+    return dict(zip(keys, map(list, zip(*totals, strict=True)), strict=True))
+
+
+def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
+    """One result, and its busy intervals as Members sorted by start."""
+    out = MemoryResult(memory=_reduce([batch for res in results for batch in res.cells]))
+    for res in results:
+        for p, corrs in res.missing.items():
+            out.missing.setdefault(p, []).extend(corrs)
+    none = [np.zeros(0, np.int64)]
+    code, start, end = (
+        np.concatenate([batch[i] for res in results for batch in res.busy] or none)
+        for i in range(3)
+    )
+    order = np.argsort(start, kind="stable")
+    procs = ctx.step_procs
+    return out, Members(code[order], start[order], end[order], lambda c: int(procs[c]))

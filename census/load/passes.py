@@ -1,0 +1,147 @@
+"""Plan and run the passes over an export: CUDA API calls, then memcpys and memsets, then
+kernels (each needs the API map the first builds; kernels need the busy intervals of the second).
+
+Each pass splits its tables into consecutive rowid ranges, two per worker process
+(census.load.pool runs them); small exports run in this process.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from census.definitions import NCCL_SQL_LIKE
+from census.load import schema as sc
+from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
+from census.load.fold import fold
+from census.load.intervals import StepIndex
+from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
+from census.load.linking import (
+    ApiMap,
+    ApiNames,
+    LaunchTotals,
+    merge_runtime,
+    read_api_names,
+    read_other_calls,
+    read_runtime_grouped,
+    read_runtime_part,
+)
+from census.load.memory import memory_jobs, merge_memory, read_memory_part
+from census.load.pool import Runner, default_workers
+
+PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more than it saves
+Progress = Callable[..., None]
+
+
+@dataclass
+class Passes:
+    gpu: PartResult
+    launch: LaunchTotals
+    any_nccl: bool
+
+
+def run_passes(
+    conn: sqlite3.Connection,
+    path: Path,
+    schema: sc.Schema,
+    steps: StepIndex,
+    progress: Progress,
+    workers: int | None = None,
+    batch_rows: int | None = None,
+) -> Passes:
+    batch_rows = batch_rows or BATCH_ROWS
+    names = read_api_names(conn, schema)
+    rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
+               for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
+    size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
+    runner = Runner(conn, path, size, progress)
+    api, launch = _runtime_pass(runner, schema, names, steps, batch_rows)
+    ctx = GpuContext(steps, api, _any_nccl(conn, schema),
+                     schema.has_column(sc.KERNEL, "demangledName"), schema.tables)  # fmt: skip
+    gpu = _gpu_passes(runner, ctx, batch_rows)
+    if gpu.missing and schema.has(sc.RUNTIME):
+        missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
+        more = read_other_calls(conn, names, steps, missing)
+        if more:  # GPU work issued by calls that are not launches, memcpys or memsets
+            ctx = replace(ctx, api=api.extended(more))
+            gpu = _gpu_passes(runner, ctx, batch_rows)
+    return Passes(gpu, launch, ctx.any_nccl)
+
+
+def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
+    """Memcpys and memsets (in any order), then kernels (in start order) with them."""
+    jobs = memory_jobs(runner.conn, ctx, runner.jobs, batch_rows)
+    total = sum(job[2].rows for job in jobs)
+    parts = runner.map(read_memory_part, ctx, jobs, total, "reading memcpys and memsets")
+    memory, busy = merge_memory(parts, ctx)
+    gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
+    gpu.memory = memory.memory
+    for p, corrs in memory.missing.items():
+        gpu.missing.setdefault(p, []).extend(corrs)
+    return gpu
+
+
+def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
+    if not schema.has(sc.STRINGS):
+        return False
+    q = f"""SELECT 1 FROM "{sc.STRINGS}" WHERE value LIKE ? LIMIT 1"""
+    return conn.execute(q, (NCCL_SQL_LIKE,)).fetchone() is not None
+
+
+def _runtime_pass(runner: Runner, schema: sc.Schema, names: ApiNames, steps, batch_rows):
+    whole = rowid_range(runner.conn, sc.RUNTIME) if schema.has(sc.RUNTIME) else None
+    if whole is None:
+        return ApiMap(), LaunchTotals()
+    jobs = [(r, batch_rows) for r in split(whole, runner.jobs)]
+    parts = runner.map(_runtime_job, (names, steps), jobs, whole.rows, "reading CUDA API calls")
+    api, launch, duplicated = merge_runtime(parts)
+    if duplicated:  # legacy exports record some calls twice: regroup, in this process
+        runner.progress("regrouping CUDA API calls recorded twice")
+        api, launch = read_runtime_grouped(runner.conn, names, steps)
+    return api, launch
+
+
+def _runtime_job(conn, shared, job, tick):
+    names, steps = shared
+    rows, batch_rows = job
+    return read_runtime_part(conn, names, steps, rows, batch_rows, tick)
+
+
+def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
+    """Kernels, in rowid ranges bounded by start times, folded into one result."""
+    conn = runner.conn
+    whole = rowid_range(conn, sc.KERNEL) if sc.KERNEL in ctx.tables else None
+    parts = _gpu_parts(conn, whole, runner.jobs, batch_rows)
+    try:
+        total = whole.rows if whole else 0
+        results = runner.map(read_part, ctx, parts, total, "reading GPU activity")
+        return fold(conn, ctx, parts, results)
+    except OutOfOrder:  # not written in start order (not by nsys): one batch, in memory
+        runner.progress("kernels are not in start order: reading them in one batch")
+        return read_part(conn, ctx, Part(whole, None, None, max(1, whole.rows if whole else 1)))
+
+
+def _gpu_parts(conn, whole: RowidRange | None, n: int, batch_rows: int) -> list[Part]:
+    """Consecutive rowid ranges, each bounded by the start of the first kernel after it."""
+    if whole is None:
+        return [Part(None)]
+    ranges = split(whole, n)
+    bounds: list[int] = []
+    merged = [ranges[0]]
+    for r in ranges[1:]:
+        first = conn.execute(
+            f"""SELECT start FROM "{sc.KERNEL}" WHERE rowid > ? AND rowid <= ?
+                AND start IS NOT NULL AND "end" > start ORDER BY rowid LIMIT 1""",
+            (r.lo, r.hi),
+        ).fetchone()
+        if first is None or not isinstance(first[0], int) or (bounds and first[0] < bounds[-1]):
+            merged[-1] = RowidRange(merged[-1].lo, r.hi)  # no usable boundary: one range
+            continue
+        bounds.append(first[0])
+        merged.append(r)
+    cuts = [None, *bounds, None]
+    return [Part(r, cuts[i], cuts[i + 1], batch_rows) for i, r in enumerate(merged)]

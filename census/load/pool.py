@@ -1,0 +1,135 @@
+"""The one place census starts processes: forked workers over the rowid ranges of one export
+(Runner), and a pool over independent jobs such as the exports of a rank folder (map_processes).
+
+Runner's workers are forked, so they inherit what a pass shares (the step index, the API map)
+instead of receiving copies; each opens its own read-only connection and reports the rows it has
+read through a shared counter.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import sqlite3
+import tempfile
+import warnings
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MAX_WORKERS = 8
+Progress = Callable[..., None]
+
+
+def default_workers() -> int:
+    env = os.environ.get("CENSUS_WORKERS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def map_processes(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
+    """fn(job) for each job, in order: in this process when one worker suffices, else in a pool
+    (fn must be a module-level function)."""
+    if workers <= 1 or len(jobs) <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, jobs))
+
+
+_inherited: dict = {}  # what forked workers find: the export's path, the pass's shared data
+
+
+class Runner:
+    """Runs fn(conn, shared, job, tick) for each job: inline, or in forked worker processes."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress):
+        if "fork" not in multiprocessing.get_all_start_methods():
+            size = 1  # workers inherit by fork; where there is none (Windows), one process
+        self.conn, self.path, self.size, self.progress = conn, path, size, progress
+        # two ranges per worker: one that finishes early takes the next
+        self.jobs = 1 if size <= 1 else 2 * size
+
+    def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
+        self.progress(label, 0, total)
+        if self.size <= 1 or len(jobs) <= 1:
+            done = [0]
+
+            def tick(n: int) -> None:
+                done[0] += n
+                self.progress(label, done[0], total)
+
+            return [fn(self.conn, shared, job, tick) for job in jobs]
+        return self._forked(fn, shared, jobs, total, label)
+
+    def _forked(self, fn, shared, jobs: list, total: int, label: str) -> list:
+        ctx = multiprocessing.get_context("fork")
+        counter = ctx.Value("q", 0)
+        spill = tempfile.mkdtemp(prefix="census-")
+        _inherited.update(path=self.path, shared=shared, counter=counter, spill=spill)
+        # A worker that dies (killed for memory, say) breaks the pool: its job fails with
+        # BrokenProcessPool instead of being waited for forever.
+        pool = ProcessPoolExecutor(min(self.size, len(jobs)), ctx, initializer=_open_worker)
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12+ warns about forking a process that has threads (numpy's);
+                # workers touch no lock those threads hold: they read SQLite and run numpy.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pending = [pool.submit(_run_job, fn, job) for job in jobs]
+            while not all(f.done() for f in pending):
+                wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+                self.progress(label, counter.value, total)
+                if any(f.done() and f.exception() for f in pending):
+                    break
+            return [f.result() for f in pending]  # re-raises a worker's exception here
+        except BaseException:  # a failed range or Ctrl-C: the other ranges' work is moot
+            for proc in getattr(pool, "_processes", {}).values():
+                proc.kill()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            _inherited.clear()
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def _open_worker() -> None:
+    from multiprocessing.reduction import ForkingPickler
+
+    from census.load.readonly import open_readonly
+
+    _inherited["conn"] = open_readonly(_inherited["path"])
+    ForkingPickler.register(np.ndarray, _spill_array)
+
+
+SPILL_BYTES = 1 << 20
+
+
+def _spill_array(a: np.ndarray):
+    """Large result arrays travel as .npy files (one write, one mapped read), not through a
+    pipe as pickled bytes (four copies)."""
+    if a.nbytes < SPILL_BYTES:
+        return a.__reduce__()
+    fd, name = tempfile.mkstemp(suffix=".npy", dir=_inherited["spill"])
+    with os.fdopen(fd, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(a))
+    return _unspill, (name,)
+
+
+def _unspill(name: str) -> np.ndarray:
+    a = np.load(name, mmap_mode="r")
+    os.unlink(name)
+    return a
+
+
+def _run_job(fn, job):
+    counter = _inherited["counter"]
+
+    def tick(n: int) -> None:
+        with counter.get_lock():
+            counter.value += n
+
+    return fn(_inherited["conn"], _inherited["shared"], job, tick)

@@ -1,0 +1,104 @@
+"""What each nsys export schema holds: table and column names, version quirks, in one place.
+
+Schemas 2.9 (nsys 2022) to 3.25 (nsys 2026) are known. Metadata moved from `EXPORT_META_DATA`
+to `META_DATA_EXPORT`; tables exist only when the capture produced such events.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NVTX = "NVTX_EVENTS"
+STRINGS = "StringIds"
+GPU_INFO = "TARGET_INFO_GPU"
+META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+
+KNOWN_MAJOR_VERSIONS = (2, 3)
+
+# Columns census reads, per table; a table that exists without them cannot be trusted.
+REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
+    KERNEL: ("start", "end", "deviceId", "correlationId", "globalPid", "shortName"),
+    RUNTIME: ("start", "end", "globalTid", "correlationId", "nameId"),
+    MEMCPY: ("start", "end", "deviceId", "correlationId", "globalPid", "bytes", "copyKind"),
+    MEMSET: ("start", "end", "deviceId", "correlationId", "globalPid", "bytes"),
+    NVTX: ("start", "end", "eventType", "text", "globalTid"),
+    STRINGS: ("id", "value"),
+}
+
+# Why a missing table matters, shown as a warning with the zero it causes.
+MISSING_TABLE_HINTS: dict[str, str] = {
+    KERNEL: "no GPU kernels were captured: was nsys run with `-t cuda`?",
+    RUNTIME: "no CUDA API calls were captured: launch API time is zero and no GPU work "
+    "can be assigned to steps",
+    MEMCPY: "no memory copies were captured",
+    MEMSET: "no memsets were captured",
+    NVTX: "no NVTX ranges were captured (was nsys run with `-t nvtx`?): no per-step figures",
+    STRINGS: "no StringIds table: kernel and API names cannot be resolved",
+}
+
+# NVTX event types that are ranges (ENUM_NSYS_EVENT_TYPE): push/pop, start/end, NVTX-text push/pop.
+NVTX_RANGE_TYPES = (59, 60, 70)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Tables and columns of one export, plus the versions its metadata declares."""
+
+    tables: frozenset[str]
+    columns: dict[str, frozenset[str]]
+    nsys_version: str | None
+    schema_version: str | None
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def has_column(self, table: str, column: str) -> bool:
+        return column in self.columns.get(table, frozenset())
+
+    @property
+    def major_version(self) -> int | None:
+        if not self.schema_version:
+            return None
+        head = self.schema_version.split(".", 1)[0]
+        return int(head) if head.isdigit() else None
+
+    def missing_columns(self, table: str) -> list[str]:
+        have = self.columns.get(table, frozenset())
+        return [c for c in REQUIRED_COLUMNS.get(table, ()) if c not in have]
+
+
+def read_schema(conn: sqlite3.Connection) -> Schema:
+    """Read table names, the columns of the tables census uses, and the export's versions."""
+    tables = frozenset(
+        r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    )
+    columns = {
+        t: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{t}")'))
+        for t in (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO)
+        if t in tables
+    }
+    meta: dict[str, str] = {}
+    for table in META_TABLES:
+        if table in tables:
+            rows = conn.execute(f'SELECT name, value FROM "{table}"').fetchall()
+            meta.update({str(k): str(v) for k, v in rows if k is not None and v is not None})
+    return Schema(
+        tables=tables,
+        columns=columns,
+        nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
+        schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+    )
+
+
+def looks_like_nsys(schema: Schema) -> bool:
+    """An nsys export has its metadata table or, at least, StringIds and a CUPTI/NVTX table."""
+    if any(schema.has(t) for t in META_TABLES):
+        return True
+    activity = any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in schema.tables)
+    return schema.has(STRINGS) and (activity or schema.has(NVTX))

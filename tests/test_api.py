@@ -1,0 +1,134 @@
+"""The public Python API and its DataFrames: the same numbers as the JSON documents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import census
+from census.definitions import METRIC_KEYS, TIMING_KEYS
+from census.load import cache
+from census.render.json_docs import diff_json, summary_json
+from tests.conftest import REPO, fixture_file
+
+FRAMES_LOADED = (
+    "import sys, census; print([m for m in ('pandas', 'census.api') if m in sys.modules])"
+)
+
+
+def test_import_census_is_light() -> None:
+    out = subprocess.run([sys.executable, "-c", FRAMES_LOADED], capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_names() -> None:
+    assert census.summarize.__module__ == "census.api"
+    assert census.phase.__module__ == "census.capture.steps"
+    assert issubclass(census.CensusError, Exception)
+    with pytest.raises(census.CensusError, match="not a valid regular expression"):
+        census.summarize("sample:eager", steps="(")
+    with pytest.raises(AttributeError):
+        census.no_such_name  # noqa: B018
+
+
+def test_summarize_and_diff_take_paths_strings_and_censuses() -> None:
+    eager = fixture_file("h200_eager_3steps.sqlite")
+    c = census.summarize(str(eager))
+    assert c == census.summarize(eager) and c.totals.kernel_count == 861
+    d = census.diff(c, fixture_file("h200_compiled_3steps.sqlite"))
+    assert d.labels == ("h200_eager_3steps", "h200_compiled_3steps")
+    assert d.metrics["kernel_count"].a == 287 and d.metrics["kernel_count"].b == 244
+    assert census.explain(d)[0].startswith("h200_compiled_3steps is faster")
+    assert census.diff("sample:eager", "sample:compiled", labels=("e", "c")).labels == ("e", "c")
+
+
+def _records(frame) -> list[dict]:
+    """A frame's rows with pandas' missing values as None, numbers as plain Python numbers."""
+    plain = frame.astype(object).where(frame.notna(), None)
+    return [{k: _plain(v) for k, v in row.items()} for row in plain.to_dict("records")]
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def test_frames_equal_the_summary_json() -> None:
+    c = census.summarize("sample:eager")
+    doc = summary_json(c, top=len(c.kernels))
+    assert _records(census.frames.kernels(c)) == doc["top_kernels"]
+    assert _records(census.frames.classes(c)) == doc["classes"]
+    assert _records(census.frames.memory(c)) == doc["memory"]
+    steps = census.frames.steps(c)
+    for key in (*METRIC_KEYS, "name", "start_ns", "end_ns"):
+        assert steps[key].tolist() == [s[key] for s in doc["steps"]], key
+    for key in TIMING_KEYS:
+        assert steps[key].tolist() == [s[key] for s in doc["timing"]["steps"]], key
+    assert str(steps["kernel_time_ns"].dtype) == "int64"
+    assert str(census.frames.kernels(c)["per_step_time_ns"].dtype) == "Float64"
+
+
+def test_frames_without_steps_have_missing_means() -> None:
+    c = census.summarize(fixture_file("nsysai_mock.sqlite"))
+    k = census.frames.kernels(c)
+    assert k["count"].sum() == 2 and k["per_step_count"].isna().all()
+    assert _records(k) == summary_json(c)["top_kernels"]
+
+
+def test_diff_frames_equal_the_diff_json() -> None:
+    d = census.diff("sample:eager", "sample:compiled", labels=("eager", "compiled"))
+    doc = diff_json(d, [], top=20)
+    m = census.frames.metrics(d)
+    assert {r.pop("metric"): r for r in _records(m)} == doc["metrics"]
+    assert m.attrs["labels"] == {"a": "eager", "b": "compiled"}
+    changes = census.frames.kernel_changes(d)
+    for bucket, rows in doc["kernels"].items():
+        for row in rows:
+            mine = changes[(changes.name == row["name"]) & (changes.bucket == bucket)]
+            for measure in ("count", "time_ns"):
+                got = _records(mine[mine.measure == measure])[0]
+                assert {k: got[k] for k in ("a", "b", "delta", "pct")} == row[measure]
+    assert len(changes) == 2 * len(d.kernels)
+
+
+def test_code_hash_covers_every_file_of_the_package(tmp_path: Path, monkeypatch) -> None:
+    """The cache key changes with any module: a copy of the package with one byte changed in
+    the explanation (not a module that computes numbers) hashes differently."""
+    import shutil
+
+    copy = tmp_path / "census"
+    shutil.copytree(REPO / "census", copy, ignore=shutil.ignore_patterns("__pycache__", "*.xz"))
+    monkeypatch.setattr(cache, "__file__", str(copy / "load" / "cache.py"))
+    cache.code_hash.cache_clear()
+    try:
+        before = cache.code_hash()
+        explain = copy / "compare" / "explain.py"
+        explain.write_text(explain.read_text() + "\n# changed\n")
+        cache.code_hash.cache_clear()
+        assert cache.code_hash() != before
+        (copy / "new_stage.py").write_text("")
+        cache.code_hash.cache_clear()
+        assert cache.code_hash() not in (before,)
+    finally:
+        monkeypatch.undo()
+        cache.code_hash.cache_clear()
+
+
+def test_readme_metric_table_is_generated_from_the_definitions() -> None:
+    from census.render.markdown import render_metric_table
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- metrics:start -->\n")[1].split("\n<!-- metrics:end -->")[0]
+    assert block == render_metric_table()
+
+
+def test_summary_help_lists_every_key() -> None:
+    from typer.testing import CliRunner
+
+    from census.cli.app import app
+
+    out = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "400"}).stdout
+    for key in (*METRIC_KEYS, *TIMING_KEYS):
+        assert key in out, key
