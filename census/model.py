@@ -5,7 +5,9 @@ The JSON contracts live in census.render.json_docs; the cache's codec in census.
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,3 +173,37 @@ class Census:
 
 
 METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order
+
+
+# -- A/B experiments ----------------------------------------------------------------------
+def percentile(values: Sequence[int | float], q: float) -> float:
+    """The q-th percentile by linear interpolation between closest ranks (numpy's default):
+    position (n − 1)·q/100 in the sorted values."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
+
+
+@dataclass(frozen=True)
+class Arm:
+    side: str  # "a" or "b"
+    index: int  # position in run order, the warm arm 0
+    discarded: bool
+    step_time_ns: tuple[int, ...]
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    recompiles: int | None = None  # frames Dynamo compiled inside the measured window
+    graph_breaks: int | None = None
+    clock: str = "host"
+
+    @property
+    def median_ns(self) -> float:
+        return percentile(self.step_time_ns, 50)
+
+    @property
+    def p95_ns(self) -> float:
+        return percentile(self.step_time_ns, 95)

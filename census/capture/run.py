@@ -154,7 +154,7 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
         else:
             base = work / REPORT_STEM
             cmd = nsys_profile_command(spec.nsys, base, spec.command, spec.trace)
-        _run(cmd, env, "nsys profile")
+        run_command(cmd, env, "nsys profile")
         stems = check_outputs(work, cmd, multi=bool(launch))
         if verify:
             verify(work)
@@ -202,8 +202,9 @@ def check_outputs(work: Path, cmd: list[str], multi: bool = False) -> list[str]:
     return reports
 
 
-def _run(cmd: list[str], env: dict[str, str], what: str) -> str:
-    """Run in its own process group; Ctrl-C stops the whole group and raises KeyboardInterrupt."""
+def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = True) -> str:
+    """Run in its own process group, its output on stderr when `echo`; Ctrl-C stops the whole
+    group and raises KeyboardInterrupt; a failure raises CaptureError with the output's tail."""
     out_lines: list[str] = []
     with subprocess.Popen(
         cmd,
@@ -217,7 +218,8 @@ def _run(cmd: list[str], env: dict[str, str], what: str) -> str:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out_lines.append(line)
-                print(line, end="", file=sys.stderr)
+                if echo:
+                    print(line, end="", file=sys.stderr)
             proc.wait()
         except KeyboardInterrupt:
             _stop_group(proc)
@@ -247,9 +249,10 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without nsys; census.steps records each step's wall time."""
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec), ENV_STEP_TIMES: str(times)}
-    _run(list(spec.command), env, "calibration run (without nsys)")
+    run_command(list(spec.command), env, "calibration run (without nsys)")
     try:
-        durations = json.loads(times.read_text(encoding="utf-8"))["step_time_ns"]
+        # host time of each step's body: what the captured NVTX step ranges span
+        durations = json.loads(times.read_text(encoding="utf-8"))["host_step_time_ns"]
     except (OSError, ValueError, KeyError):
         raise CaptureError(
             "calibration run recorded no steps: wrap the training loop in census.steps()",

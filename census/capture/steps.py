@@ -12,15 +12,17 @@ import ctypes
 import json
 import os
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
+
+from census.capture.timing import StepTimer
 
 DOMAIN = "census"
 ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
-ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration: write each step's wall time here
+ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
 T = TypeVar("T")
+_ACTIVE: StepTimer | None = None  # the timer of the step running now, for census.phase
 
 
 @contextlib.contextmanager
@@ -35,11 +37,19 @@ def step(i: int, domain: str = DOMAIN) -> Iterator[None]:
 @contextlib.contextmanager
 def phase(name: str, domain: str = DOMAIN) -> Iterator[None]:
     """Wrap one phase of a training step (`forward`, `backward`, `optimizer`) in an NVTX
-    push/pop range of that name, inside the step's range."""
+    push/pop range of that name, inside the step's range; timed too in a timed step."""
     import nvtx
 
+    timer = _ACTIVE
     with nvtx.annotate(message=name, domain=domain):
-        yield
+        if timer is None:
+            yield
+            return
+        timer.start_phase(name)
+        try:
+            yield
+        finally:
+            timer.end_phase(name)
 
 
 def _torch_cuda():
@@ -93,13 +103,14 @@ def steps(
 ) -> Iterator[T]:
     """Yield items; items warmup..warmup+active-1 run inside `step N` ranges and the capture.
 
-    `warmup` and `active` default to $CENSUS_WARMUP and $CENSUS_ACTIVE (set by `census capture`),
-    then to 0 and "every remaining step".
+    `warmup` and `active` default to $CENSUS_WARMUP and $CENSUS_ACTIVE (set by `census capture`
+    and `census ab`), then to 0 and "every remaining step". With $CENSUS_STEP_TIMES set, the
+    measured steps are timed (census.capture.timing) and the record is written there.
     """
     warmup = _env_int(ENV_WARMUP, 0) if warmup is None else warmup
     active = _env_int(ENV_ACTIVE, None) if active is None else active
     times_path = os.environ.get(ENV_STEP_TIMES)
-    durations: list[int] = []
+    timer = StepTimer(_torch_cuda()) if times_path else None
     started = stopped = False
     try:
         for i, item in enumerate(iterable):
@@ -107,19 +118,34 @@ def steps(
             if in_window and not started:
                 profiler_start()
                 started = True
+                if timer:
+                    timer.open_window()
             if started and not in_window and not stopped:
                 profiler_stop()
                 stopped = True
             if not in_window:
                 yield item
                 continue
-            t0 = time.perf_counter_ns()
-            with step(i, domain):
+            with step(i, domain), _timed(timer):
                 yield item
-            durations.append(time.perf_counter_ns() - t0)
     finally:
         if started and not stopped:
             profiler_stop()
-        if times_path and os.environ.get("RANK", "0") == "0":  # one writer under torchrun
-            with open(times_path, "w", encoding="utf-8") as fh:
-                json.dump({"step_time_ns": durations}, fh)
+        if timer and os.environ.get("RANK", "0") == "0":  # one writer under torchrun
+            with open(times_path, "w", encoding="utf-8") as fh:  # type: ignore[arg-type]
+                json.dump(timer.record(), fh)
+
+
+@contextlib.contextmanager
+def _timed(timer: StepTimer | None) -> Iterator[None]:
+    global _ACTIVE
+    if timer is None:
+        yield
+        return
+    timer.start_step()
+    _ACTIVE = timer
+    try:
+        yield
+    finally:
+        _ACTIVE = None
+        timer.end_step()
