@@ -5,6 +5,8 @@
 #   scripts/gpu_check.sh ddp      only the torchrun / DDP captures (one rank per visible GPU)
 #   scripts/gpu_check.sh engine   fresh captures read with 1 process and with many workers
 #   scripts/gpu_check.sh scale    census of a 10^7-kernel export with 1..16 workers, vs nsys stats
+#   scripts/gpu_check.sh ab       census ab on the demo (eager vs compiled, and eager vs eager),
+#                                 and what census.steps timing costs the demo (plain vs census arms)
 set -u
 SECTION=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
@@ -30,6 +32,20 @@ ddp() {
     nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum -f csv --force-export=false \
       -o "$OUT/r/ddp-eager-$(basename "$f" .sqlite)" "$f" > /dev/null 2>&1; echo "stats $f exit $?"
   done
+}
+ab() {
+  local A=/tmp/prof-ab
+  step "census ab: eager vs compiled, 8 arms, with captures"
+  /usr/bin/time -f "wall %e s" python3 -m census ab demo --demo eager,compiled -o $A --force \
+    --html "$OUT/ab-demo.html"; echo "exit $?"
+  census diff $A/demo --format markdown > "$OUT/ab-demo.md"; echo "markdown exit $?"
+  census diff $A/demo --format json > "$OUT/ab-demo.json"; echo "json exit $?"
+  step "census ab: A/A, eager vs eager, 8 arms, with captures"
+  /usr/bin/time -f "wall %e s" python3 -m census ab aa --demo eager,eager -o $A --force; echo "exit $?"
+  census diff $A/aa --format json > "$OUT/ab-aa.json"; echo "json exit $?"
+  step "what census.steps timing costs: plain loop vs census arms, eager, 8 arms"
+  python3 scripts/overhead.py --mode eager --arms 8 --steps 20 --out "$OUT/overhead.json"; echo "exit $?"
+  tar -cJf "$OUT/ab-captures.tar.xz" -C $A demo aa 2>/dev/null
 }
 engine() {
   step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
@@ -86,6 +102,7 @@ PY
   done
   for w in 2 4 8 16; do cmp -s /tmp/b/w1.json /tmp/b/w$w.json && echo "workers=$w output identical to 1"; done
 }
+if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
 if [ "$SECTION" = engine ] || [ "$SECTION" = scale ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log.txt"
   [ -d "$OUT/r" ] && tar -cf "$OUT/engine.tar" -C "$OUT" r && rm -rf "$OUT/r"

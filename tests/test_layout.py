@@ -19,7 +19,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("census.census",),
     ("census.compare",),
     ("census.render",),
-    ("census.api", "census.frames"),
+    ("census.api", "census.experiments", "census.frames"),
     ("census.cli", "census.__main__"),
 )
 

@@ -144,7 +144,9 @@ def diff(
     a: Annotated[
         str, typer.Argument(help="Baseline: .sqlite, .nsys-rep, capture folder, or sample:NAME")
     ],
-    b: Annotated[str, typer.Argument(help="Candidate, as A")],
+    b: Annotated[
+        str | None, typer.Argument(help="Candidate, as A (none when A is a `census ab` folder)")
+    ] = None,
     labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
@@ -152,11 +154,18 @@ def diff(
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
 ) -> None:
-    """Compare two captures (eager vs compiled) and explain the difference."""
+    """Compare two captures (eager vs compiled) and explain the difference; or show a
+    `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
     from census.api import Options, resolve_input
+    from census.experiments import is_experiment, load_experiment
 
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    if b is None:
+        if not is_experiment(Path(a)):
+            raise UsageError(f"{a}: give two captures to compare, or one `census ab` folder")
+        show_experiment(load_experiment(Path(a)), fmt, html)
+        return
     options = Options(steps, skip_first)
     pa, pb = resolve_input(a), resolve_input(b)
     names = _labels(labels, pa, pb)
@@ -216,3 +225,23 @@ def dashboard(
         d, explanation = diff_shown(pa, pb, _labels(labels, pa, pb), options)
         out = output or Path("reports") / f"{d.labels[0]}-vs-{d.labels[1]}.html"
         write_report(render_diff_html(d, explanation), out)
+
+
+def show_experiment(exp, fmt: str, html: Path | None) -> None:
+    """Print an experiment as a table, markdown or JSON; write its dashboard if asked."""
+    if fmt == "json":
+        from census.render.json_docs import experiment_json
+
+        print(dumps(experiment_json(exp)))
+    elif fmt == "markdown":
+        from census.render.ab import render_experiment_markdown
+
+        print(render_experiment_markdown(exp))
+    else:
+        from census.render.ab import render_experiment_table
+
+        sys.stdout.write(render_experiment_table(exp, **terminal()))
+    if html:
+        from census.render.html_ab import render_experiment_html
+
+        write_report(render_experiment_html(exp), html)

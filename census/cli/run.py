@@ -134,3 +134,76 @@ def capture_shown(name, command, warmup, steps, nsys, trace, output, force, cali
     if line:
         print(line, file=sys.stderr)
     return folder
+
+
+@app.command()
+@handle_errors
+def ab(
+    name: Annotated[str, typer.Argument(help="Experiment name: the folder under -o.")],
+    a: Annotated[str | None, typer.Option("--a", help="Side A's command (shell-quoted).")] = None,
+    b: Annotated[str | None, typer.Option("--b", help="Side B's command (shell-quoted).")] = None,
+    labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
+    arms: Annotated[int, typer.Option(help="Measured arms, a multiple of 4.")] = 8,
+    warmup: Annotated[int | None, typer.Option(help="Steps before the measured ones.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Measured steps per arm.")] = None,
+    capture: Annotated[
+        bool, typer.Option(help="After the arms, capture each side once under nsys.")
+    ] = True,
+    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON on stdout (= --format json).")
+    ] = False,
+    demo: Annotated[
+        str | None, typer.Option(help="The built-in workload: eager,compiled or eager,eager.")
+    ] = None,
+    output: OutputDirOpt = Path("profiles"),
+    nsys: NsysOpt = None,
+    force: Annotated[bool, typer.Option(help="Replace an existing experiment.")] = False,
+    html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+) -> None:
+    """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
+    side explains why."""
+    from census.experiments import ABSpec, run_ab
+
+    fmt = "json" if as_json else fmt
+    if fmt not in ("table", "markdown", "json"):
+        raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    commands, names = _ab_commands(a, b, labels, demo, warmup, steps)
+    spec = ABSpec(name, commands, names, arms, warmup, steps, capture, output, nsys, force)
+    from census.cli.analysis import show_experiment
+
+    exp = run_ab(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
+    print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
+    show_experiment(exp, fmt, html)
+
+
+def _ab_commands(a, b, labels, demo, warmup, steps) -> tuple[dict, tuple[str, str]]:
+    import shlex
+
+    from census.capture.demo import DEMO_MODES, demo_command
+
+    if demo:
+        if a or b:
+            raise UsageError("give either --demo or --a and --b, not both")
+        modes = [m.strip() for m in demo.split(",")]
+        if len(modes) != 2 or not set(modes) <= set(DEMO_MODES):
+            raise UsageError(f"--demo {demo!r}: give two of eager, compiled (eager,compiled)")
+        w, s = 5 if warmup is None else warmup, 20 if steps is None else steps
+        commands = {side: demo_command(m, w, s) for side, m in zip("ab", modes, strict=True)}
+        default = (
+            (modes[0], modes[1]) if modes[0] != modes[1] else (f"{modes[0]}-a", f"{modes[1]}-b")
+        )
+    else:
+        if not a or not b:
+            raise UsageError("give both --a and --b (each a shell-quoted command), or --demo")
+        try:
+            commands = {"a": tuple(shlex.split(a)), "b": tuple(shlex.split(b))}
+        except ValueError as exc:
+            raise UsageError(f"--a/--b: {exc}") from None
+        default = ("A", "B")
+    if labels:
+        parts = [p.strip() for p in labels.split(",")]
+        if len(parts) != 2 or not all(parts):
+            raise UsageError(f"--labels {labels!r}: give two labels separated by a comma")
+        return commands, (parts[0], parts[1])
+    return commands, default

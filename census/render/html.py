@@ -93,7 +93,7 @@ LOADER_JS = """
 """.replace("CONFIG", json.dumps(PLOT_CONFIG))
 
 
-def _e(text: Any) -> str:
+def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
@@ -104,7 +104,7 @@ def _json_script(element_id: str, data: Any) -> str:
     return f'<script type="application/json" id="{element_id}">{payload}</script>'
 
 
-def _figures(figs: list[Any]) -> str:
+def figures(figs: list[Any]) -> str:
     """Panels plus their plotly JSON; drawn by LOADER_JS once plotly.js is unpacked."""
     panels = []
     for i, fig in enumerate(figs):
@@ -126,11 +126,11 @@ def _plotly_gz_b64() -> str:
     return base64.b64encode(gzip.compress(get_plotlyjs().encode(), mtime=0)).decode()
 
 
-def _page(title: str, subtitle: str, body: str) -> str:
+def page(title: str, subtitle: str, body: str) -> str:
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>"
-        f"<h1>{_e(title)}</h1><div class='sub'>{_e(subtitle)}</div>{body}"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{esc(title)}</h1><div class='sub'>{esc(subtitle)}</div>{body}"
         f"<script type='text/plain' id='plotly-gz'>{_plotly_gz_b64()}</script>"
         f"<script>{TABLE_JS}</script><script>{LOADER_JS}</script></body></html>"
     )
@@ -142,7 +142,7 @@ def _short(name: str, width: int = 60) -> str:
 
 def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
     head = "".join(
-        f"<th class='{'l' if c.get('left') else ''}'>{_e(c['label'])}</th>" for c in columns
+        f"<th class='{'l' if c.get('left') else ''}'>{esc(c['label'])}</th>" for c in columns
     )
     return (
         "<h2>Kernels</h2><input id='filter' placeholder='filter by name or class'> "
@@ -156,18 +156,18 @@ def _cards(items: list[tuple[str, str]]) -> str:
     return (
         "<div class='cards'>"
         + "".join(
-            f"<div class='card'><div class='v'>{_e(v)}</div><div class='k'>{_e(k)}</div></div>"
+            f"<div class='card'><div class='v'>{esc(v)}</div><div class='k'>{esc(k)}</div></div>"
             for k, v in items
         )
         + "</div>"
     )
 
 
-def _html_table(head: list[str], rows: list[list[str]]) -> str:
-    th = "".join(f"<th class='{'l' if i == 0 else ''}'>{_e(h)}</th>" for i, h in enumerate(head))
+def html_table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th class='{'l' if i == 0 else ''}'>{esc(h)}</th>" for i, h in enumerate(head))
     trs = "".join(
         "<tr>"
-        + "".join(f"<td class='{'l' if i == 0 else ''}'>{_e(c)}</td>" for i, c in enumerate(r))
+        + "".join(f"<td class='{'l' if i == 0 else ''}'>{esc(c)}</td>" for i, c in enumerate(r))
         + "</tr>"
         for r in rows
     )
@@ -201,7 +201,7 @@ def render_summary_html(census: Census, label: str) -> str:
     figs = []
     cls_fig = go.Figure(
         go.Bar(
-            x=[_e(c.cls) for c in classes],
+            x=[esc(c.cls) for c in classes],
             y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
             text=[
                 f"{fmt_count((c.step_count if n else c.count) / scale)} kernels" for c in classes
@@ -215,16 +215,16 @@ def render_summary_html(census: Census, label: str) -> str:
     top_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[f"{len(top) - i}. " + _e(_short(k.name)) for i, k in enumerate(top)],
+            y=[f"{len(top) - i}. " + esc(_short(k.name)) for i, k in enumerate(top)],
             x=[k.time_ns / 1e6 for k in top],
-            hovertext=[_e(k.name) for k in top],
+            hovertext=[esc(k.name) for k in top],
             hoverinfo="text+x",
         )
     )
     top_fig.update_layout(title=f"Top {len(top)} kernels by total time (ms)", height=560)
     figs.append(top_fig)
     if census.steps:
-        names = [_e(s.name) for s in census.steps]
+        names = [esc(s.name) for s in census.steps]
         step_fig = go.Figure(
             [
                 go.Bar(name="GPU busy", x=names, y=[s.gpu_busy_ns / 1e6 for s in census.steps]),
@@ -238,7 +238,7 @@ def render_summary_html(census: Census, label: str) -> str:
         figs.append(d2d_fig)
     api_fig = go.Figure(
         go.Bar(
-            x=[_e(a.api) for a in census.launch_apis],
+            x=[esc(a.api) for a in census.launch_apis],
             y=[a.time_ns / 1e6 for a in census.launch_apis],
             text=[f"{a.count:,} calls" for a in census.launch_apis],
         )
@@ -279,20 +279,21 @@ def render_summary_html(census: Census, label: str) -> str:
         }
         for k in census.kernels
     ]
-    warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in census.warnings)
+    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in census.warnings)
     body = (
         _cards(cards)
         + (f"<ul>{warnings}</ul>" if warnings else "")
-        + _figures(figs)
+        + figures(figs)
         + _kernel_table(columns, rows, "time_ns")
     )
     src = census.source
     gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
     sub = f"{src.path} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
-    return _page(f"census: {label}", sub, body)
+    return page(f"census: {label}", sub, body)
 
 
-def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
+def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list, str]:
+    """(tables and explanation, figures, kernel table) of a diff's page."""
     import plotly.graph_objects as go
 
     la, lb = d.labels
@@ -303,10 +304,10 @@ def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
     cls_fig = go.Figure(
         [
             go.Bar(
-                name=_e(la), x=[_e(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]
+                name=esc(la), x=[esc(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]
             ),
             go.Bar(
-                name=_e(lb), x=[_e(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]
+                name=esc(lb), x=[esc(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]
             ),
         ]
     )
@@ -314,8 +315,8 @@ def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
     figs.append(cls_fig)
     cnt_fig = go.Figure(
         [
-            go.Bar(name=_e(la), x=[_e(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
-            go.Bar(name=_e(lb), x=[_e(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
+            go.Bar(name=esc(la), x=[esc(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
+            go.Bar(name=esc(lb), x=[esc(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
         ]
     )
     cnt_fig.update_layout(barmode="group", title=f"Kernel class count, {unit}")
@@ -330,10 +331,10 @@ def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
     k_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[f"{len(changed) - i}. " + _e(_short(k.name)) for i, k in enumerate(changed)],
+            y=[f"{len(changed) - i}. " + esc(_short(k.name)) for i, k in enumerate(changed)],
             x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
             marker_color=[colors[k.bucket] for k in changed],
-            hovertext=[f"{k.bucket}: {_e(k.name)}" for k in changed],
+            hovertext=[f"{k.bucket}: {esc(k.name)}" for k in changed],
             hoverinfo="text+x",
         )
     )
@@ -343,7 +344,7 @@ def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
     if step.delta is not None:
         wf = go.Figure(
             go.Waterfall(
-                x=[f"{_e(la)} step", "Δ GPU busy", "Δ GPU idle", f"{_e(lb)} step"],
+                x=[f"{esc(la)} step", "Δ GPU busy", "Δ GPU idle", f"{esc(lb)} step"],
                 measure=["absolute", "relative", "relative", "total"],
                 y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
             )
@@ -376,16 +377,22 @@ def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
         }
         for k in d.kernels
     ]
-    why = "".join(f"<li>{_e(s)}</li>" for s in explanation)
-    warnings = "".join(f"<li class='warn'>{_e(w)}</li>" for w in d.warnings)
+    why = "".join(f"<li>{esc(s)}</li>" for s in explanation)
+    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.warnings)
     acc = accounting_rows(d)
-    body = (
-        f"<p class='sub'>{_e(basis_line(d))}</p>"
-        + _html_table(h["headline"], headline_rows(d))
-        + (_html_table(h["accounting"], acc) if acc else "")
+    head = (
+        f"<p class='sub'>{esc(basis_line(d))}</p>"
+        + html_table(h["headline"], headline_rows(d))
+        + (html_table(h["accounting"], acc) if acc else "")
         + f"<h2>Why</h2><ul class='why'>{why}</ul>"
         + (f"<ul>{warnings}</ul>" if warnings else "")
-        + _figures(figs)
-        + _kernel_table(columns, rows, "abs_delta")
     )
-    return _page(f"census: {la} vs {lb}", f"{d.a.source.path} vs {d.b.source.path}", body)
+    return head, figs, _kernel_table(columns, rows, "abs_delta")
+
+
+def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
+    head, figs, tail = diff_parts(d, explanation)
+    body = head + figures(figs) + tail
+    return page(
+        f"census: {d.labels[0]} vs {d.labels[1]}", f"{d.a.source.path} vs {d.b.source.path}", body
+    )

@@ -1,5 +1,6 @@
 """Every JSON contract census prints, in one module: `census summary --json` (summary_json, and
-spread_json for rank folders) and `census diff --format json` (diff_json)."""
+spread_json for rank folders), `census diff --format json` (diff_json) and `census ab --json`
+(experiment_json)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from census import CENSUS_VERSION
 from census.census import rank_spread
 from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
+from census.compare.experiment import Experiment
 from census.definitions import METRIC_KEYS
-from census.model import METRIC_VALUES, Census
+from census.model import METRIC_VALUES, Arm, Census
 
 
 def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
@@ -143,4 +145,60 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
         "kernels": {b: [_kernel(k) for k in d.bucket(b)] for b in BUCKETS if b != "unchanged"},
         "explanation": explanation,
         "warnings": list(d.warnings),
+    }
+
+
+AB_METHOD = (
+    "arms are fresh processes run without nsys, one warm arm (A) discarded, then ABBA BAAB "
+    "blocks; each arm is reduced to its median step time; delta = least-squares estimate of B − A "
+    "with one intercept per block of four; 95% CI = delta ± t(0.975, arms − blocks − 1) · SE"
+)
+
+
+def _arm(arm: Arm) -> dict[str, Any]:
+    return {
+        "side": arm.side,
+        "index": arm.index,
+        "discarded": arm.discarded,
+        "step_time_ns": list(arm.step_time_ns),
+        "median_ns": arm.median_ns,
+        "p95_ns": arm.p95_ns,
+        "peak_allocated_bytes": arm.peak_allocated_bytes,
+        "peak_reserved_bytes": arm.peak_reserved_bytes,
+        "recompiles": arm.recompiles,
+        "graph_breaks": arm.graph_breaks,
+        "clock": arm.clock,
+    }
+
+
+def experiment_json(exp: Experiment, top: int = 20) -> dict[str, Any]:
+    """The `census ab --json` contract."""
+    from census.compare.experiment import experiment_warnings, explain_experiment
+
+    st = exp.stats
+    census = None
+    if exp.diff is not None:
+        census = diff_json(exp.diff, explain_experiment(exp), top)
+    return {
+        "census_version": CENSUS_VERSION,
+        "labels": {"a": exp.labels[0], "b": exp.labels[1]},
+        "commands": exp.commands,
+        "order": exp.order,
+        "arms": [_arm(a) for a in exp.arms],
+        "e2e": {"a": vars(st.a), "b": vars(st.b)},
+        "delta_median_ns": st.delta_median_ns,
+        "delta_pct": st.delta_pct,
+        "ci95_ns": list(st.ci95_ns),
+        "df": st.df,
+        "residual_sd_ns": st.residual_sd_ns,
+        "pairs": [vars(p) for p in st.pairs],
+        "pairs_agreeing": st.pairs_agreeing,
+        "verdict": st.verdict,
+        "arms_needed": st.arms_needed,
+        "method": AB_METHOD,
+        "explanation": explain_experiment(exp),
+        "warnings": experiment_warnings(exp),
+        "capture": exp.capture_note,
+        "wall_s": exp.wall_s,
+        "census": census,
     }

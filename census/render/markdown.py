@@ -29,7 +29,7 @@ def _cell(text: str) -> str:
     )
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     lines = [
         "| " + " | ".join(_cell(h) for h in head) + " |",
         "| " + " | ".join(["---"] + [_RIGHT] * (len(head) - 1)) + " |",
@@ -51,12 +51,12 @@ def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
 def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
     h = headers(d)
     out = [f"### {d.labels[0]} vs {d.labels[1]}", "", basis_line(d), ""]
-    out += [_table(h["headline"], headline_rows(d)), ""]
+    out += [markdown_table(h["headline"], headline_rows(d)), ""]
     acc = accounting_rows(d)
     if acc:
-        out += [_table(h["accounting"], acc), ""]
+        out += [markdown_table(h["accounting"], acc), ""]
     out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation] + [""]
-    out += ["#### Kernel classes", "", _table(h["classes"], class_rows(d)), ""]
+    out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top, width=None)
     if kernels:
         out += [f"#### Top {len(kernels)} kernel changes", ""]

@@ -1,21 +1,25 @@
 """A small transformer training loop (bf16 autocast, AdamW), eager or torch.compile.
 
-Run: python -m census.demo.train --mode compiled --warmup 5 --steps 3
+Run: python -m census.capture.demo.train --mode compiled --warmup 5 --steps 3
 Each measured step is an NVTX range `step N` inside the CUDA profiler capture range, with
-`forward`, `backward` and `optimizer` ranges inside it and one 16 MiB device-to-device copy.
+`forward`, `backward` and `optimizer` ranges (census.phase) inside it and one 16 MiB
+device-to-device copy. `--plain` runs the same loop without census (no census.steps, no phases),
+and `--window-out PATH` writes the measured steps' wall time, taken between two synchronizes
+around them, so that census's own cost can be measured against the plain loop.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import time
 
-import nvtx
 import torch
 from torch import nn
 
 import census
-from census.capture.steps import DOMAIN
 
 
 class Block(nn.Module):
@@ -54,6 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--ddp", action="store_true", help="DistributedDataParallel over NCCL (torchrun)"
     )
+    p.add_argument("--plain", action="store_true", help="the same loop without census")
+    p.add_argument("--window-out", help="write the measured steps' wall time here (JSON)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("census demo workload: no CUDA GPU visible to torch")
@@ -75,16 +81,29 @@ def main(argv: list[str] | None = None) -> None:
     scratch = torch.empty(4 * 1024 * 1024, device=dev)  # 16 MiB of float32
     warmup = 5 if args.warmup is None else args.warmup
     active = 3 if args.steps is None else args.steps
-    for _ in census.steps(range(warmup + active), warmup=warmup, active=active):
-        with nvtx.annotate("forward", domain=DOMAIN):
+    loop = range(warmup + active)
+    steps = loop if args.plain else census.steps(loop, warmup=warmup, active=active)
+    phase = (lambda _name: contextlib.nullcontext()) if args.plain else census.phase
+    window = [0, 0]
+    for i in steps:
+        if i == warmup:
+            torch.cuda.synchronize()
+            window[0] = time.perf_counter_ns()
+        with phase("forward"):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = nn.functional.mse_loss(step_fn(x).float(), target)
-        with nvtx.annotate("backward", domain=DOMAIN):
+        with phase("backward"):
             loss.backward()
-        with nvtx.annotate("optimizer", domain=DOMAIN):
+        with phase("optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
             scratch.copy_(x.view(-1)[: scratch.numel()])
+        if i == warmup + active - 1:
+            torch.cuda.synchronize()
+            window[1] = time.perf_counter_ns()
+    if args.window_out:
+        with open(args.window_out, "w", encoding="utf-8") as fh:
+            json.dump({"window_ns": window[1] - window[0], "steps": active}, fh)
     torch.cuda.synchronize()
     print(f"census demo: {args.mode}, {warmup} warm-up + {active} steps, loss {loss.item():.4f}")
     if args.ddp:

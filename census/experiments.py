@@ -1,0 +1,165 @@
+"""`census ab`: run an A/B experiment into one folder, and read one back.
+
+The folder (written atomically, like a capture) holds `ab.json` (the arms and what was run) and,
+when captured, the capture folders `a/` and `b/`. Reading it back recomputes the statistics from
+the arms and the census diff from the captures, so no stale number is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from census.compare.experiment import Experiment
+from census.errors import InputError, UsageError
+from census.model import Arm
+
+RECORD = "ab.json"
+
+
+@dataclass(frozen=True)
+class ABSpec:
+    name: str
+    commands: dict[str, tuple[str, ...]]  # "a", "b" -> argv
+    labels: tuple[str, str] = ("A", "B")
+    arms: int = 8
+    warmup: int | None = None
+    steps: int | None = None
+    capture: bool = True
+    out_dir: Path = Path("profiles")
+    nsys: str | None = None
+    force: bool = False
+
+    @property
+    def folder(self) -> Path:
+        return self.out_dir / self.name
+
+
+def is_experiment(path: Path) -> bool:
+    return path.is_dir() and (path / RECORD).is_file()
+
+
+def run_ab(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Experiment:
+    """Arms first (uncaptured), then one capture per side unless told not to or nsys is absent;
+    the experiment folder appears only when everything succeeded."""
+    from census.capture.arms import ArmsSpec, arm_order, run_arms
+    from census.capture.nsys import find_nsys
+    from census.errors import ToolMissingError
+
+    _validate(spec)
+    try:
+        arm_order(spec.arms)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    started = time.monotonic()
+    note, nsys = None if spec.capture else "--no-capture", None
+    if spec.capture:
+        try:
+            nsys = find_nsys(spec.nsys)
+        except ToolMissingError:
+            note = "nsys is not installed"
+    arms = run_arms(
+        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.steps), progress
+    )
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=spec.out_dir))
+    try:
+        if nsys:
+            _capture_sides(spec, nsys, work, progress)
+        record = {"labels": list(spec.labels), "commands": {k: list(v) for k, v in
+                  spec.commands.items()}, "arms": [_arm_record(a) for a in arms],
+                  "capture": note, "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
+        (work / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        work.chmod(0o755)
+        if spec.folder.exists():
+            shutil.rmtree(spec.folder)
+        os.replace(work, spec.folder)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return load_experiment(spec.folder)
+
+
+def _validate(spec: ABSpec) -> None:
+    if not spec.name or "/" in spec.name or spec.name.startswith("."):
+        raise UsageError(f"experiment name {spec.name!r}: use a plain folder name")
+    for side in ("a", "b"):
+        if not spec.commands.get(side):
+            raise UsageError(f"--{side}: give the command of side {side.upper()}")
+    if spec.folder.exists() and not spec.force:
+        raise UsageError(f"{spec.folder} exists: choose another name or pass --force to replace it")
+
+
+def _capture_sides(spec: ABSpec, nsys: str, work: Path, progress) -> None:
+    from census.capture.run import CaptureSpec, run_capture
+    from census.definitions import DEFAULT_STEPS_REGEX
+    from census.errors import CaptureError
+    from census.load.steps import has_step_ranges
+
+    for side, label in zip(("a", "b"), spec.labels, strict=True):
+        if progress:
+            progress(f"capture of {label} under nsys")
+        command = spec.commands[side]
+
+        def verify(folder: Path, command=command, label=label) -> None:
+            if not has_step_ranges(folder, DEFAULT_STEPS_REGEX):
+                raise CaptureError(
+                    f"the capture of {label} holds no NVTX step ranges", list(command)
+                )
+
+        run_capture(CaptureSpec(name=side, command=command, out_dir=work, nsys=nsys,
+                                warmup=spec.warmup, steps=spec.steps), verify)  # fmt: skip
+
+
+def _arm_record(arm: Arm) -> dict:
+    return {"side": arm.side, "index": arm.index, "discarded": arm.discarded,
+            "step_time_ns": list(arm.step_time_ns), "peak_allocated_bytes":
+            arm.peak_allocated_bytes, "peak_reserved_bytes": arm.peak_reserved_bytes,
+            "recompiles": arm.recompiles, "graph_breaks": arm.graph_breaks,
+            "clock": arm.clock}  # fmt: skip
+
+
+def load_experiment(folder: Path) -> Experiment:
+    """The experiment in `folder`: statistics from its arms, the diff of its captures."""
+    from census.compare.stats import analyze
+
+    path = folder / RECORD
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        labels = tuple(str(x) for x in record["labels"])
+        arms = tuple(_arm_from(a) for a in record["arms"])
+        commands = {str(k): [str(x) for x in v] for k, v in record["commands"].items()}
+        stats = analyze(list(arms))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(f"{path}: not a census experiment record ({exc})") from None
+    if len(labels) != 2:
+        raise InputError(f"{path}: not a census experiment record (labels)")
+    diff = None
+    if (folder / "a").is_dir() and (folder / "b").is_dir():
+        from census.api import Options, summarize_with
+        from census.compare.diff import diff_census
+
+        a, b = (summarize_with(folder / side, Options()) for side in ("a", "b"))
+        diff = diff_census(a, b, labels)  # type: ignore[arg-type]
+    return Experiment(labels, commands, arms, stats, diff,  # type: ignore[arg-type]
+                      record.get("capture"), record.get("wall_s"))  # fmt: skip
+
+
+def _arm_from(rec: dict) -> Arm:
+    steps = tuple(int(t) for t in rec["step_time_ns"])
+    if rec["side"] not in ("a", "b") or not steps:
+        raise ValueError(f"arm {rec.get('index')}")
+    return Arm(rec["side"], int(rec["index"]), bool(rec["discarded"]), steps,
+               _opt_int(rec["peak_allocated_bytes"]), _opt_int(rec["peak_reserved_bytes"]),
+               _opt_int(rec["recompiles"]), _opt_int(rec["graph_breaks"]),
+               str(rec["clock"]))  # fmt: skip
+
+
+def _opt_int(v) -> int | None:
+    return None if v is None else int(v)

@@ -1,0 +1,144 @@
+"""An A/B experiment for a person: the end-to-end table of the uncaptured arms (the verdict),
+the arms in run order, then the census diff of the captures (the reasons). Terminal and markdown
+share the rows built here."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from census.compare.experiment import Experiment, experiment_warnings, explain_experiment
+from census.compare.stats import ABStats, Side
+from census.render.text import rich_text
+from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
+
+E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak alloc",
+            "peak resv", "recompiles"]  # fmt: skip
+
+
+def _side_row(label: str, s: Side, gain: str) -> list[str]:
+    recompiles = "" if s.recompiles is None else fmt_count(s.recompiles)
+    return [label, fmt_ns(s.median_ns), fmt_ns(s.p95_ns), fmt_ns(s.median_of_arm_medians_ns),
+            fmt_count(s.steps), gain, fmt_bytes(s.peak_allocated_bytes),
+            fmt_bytes(s.peak_reserved_bytes), recompiles]  # fmt: skip
+
+
+def e2e_rows(exp: Experiment) -> list[list[str]]:
+    """One row a side: median and p95 over all its measured steps, median of its arm medians,
+    steps, throughput against A (from the arm medians), peak memory, recompilations."""
+    a, b = exp.stats.a, exp.stats.b
+    gain = 100 * (a.median_of_arm_medians_ns / b.median_of_arm_medians_ns - 1)
+    return [_side_row(exp.labels[0], a, "baseline"), _side_row(exp.labels[1], b, f"{gain:+.1f}%")]
+
+
+def delta_line(exp: Experiment) -> str:
+    st, (la, lb) = exp.stats, exp.labels
+    lo, hi = st.ci95_ns
+    memory = ""
+    if st.a.peak_allocated_bytes is not None and st.b.peak_allocated_bytes is not None:
+        memory = (
+            f"; peak allocated {_signed_bytes(st.a.peak_allocated_bytes, st.b.peak_allocated_bytes)},"
+            f" reserved {_signed_bytes(st.a.peak_reserved_bytes, st.b.peak_reserved_bytes)}"
+        )
+    return (
+        f"{lb} − {la}: {fmt_ns(st.delta_median_ns, signed=True)}/step ({fmt_pct(st.delta_pct)}), "
+        f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
+        f"(t, {st.df} df, arms as the unit){memory}"
+    )
+
+
+def _signed_bytes(a: int | None, b: int | None) -> str:
+    return "" if a is None or b is None else fmt_bytes(b - a, signed=True)
+
+
+ARM_HEAD = ["#", "side", "median", "p95", "steps", "peak alloc", "recompiles", "clock"]
+
+
+def arm_rows(exp: Experiment) -> list[list[str]]:
+    rows = []
+    for arm in exp.arms:
+        label = exp.labels[0 if arm.side == "a" else 1]
+        rows.append([
+            str(arm.index), f"{label} (warm, discarded)" if arm.discarded else label,
+            fmt_ns(arm.median_ns), fmt_ns(arm.p95_ns), fmt_count(len(arm.step_time_ns)),
+            fmt_bytes(arm.peak_allocated_bytes),
+            "" if arm.recompiles is None else fmt_count(arm.recompiles), arm.clock,
+        ])  # fmt: skip
+    return rows
+
+
+def pairs_line(st: ABStats, labels: tuple[str, str]) -> str:
+    deltas = [p.delta_ns for p in st.pairs]
+    listed = ", ".join(fmt_ns(d, signed=True) for d in deltas)
+    return (
+        f"paired deltas ({labels[1]} − {labels[0]}, arm medians, per AB/BA pair): {listed}; "
+        f"range {fmt_ns(min(deltas), signed=True)} to {fmt_ns(max(deltas), signed=True)}; "
+        f"{st.pairs_agreeing}/{len(deltas)} agree in sign with the estimate"
+    )
+
+
+def render_experiment_table(
+    exp: Experiment, top: int = 15, width: int | None = None, color: bool = False
+) -> str:
+    from census.render.diff_table import render_diff_table
+
+    explanation = explain_experiment(exp)
+    text = rich_text(lambda console: _draw(exp, console), width, color)
+    if exp.diff is not None:
+        text += render_diff_table(exp.diff, explanation, top, width, color)
+    return text
+
+
+def _table(title: str, head: list[str], rows: list[list[str]]) -> Table:
+    """Columns that are empty in every row (no torch: no memory, no recompilations) are left
+    out; numbers never wrap."""
+    keep = [i for i in range(len(head)) if any(r[i] for r in rows)]
+    t = Table(title=title, title_justify="left")
+    for i in keep:
+        left = head[i] in ("side", "#")
+        t.add_column(escape(head[i]), justify="left" if left else "right", no_wrap=not left)
+    for row in rows:
+        t.add_row(*(escape(row[i]) for i in keep))
+    return t
+
+
+def _parts(exp: Experiment) -> tuple[list[str], str, list[str], list[str]]:
+    """(the whole explanation, its headline, its warnings, what follows them)."""
+    explanation = explain_experiment(exp)
+    warnings = experiment_warnings(exp)
+    return explanation, explanation[0], warnings, explanation[1 + len(warnings) :]
+
+
+def _draw(exp: Experiment, console: Console) -> None:
+    _, head, warnings, rest = _parts(exp)
+    console.print(f"[bold]{escape(head)}[/bold]")
+    for line in warnings:
+        console.print(f"warning: {escape(line)}")
+    title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
+    console.print(_table(title, E2E_HEAD, e2e_rows(exp)))
+    console.print(escape(delta_line(exp)))
+    console.print(escape(pairs_line(exp.stats, exp.labels)))
+    console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
+    if exp.diff is None:
+        for line in rest:
+            console.print(escape(line))
+
+
+def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
+    from census.render.markdown import markdown_table, render_diff_markdown
+
+    explanation, head, warnings, rest = _parts(exp)
+    la, lb = exp.labels
+    out = [f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)", "",
+           f"**{head}**", ""]  # fmt: skip
+    out += [f"> warning: {w}" for w in warnings]
+    out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", delta_line(exp), "",
+            pairs_line(exp.stats, exp.labels), ""]  # fmt: skip
+    out += ["<details><summary>Arms in run order</summary>", "",
+            markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
+    if exp.diff is not None:
+        out.append(render_diff_markdown(exp.diff, explanation, top))
+    else:
+        out += rest
+    return "\n".join(out)

@@ -1,0 +1,52 @@
+"""The dashboard of an A/B experiment: the verdict, the end-to-end table, every arm's steps in
+run order (a strip plot), then the census diff of the captures."""
+
+from __future__ import annotations
+
+from census.compare.experiment import Experiment, experiment_warnings, explain_experiment
+from census.render.ab import ARM_HEAD, E2E_HEAD, arm_rows, delta_line, e2e_rows, pairs_line
+from census.render.html import diff_parts, esc, figures, html_table, page
+
+COLORS = {"a": "#457b9d", "b": "#e76f51"}
+
+
+def render_experiment_html(exp: Experiment) -> str:
+    import plotly.graph_objects as go
+
+    explanation = explain_experiment(exp)
+    warnings = experiment_warnings(exp)
+    strip = go.Figure()
+    for arm in exp.arms:
+        label = exp.labels[0 if arm.side == "a" else 1]
+        name = f"{arm.index}: {label}" + (" (warm, discarded)" if arm.discarded else "")
+        strip.add_trace(
+            go.Box(
+                y=[t / 1e6 for t in arm.step_time_ns],
+                name=esc(name),
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker_color="#999999" if arm.discarded else COLORS[arm.side],
+                showlegend=False,
+            )
+        )
+    strip.update_layout(title="Step time of every arm, in run order (ms, uncaptured)", height=420)
+    figs = [strip]
+    head = (
+        f"<p><b>{esc(explanation[0])}</b></p>"
+        + "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in warnings)
+        + html_table(E2E_HEAD, e2e_rows(exp))
+        + f"<p>{esc(delta_line(exp))}</p>"
+        + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
+        + html_table(ARM_HEAD, arm_rows(exp))
+    )
+    tail = ""
+    if exp.diff is not None:
+        diff_head, diff_figs, tail = diff_parts(exp.diff, explanation)
+        head += "<h2>Census of the captures (under nsys)</h2>" + diff_head
+        figs += diff_figs
+    else:
+        head += "".join(f"<p>{esc(line)}</p>" for line in explanation[1 + len(warnings) :])
+    title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
+    subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
+    return page(title, subtitle, head + figures(figs) + tail)
