@@ -90,14 +90,14 @@ def render_experiment_table(
     return text
 
 
-def _table(title: str, head: list[str], rows: list[list[str]]) -> Table:
-    """Columns that are empty in every row (no torch: no memory, no recompilations) are left
-    out; numbers never wrap."""
-    keep = [i for i in range(len(head)) if any(r[i] for r in rows)]
+def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Table:
+    """The columns `cols` (default all) that are not empty in every row (no torch: no memory,
+    no recompilations); nothing wraps."""
+    keep = [i for i in (cols or range(len(head))) if i == 0 or any(r[i] for r in rows)]
     t = Table(title=title, title_justify="left")
     for i in keep:
         left = head[i] in ("side", "#")
-        t.add_column(escape(head[i]), justify="left" if left else "right", no_wrap=not left)
+        t.add_column(escape(head[i]), justify="left" if left else "right", no_wrap=True)
     for row in rows:
         t.add_row(*(escape(row[i]) for i in keep))
     return t
@@ -116,7 +116,11 @@ def _draw(exp: Experiment, console: Console) -> None:
     for line in warnings:
         console.print(f"warning: {escape(line)}")
     title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
-    console.print(_table(title, E2E_HEAD, e2e_rows(exp)))
+    rows = e2e_rows(exp)
+    # two tables on a terminal: the times, then memory and compilation (markdown has one)
+    console.print(_table(title, E2E_HEAD, rows, range(6)))
+    if any(r[i] for r in rows for i in (6, 7, 8)):
+        console.print(_table("Memory and compilation", E2E_HEAD, rows, (0, 6, 7, 8)))
     console.print(escape(delta_line(exp)))
     console.print(escape(pairs_line(exp.stats, exp.labels)))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
