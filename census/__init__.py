@@ -36,7 +36,9 @@ __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value  # looked up once: `census.phase` runs in training loops
+        return value
     if name == "frames":
         return import_module("census.frames")
     raise AttributeError(name)

@@ -86,19 +86,10 @@ def test_bundled_run_json_came_from_a_real_h200_capture(name: str) -> None:
 def test_steps_api_wraps_the_window(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     events: list[str] = []
 
-    class Rec:
-        def __init__(self, message: str, domain: str) -> None:
-            events.append(f"{domain}:{message}")
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            events.append("pop")
-
-    import nvtx
-
-    monkeypatch.setattr(nvtx, "annotate", Rec)
+    monkeypatch.setattr(
+        cnvtx, "_push", lambda message, domain: events.append(f"{domain}:{message}")
+    )
+    monkeypatch.setattr(cnvtx, "_pop", lambda domain: events.append("pop"))
     monkeypatch.setattr(cnvtx, "profiler_start", lambda: events.append("start"))
     monkeypatch.setattr(cnvtx, "profiler_stop", lambda: events.append("stop"))
     times = tmp_path / "t.json"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import sys
@@ -25,31 +26,56 @@ T = TypeVar("T")
 _ACTIVE: StepTimer | None = None  # the timer of the step running now, for census.phase
 
 
-@contextlib.contextmanager
-def step(i: int, domain: str = DOMAIN) -> Iterator[None]:
-    """Wrap one training step in an NVTX push/pop range named `step i`."""
+@functools.cache
+def _domain(name: str):
     import nvtx
 
-    with nvtx.annotate(message=f"step {i}", domain=domain):
-        yield
+    return nvtx.get_domain(name)
 
 
-@contextlib.contextmanager
-def phase(name: str, domain: str = DOMAIN) -> Iterator[None]:
+def _push(message: str, domain: str) -> None:
+    d = _domain(domain)
+    d.push_range(d.get_event_attributes(message=message))
+
+
+def _pop(domain: str) -> None:
+    _domain(domain).pop_range()
+
+
+class step:
+    """Wrap one training step in an NVTX push/pop range named `step i` (domain `census`)."""
+
+    __slots__ = ("domain", "message")
+
+    def __init__(self, i: int, domain: str = DOMAIN) -> None:
+        self.message, self.domain = f"step {i}", domain
+
+    def __enter__(self) -> None:
+        _push(self.message, self.domain)
+
+    def __exit__(self, *exc: object) -> None:
+        _pop(self.domain)
+
+
+class phase:
     """Wrap one phase of a training step (`forward`, `backward`, `optimizer`) in an NVTX
     push/pop range of that name, inside the step's range; timed too in a timed step."""
-    import nvtx
 
-    timer = _ACTIVE
-    with nvtx.annotate(message=name, domain=domain):
-        if timer is None:
-            yield
-            return
-        timer.start_phase(name)
-        try:
-            yield
-        finally:
-            timer.end_phase(name)
+    __slots__ = ("domain", "name", "timer")
+
+    def __init__(self, name: str, domain: str = DOMAIN) -> None:
+        self.name, self.domain, self.timer = name, domain, None
+
+    def __enter__(self) -> None:
+        _push(self.name, self.domain)
+        self.timer = _ACTIVE
+        if self.timer is not None:
+            self.timer.start_phase(self.name)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.timer is not None:
+            self.timer.end_phase(self.name)
+        _pop(self.domain)
 
 
 def _torch_cuda():
@@ -119,15 +145,22 @@ def steps(
                 profiler_start()
                 started = True
                 if timer:
-                    timer.open_window()
+                    timer.open_window(active)
             if started and not in_window and not stopped:
                 profiler_stop()
                 stopped = True
             if not in_window:
                 yield item
                 continue
-            with step(i, domain), _timed(timer):
-                yield item
+            with step(i, domain):
+                if timer is None:
+                    yield item
+                    continue
+                _start_timed_step(timer)
+                try:
+                    yield item
+                finally:
+                    _end_timed_step(timer)
     finally:
         if started and not stopped:
             profiler_stop()
@@ -136,16 +169,13 @@ def steps(
                 json.dump(timer.record(), fh)
 
 
-@contextlib.contextmanager
-def _timed(timer: StepTimer | None) -> Iterator[None]:
+def _start_timed_step(timer: StepTimer) -> None:
     global _ACTIVE
-    if timer is None:
-        yield
-        return
     timer.start_step()
     _ACTIVE = timer
-    try:
-        yield
-    finally:
-        _ACTIVE = None
-        timer.end_step()
+
+
+def _end_timed_step(timer: StepTimer) -> None:
+    global _ACTIVE
+    _ACTIVE = None
+    timer.end_step()

@@ -1,8 +1,9 @@
 """Timing the measured steps of a run without nsys (calibration, `census ab` arms).
 
 Inside the window the cost is a clock read and, with torch on CUDA, one `Event.record()` per
-step and phase boundary: nothing synchronizes until the window has closed, when the events are
-read once. The record:
+step start and phase boundary (the events are created and first recorded when the window opens,
+outside it: creating a CUDA event costs more than recording one); nothing synchronizes until the
+window has closed, when the events are read once. The record:
 
 - `step_time_ns`: per step, the GPU timeline from this step's start event to the next one's (the
   last step: to its end event) when CUDA events were recorded, else the host time of the step's
@@ -34,34 +35,49 @@ def _dynamo_counts() -> dict[str, int] | None:
     }
 
 
+POOL_PER_STEP = 8  # a step start and up to three phases' two boundaries, with room to spare
+
+
 class StepTimer:
     def __init__(self, torch: Any | None) -> None:
         self.torch = torch  # torch, when it is loaded and sees a GPU
         self.host: list[tuple[int, int]] = []  # (start, end) of each step's body
-        self.events: list[tuple[Any, Any]] = []
+        self.starts: list[Any] = []  # a CUDA event at each step's start
+        self.end: Any = None  # one CUDA event, recorded again at each step's end
         self.phases: list[tuple[int, str, int, int, Any, Any]] = []  # step, name, host, events
         self._open: dict[str, tuple[int, Any]] = {}
+        self._pool: list[Any] = []
         self._dynamo: dict[str, int] | None = None
+
+    def _new_event(self) -> Any:
+        ev = self.torch.cuda.Event(enable_timing=True)
+        ev.record()  # creates the CUDA event now
+        return ev
 
     def _event(self) -> Any:
         if self.torch is None:
             return None
-        ev = self.torch.cuda.Event(enable_timing=True)
+        ev = self._pool.pop() if self._pool else self._new_event()
         ev.record()
         return ev
 
-    def open_window(self) -> None:
-        """At the first measured step (after cudaProfilerStart's synchronize)."""
+    def open_window(self, steps: int | None = None) -> None:
+        """At the first measured step, before its clock starts."""
         if self.torch is not None:
+            count = POOL_PER_STEP * (steps or 32)
+            self._pool = [self._new_event() for _ in range(count)]
+            self.end = self._new_event()
+            self.torch.cuda.synchronize()
             self.torch.cuda.reset_peak_memory_stats()
         self._dynamo = _dynamo_counts()
 
     def start_step(self) -> None:
         self.host.append((time.perf_counter_ns(), 0))
-        self.events.append((self._event(), None))
+        self.starts.append(self._event())
 
     def end_step(self) -> None:
-        self.events[-1] = (self.events[-1][0], self._event())
+        if self.end is not None:
+            self.end.record()
         self.host[-1] = (self.host[-1][0], time.perf_counter_ns())
 
     def start_phase(self, name: str) -> None:
@@ -75,17 +91,18 @@ class StepTimer:
     def record(self) -> dict[str, Any]:
         """Everything measured, read once the window has closed."""
         host = [end - start for start, end in self.host]
-        gpu = self.torch is not None and bool(self.events)
+        gpu = self.torch is not None and bool(self.starts)
         if gpu:
             self.torch.cuda.synchronize()
-            starts = [s for s, _ in self.events] + [self.events[-1][1]]
-            steps = [_elapsed_ns(starts[i], starts[i + 1]) for i in range(len(self.events))]
+            bounds = [*self.starts, self.end]
+            steps = [_elapsed_ns(bounds[i], bounds[i + 1]) for i in range(len(self.starts))]
         else:
             steps = host
         phases: dict[str, list[int]] = {}
         for step, name, t0, t1, ev0, ev1 in self.phases:
-            row = phases.setdefault(name, [0] * len(host))
-            row[step] += _elapsed_ns(ev0, ev1) if gpu else t1 - t0
+            if name not in phases:
+                phases[name] = [0] * len(host)
+            phases[name][step] += _elapsed_ns(ev0, ev1) if gpu else t1 - t0
         return {
             "clock": "cuda_events" if gpu else "host",
             "step_time_ns": steps,
