@@ -67,6 +67,23 @@ def block(step, timed: bool, n: int) -> int:
     return round((t1 - t0) / n)
 
 
+def record_cost_ns(n: int = 5000) -> dict[str, float]:
+    """Host time of one Event.record(): torch's default, and with a stream object in hand."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    stream = torch.cuda.current_stream()
+    for ev in events:
+        ev.record()
+    torch.cuda.synchronize()
+    out = {}
+    for label, arg in (("record()", None), ("record(stream)", stream)):
+        t0 = time.perf_counter_ns()
+        for ev in events:
+            ev.record(arg)
+        out[label] = (time.perf_counter_ns() - t0) / n
+        torch.cuda.synchronize()
+    return out
+
+
 def host_cost_ns(n: int = 5000) -> tuple[float, float]:
     """Host time per empty step inside the window: plain loop, and census.steps with timing
     and three phases (the clock stops at the last step, before the record is read)."""
@@ -102,6 +119,7 @@ def main() -> None:
             arms.append(Arm(side, i, i == 0, (per_step,)))
             print(f"block {i} {'census' if side == 'b' else 'plain'}: {per_step / 1e6:.3f} ms/step")
         plain_host, census_host = host_cost_ns()
+        records = record_cost_ns()
     st = analyze(arms)
     base = st.a.median_of_arm_medians_ns
     result = {
@@ -112,6 +130,7 @@ def main() -> None:
         "ci95_pct": [100 * x / base for x in st.ci95_ns],
         "verdict": st.verdict,
         "host_ns_per_empty_step": {"plain": plain_host, "census_steps_and_3_phases": census_host},
+        "host_ns_per_event_record": records,
     }
     print(json.dumps(result, indent=1))
     if args.out:

@@ -3,7 +3,8 @@
 Inside the window the cost is a clock read and, with torch on CUDA, one `Event.record()` per
 step start and phase boundary (the events are created and first recorded when the window opens,
 outside it: creating a CUDA event costs more than recording one); nothing synchronizes until the
-window has closed, when the events are read once. The record:
+window has closed, when the events are read once. Events are recorded on the stream that was
+current when the window opened (the training loop's stream). The record:
 
 - `step_time_ns`: per step, the GPU timeline from this step's start event to the next one's (the
   last step: to its end event) when CUDA events were recorded, else the host time of the step's
@@ -47,23 +48,25 @@ class StepTimer:
         self.phases: list[tuple[int, str, int, int, Any, Any]] = []  # step, name, host, events
         self._open: dict[str, tuple[int, Any]] = {}
         self._pool: list[Any] = []
+        self._stream: Any = None  # the stream current when the window opened
         self._dynamo: dict[str, int] | None = None
 
     def _new_event(self) -> Any:
         ev = self.torch.cuda.Event(enable_timing=True)
-        ev.record()  # creates the CUDA event now
+        ev.record(self._stream)  # creates the CUDA event now
         return ev
 
     def _event(self) -> Any:
         if self.torch is None:
             return None
         ev = self._pool.pop() if self._pool else self._new_event()
-        ev.record()
+        ev.record(self._stream)  # a stream object in hand: no current_stream() per record
         return ev
 
     def open_window(self, steps: int | None = None) -> None:
         """At the first measured step, before its clock starts."""
         if self.torch is not None:
+            self._stream = self.torch.cuda.current_stream()
             count = POOL_PER_STEP * (steps or 32)
             self._pool = [self._new_event() for _ in range(count)]
             self.end = self._new_event()
@@ -77,7 +80,7 @@ class StepTimer:
 
     def end_step(self) -> None:
         if self.end is not None:
-            self.end.record()
+            self.end.record(self._stream)
         self.host[-1] = (self.host[-1][0], time.perf_counter_ns())
 
     def start_phase(self, name: str) -> None:
