@@ -58,7 +58,12 @@ def resolve_input(name: PathLike) -> Path:
 
 
 def default_label(path: Path) -> str:
-    return path.name if path.is_dir() else path.name.split(".")[0]
+    """A folder's name; a file's name up to its first dot; a capture folder's export
+    (`NAME/capture.sqlite`) is named by its folder."""
+    if path.is_dir():
+        return path.name
+    stem = path.name.split(".")[0]
+    return path.parent.name if stem == "capture" and path.parent.name else stem
 
 
 def summarize(
@@ -145,13 +150,30 @@ def diff(
     sides = []
     for side in (a, b):
         if isinstance(side, Census):
-            sides.append((side, Path(side.source.path)))
+            sides.append((side, Path(side.source.path), None))
         else:
             path = resolve_input(side)
-            sides.append((summarize_with(path, options), path))
+            sides.append((summarize_with(path, options), path, uncaptured_step_ns(path)))
     if labels is None:
         labels = (default_label(sides[0][1]), default_label(sides[1][1]))
-    return diff_census(sides[0][0], sides[1][0], labels)
+    return diff_census(sides[0][0], sides[1][0], labels, (sides[0][2], sides[1][2]))
+
+
+def uncaptured_step_ns(path: Path) -> float | None:
+    """The mean step time of a capture folder's calibration run without nsys (run.json)."""
+    from census.capture.run import read_run_info
+
+    info = read_run_info(path) if path.is_dir() else None
+    value = ((info or {}).get("calibration") or {}).get("uncaptured_mean_step_time_ns")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def diff_paths(a: Path, b: Path, labels: tuple[str, str], options: Options, progress=None):
+    """The CensusDiff of two inputs, with their calibration runs when they have them."""
+    from census.compare.diff import diff_census
+
+    ca, cb = summarize_with(a, options, progress), summarize_with(b, options, progress)
+    return diff_census(ca, cb, labels, (uncaptured_step_ns(a), uncaptured_step_ns(b)))
 
 
 def explain(d: CensusDiff) -> list[str]:
@@ -190,7 +212,6 @@ def diff_document(
 ) -> tuple[dict, str]:
     """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
     the same two exports were compared with the same options before."""
-    from census.compare.diff import diff_census
     from census.compare.explain import explain_diff
     from census.load.cache import cached_text
     from census.load.export import resolve_sqlite
@@ -198,9 +219,7 @@ def diff_document(
     from census.render.json_docs import diff_json
 
     def render() -> tuple[dict, str]:
-        ca = summarize_with(a, options, progress)
-        cb = summarize_with(b, options, progress)
-        d = diff_census(ca, cb, labels)
+        d = diff_paths(a, b, labels, options, progress)
         return {"warnings": list(d.warnings)}, json.dumps(diff_json(d, explain_diff(d), top))
 
     if is_multi_rank(a) or is_multi_rank(b):

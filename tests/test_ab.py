@@ -36,8 +36,9 @@ def run_ab(tmp_path: Path, *args: str, env: dict | None = None):
 
 
 def test_ab_finds_a_real_gain_and_writes_the_document(tmp_path: Path) -> None:
-    r = run_ab(tmp_path, "--a", cmd("--ms", "6"), "--b", cmd("--ms", "2"),
-               "--labels", "slow,fast", "--warmup", "2", "--steps", "6", "--json")  # fmt: skip
+    page = tmp_path / "ab.html"
+    r = run_ab(tmp_path, "--a", cmd("--ms", "6"), "--b", cmd("--ms", "2"), "--labels",
+               "slow,fast", "--warmup", "2", "--steps", "6", "--json", "--html", str(page))  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["labels"] == {"a": "slow", "b": "fast"}
@@ -59,6 +60,8 @@ def test_ab_finds_a_real_gain_and_writes_the_document(tmp_path: Path) -> None:
     assert doc["capture"] == "--no-capture" and doc["census"] is None
     exp = load_experiment(tmp_path / "exp")
     assert exp.stats.verdict == "faster" and exp.order == doc["order"]
+    html = page.read_text(encoding="utf-8")
+    assert "Step time of every arm, in run order" in html and "fast is faster than slow" in html
 
 
 def test_diff_of_an_experiment_folder_shows_the_same(tmp_path: Path) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+import statistics
+from dataclasses import replace
 
 import pytest
 from typer.testing import CliRunner
@@ -58,7 +61,12 @@ def test_h200_classes_and_buckets(h200) -> None:
 
 def test_h200_explanation_numbers_come_from_the_tables(h200) -> None:
     lines = explain_diff(h200)
-    assert lines[0].startswith("compiled is faster than eager: step time -996.0 µs/step (-6.9%)")
+    assert lines[0] == (
+        "compiled and eager are within noise: step time -996.0 µs/step (-6.9%) is inside "
+        "±4.07 ms, the 95% spread of the difference of their step means (3 and 3 steps, one "
+        "capture each; GPU busy -1.20 ms + GPU idle +204.3 µs); `census ab` settles it with "
+        "repeated uncaptured runs"
+    )
     text = "\n".join(lines)
     assert (
         "-43 kernels/step (-15.0%): Triton +151 (fused), copy/memset -120, reduction -39, elementwise -35"
@@ -69,6 +77,40 @@ def test_h200_explanation_numbers_come_from_the_tables(h200) -> None:
     assert (
         "triton_poi_fused_gelu_gelu_backward_view_2 (pointwise: gelu + gelu_backward + view" in text
     )
+
+
+def test_noise_is_the_welch_interval_of_the_step_means(h200) -> None:
+    eager = [27413837 - 11342289, 41606489 - 27616791, 55295063 - 41744119]
+    compiled = [s.duration_ns for s in h200.b.steps]
+    se = math.sqrt(statistics.variance(eager) / 3 + statistics.variance(compiled) / 3)
+    assert h200.noise_ns == pytest.approx(4.302653 * se)
+    assert h200.within_noise is True
+    assert h200.spread[0].mean_ns == pytest.approx(sum(eager) / 3)
+    # the same pair with the noise taken away is beyond it, and says how it was judged
+    quiet = replace(h200, spread=tuple(replace(s, sd_ns=1.0) for s in h200.spread))
+    assert explain_diff(quiet)[0].startswith(
+        "compiled is faster than eager: step time -996.0 µs/step (-6.9%) = GPU busy -1.20 ms + "
+        "GPU idle +204.3 µs; mostly less GPU work (beyond the ±"
+    )
+
+
+def test_calibration_runs_are_compared_beside_the_captures(h200) -> None:
+    d = diff_census(h200.a, h200.b, h200.labels, uncaptured_ns=(9e6, 9.5e6))
+    assert "without nsys (the captures' calibration runs): compiled − eager = +500.0 µs/step " \
+        "(+5.6%) against -996.0 µs/step under nsys" in explain_diff(d)  # fmt: skip
+    assert any("disagree in sign" in w for w in d.warnings)
+    agree = diff_census(h200.a, h200.b, h200.labels, uncaptured_ns=(9.5e6, 9e6))
+    assert not any("disagree in sign" in w for w in agree.warnings)
+
+
+def test_launch_time_with_the_same_calls_says_so(h200) -> None:
+    from census.compare.diff import Delta
+
+    same = {**h200.metrics, "launch_api_count": Delta(200.0, 200.0),
+            "launch_api_time_ns": Delta(1e6, 1.5e6)}  # fmt: skip
+    text = "\n".join(explain_diff(replace(h200, metrics=same)))
+    assert "launch API time +500.0 µs/step (+50.0%) with the same 200 calls/step" in text
+    assert "over 0 calls" not in text
 
 
 def test_diff_json_contract(h200) -> None:

@@ -131,10 +131,12 @@ def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:
 
 def diff_shown(a: Path, b: Path, labels: tuple[str, str], options):
     """(CensusDiff, explanation) of two inputs, with progress on stderr."""
-    from census.compare.diff import diff_census
+    from census.api import diff_paths
     from census.compare.explain import explain_diff
+    from census.render.progress import stage_progress
 
-    d = diff_census(summarize_shown(a, options), summarize_shown(b, options), labels)
+    with stage_progress(f"diff of {a.name} and {b.name}") as progress:
+        d = diff_paths(a, b, labels, options, progress)
     return d, explain_diff(d)
 
 

@@ -6,8 +6,11 @@ warning. Field names are fixed (`a`, `b`, `delta`, `pct`); user labels live in `
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 
+from census.compare.stats import t_975
 from census.definitions import CLASS_ORDER, METRIC_KEYS, TIMING_KEYS
 from census.model import Census
 
@@ -52,6 +55,15 @@ class KernelDelta:
 
 
 @dataclass(frozen=True)
+class StepSpread:
+    """One side's step times: how many, their mean and sample standard deviation."""
+
+    steps: int
+    mean_ns: float
+    sd_ns: float | None  # None with fewer than two steps
+
+
+@dataclass(frozen=True)
 class CensusDiff:
     a: Census
     b: Census
@@ -61,6 +73,25 @@ class CensusDiff:
     classes: tuple[ClassDelta, ...]
     kernels: tuple[KernelDelta, ...]  # every name, by |delta time| descending
     warnings: tuple[str, ...]
+    spread: tuple[StepSpread | None, StepSpread | None] = (None, None)
+    # mean step time of each side's calibration run without nsys (run.json), when it has one
+    uncaptured_ns: tuple[float | None, float | None] = (None, None)
+
+    @property
+    def noise_ns(self) -> float | None:
+        """Half-width of the 95% interval of the difference of the step-time means, treating
+        the steps of each capture as independent (Welch): within one run they are not, so
+        this is the least spread a difference must clear, not a verdict."""
+        sa, sb = self.spread
+        if sa is None or sb is None or sa.sd_ns is None or sb.sd_ns is None:
+            return None
+        se = math.sqrt(sa.sd_ns**2 / sa.steps + sb.sd_ns**2 / sb.steps)
+        return t_975(min(sa.steps, sb.steps) - 1) * se
+
+    @property
+    def within_noise(self) -> bool | None:
+        step, noise = self.metrics["step_time_ns"].delta, self.noise_ns
+        return None if step is None or noise is None else abs(step) <= noise
 
     def bucket(self, name: str) -> list[KernelDelta]:
         return [k for k in self.kernels if k.bucket == name]
@@ -70,7 +101,21 @@ def _scale(c: Census, per_step: bool) -> float:
     return float(c.step_count) if per_step else 1.0
 
 
-def diff_census(a: Census, b: Census, labels: tuple[str, str] = ("A", "B")) -> CensusDiff:
+def step_spread(c: Census) -> StepSpread | None:
+    if not c.steps:
+        return None
+    times = [s.duration_ns for s in c.steps]
+    mean = sum(times) / len(times)
+    sd = statistics.stdev(times) if len(times) > 1 else None
+    return StepSpread(len(times), mean, sd)
+
+
+def diff_census(
+    a: Census,
+    b: Census,
+    labels: tuple[str, str] = ("A", "B"),
+    uncaptured_ns: tuple[float | None, float | None] = (None, None),
+) -> CensusDiff:
     per_step = bool(a.steps and b.steps)
     warnings = comparability_warnings(a, b, labels)
     if not per_step:
@@ -88,8 +133,27 @@ def diff_census(a: Census, b: Census, labels: tuple[str, str] = ("A", "B")) -> C
         metrics=_metric_deltas(a, b, per_step),
         classes=_class_deltas(a, b, per_step),
         kernels=_kernel_deltas(a, b, per_step),
-        warnings=tuple(warnings),
+        warnings=tuple(warnings + _calibration_warnings(a, b, labels, uncaptured_ns)),
+        spread=(step_spread(a), step_spread(b)),
+        uncaptured_ns=uncaptured_ns,
     )
+
+
+def _calibration_warnings(
+    a: Census, b: Census, labels: tuple[str, str], uncaptured: tuple[float | None, float | None]
+) -> list[str]:
+    ua, ub = uncaptured
+    ta, tb = a.per_step_timing(), b.per_step_timing()
+    if ua is None or ub is None or ta is None or tb is None:
+        return []
+    captured = tb["step_time_ns"] - ta["step_time_ns"]
+    if (ub - ua) * captured < 0:
+        return [
+            f"the captured and uncaptured step-time deltas disagree in sign ({labels[1]} − "
+            f"{labels[0]}: {captured / 1e6:+.2f} ms under nsys, {(ub - ua) / 1e6:+.2f} ms in the "
+            "calibration runs): nsys changed the comparison; `census ab` decides"
+        ]
+    return []
 
 
 def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:

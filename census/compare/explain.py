@@ -24,8 +24,8 @@ def explain_diff(d: CensusDiff) -> list[str]:
         if sentence:
             ranked.append(sentence)
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = _headline(d, unit)
-    return ([head] if head else []) + [text for _, text in ranked]
+    head = [line for line in (_headline(d, unit), _uncaptured(d)) if line]
+    return head + [text for _, text in ranked]
 
 
 def _change(delta: Delta, fmt, unit: str) -> str:
@@ -37,16 +37,45 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
     if step.delta is None or busy.delta is None or idle.delta is None:
         return None
     la, lb = d.labels
+    split = (
+        f"GPU busy {fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}"
+    )
+    noise = d.noise_ns
+    if d.within_noise:
+        sa, sb = d.spread
+        return (
+            f"{lb} and {la} are within noise: step time {_change(step, fmt_ns, unit)} is inside "
+            f"±{fmt_ns(noise)}, the 95% spread of the difference of their step means "
+            f"({sa.steps} and {sb.steps} steps, one capture each; {split}); "  # type: ignore[union-attr]
+            "`census ab` settles it with repeated uncaptured runs"
+        )
     verdict = "faster" if step.delta < 0 else "slower"
     # The larger term of Δ step = Δ busy + Δ idle names where the change came from.
     if abs(idle.delta) > abs(busy.delta):
         share = "fewer GPU gaps (launch/CPU-bound time)" if idle.delta < 0 else "more GPU gaps"
     else:
         share = "less GPU work" if busy.delta < 0 else "more GPU work"
+    basis = (
+        f"beyond the ±{fmt_ns(noise)} spread of one capture each"
+        if noise is not None
+        else "one capture per side, no spread to judge by"
+    )
     return (
-        f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = GPU busy "
-        f"{fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}; "
-        f"mostly {share}"
+        f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = {split}; "
+        f"mostly {share} ({basis}; `census ab` gives a verdict that repeated runs back)"
+    )
+
+
+def _uncaptured(d: CensusDiff) -> str | None:
+    """Both captures' calibration runs (without nsys) side by side with the captured delta."""
+    ua, ub = d.uncaptured_ns
+    step = d.metrics["step_time_ns"]
+    if ua is None or ub is None or step.delta is None:
+        return None
+    return (
+        f"without nsys (the captures' calibration runs): {d.labels[1]} − {d.labels[0]} = "
+        f"{fmt_ns(ub - ua, signed=True)}/step ({fmt_pct(100 * (ub - ua) / ua if ua else None)}) "
+        f"against {fmt_ns(step.delta, signed=True)}/step under nsys"
     )
 
 
@@ -89,6 +118,11 @@ def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         if cb != ca
     ]
     calls = d.metrics["launch_api_count"]
+    if not calls.delta:  # the same calls, each slower or faster on the host
+        return t.delta, (
+            f"launch API time {_change(t, fmt_ns, unit)} with the same "
+            f"{fmt_count(calls.a)} calls{unit}: each launch took longer or shorter on the host"
+        )
     return (
         t.delta,
         f"launch API time {_change(t, fmt_ns, unit)} over "

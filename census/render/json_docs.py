@@ -143,6 +143,13 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
             for c in d.classes
         ],
         "kernels": {b: [_kernel(k) for k in d.bucket(b)] for b in BUCKETS if b != "unchanged"},
+        "spread": {
+            "a": None if d.spread[0] is None else vars(d.spread[0]),
+            "b": None if d.spread[1] is None else vars(d.spread[1]),
+            "noise_ns": d.noise_ns,
+            "within_noise": d.within_noise,
+        },
+        "uncaptured": {"a": d.uncaptured_ns[0], "b": d.uncaptured_ns[1]},
         "explanation": explanation,
         "warnings": list(d.warnings),
     }
