@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from census.definitions import DEFAULT_STEPS_REGEX
+from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import UsageError
 
 if TYPE_CHECKING:
@@ -28,23 +28,26 @@ PathLike = str | Path
 @dataclass(frozen=True)
 class Options:
     """How steps are selected: NVTX ranges whose text matches `steps_regex`, minus the first
-    `skip_first` per process. Checked when made; `key()` is what the cache keys on."""
+    `skip_first` per process; and which ranges inside them are phases (`phases_regex`; empty:
+    none). Checked when made; `key()` is what the cache keys on."""
 
     steps_regex: str = DEFAULT_STEPS_REGEX
     skip_first: int = 0
+    phases_regex: str = DEFAULT_PHASES_REGEX
 
     def __post_init__(self) -> None:
-        try:
-            re.compile(self.steps_regex)
-        except re.error as exc:
-            raise UsageError(
-                f"--steps {self.steps_regex!r} is not a valid regular expression: {exc}"
-            ) from None
+        for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise UsageError(
+                    f"{option} {pattern!r} is not a valid regular expression: {exc}"
+                ) from None
         if self.skip_first < 0:
             raise UsageError("--skip-first must be 0 or more")
 
     def key(self) -> list:
-        return [self.steps_regex, self.skip_first]
+        return [self.steps_regex, self.skip_first, self.phases_regex]
 
 
 def resolve_input(name: PathLike) -> Path:
@@ -71,14 +74,15 @@ def summarize(
     steps: str = DEFAULT_STEPS_REGEX,
     skip_first: int = 0,
     *,
+    phases: str = DEFAULT_PHASES_REGEX,
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
     a rank folder (the ranks merged) or `sample:NAME`."""
-    return summarize_with(resolve_input(path), Options(steps, skip_first), progress, use_cache,
-                          workers)  # fmt: skip
+    return summarize_with(resolve_input(path), Options(steps, skip_first, phases), progress,
+                          use_cache, workers)  # fmt: skip
 
 
 def summarize_with(
@@ -101,7 +105,7 @@ def summarize_with(
 
     def compute() -> Census:
         profile = load_profile(sqlite_path, options.steps_regex, options.skip_first, progress,
-                               workers)  # fmt: skip
+                               workers, phases_regex=options.phases_regex or None)  # fmt: skip
         return compute_census(profile)
 
     if not use_cache:
@@ -140,13 +144,14 @@ def diff(
     labels: tuple[str, str] | None = None,
     steps: str = DEFAULT_STEPS_REGEX,
     skip_first: int = 0,
+    phases: str = DEFAULT_PHASES_REGEX,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes. Labels default to the
     file or folder names."""
     from census.compare.diff import diff_census
     from census.model import Census
 
-    options = Options(steps, skip_first)
+    options = Options(steps, skip_first, phases)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from census.definitions import (
     CLASS_ORDER,
     COPY_KIND_D2D,
     NCCL,
+    OUTSIDE_PHASES,
     classify_kernel,
     kernel_name,
     memory_kind_name,
@@ -23,6 +24,7 @@ from census.definitions import (
 )
 from census.load.profile import Aggregates, Profile
 from census.model import (
+    METRIC_VALUES,
     ApiStat,
     Census,
     ClassStat,
@@ -31,6 +33,7 @@ from census.model import (
     KernelStat,
     MemoryStat,
     Metrics,
+    Phase,
     Source,
     Step,
 )
@@ -56,22 +59,17 @@ def compute_census(profile: Profile) -> Census:
         agg.non_nccl_union_ns.get(None, 0),
     )
     overlap = nccl_overlap_ns(agg)
-    memory_by_step: dict[int | None, list] = defaultdict(list)
-    for m in agg.memory_groups:
-        memory_by_step[m[1]].append(m)
+    metrics_of = _metrics_by_key(agg)
+    phases = _phases(profile, metrics_of)
     steps = tuple(
         Step(
             name=s.name,
             start_ns=s.start_ns,
             end_ns=s.end_ns,
-            metrics=_metrics(
-                agg.step_kernels.get(s.idx, (0, 0, 0, 0)),
-                memory_by_step[s.idx],
-                agg.launch.get(s.idx),
-                agg.non_nccl_union_ns.get(s.idx, 0),
-            ),
+            metrics=metrics_of(s.idx),
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
             nccl_overlap_ns=overlap.get(s.idx, 0),
+            phases=phases.get(s.idx, ()),
         )
         for s in profile.steps
     )
@@ -100,6 +98,51 @@ def compute_census(profile: Profile) -> Census:
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=overlap.get(None, 0),
     )
+
+
+def _metrics_by_key(agg: Aggregates) -> Callable[[int], Metrics]:
+    """key (a step's or a segment's index) -> the Metrics of the work launched in it."""
+    memory: dict[int | None, list] = defaultdict(list)
+    for m in agg.memory_groups:
+        memory[m[1]].append(m)
+
+    def metrics(key: int) -> Metrics:
+        return _metrics(agg.step_kernels.get(key, (0, 0, 0, 0)), memory[key],
+                        agg.launch.get(key), agg.non_nccl_union_ns.get(key, 0))  # fmt: skip
+
+    return metrics
+
+
+def _phases(
+    profile: Profile, step_metrics: Callable[[int], Metrics]
+) -> dict[int, tuple[Phase, ...]]:
+    """Per step, its phases by first start and then OUTSIDE_PHASES: each the sum of its
+    segments. The remainder's non-NCCL union is the step's less its phases' (a union does not
+    add up; every other key is summed from the remainder's own segments)."""
+    agg = profile.segment_aggregates
+    if agg is None:
+        return {}
+    seg_metrics = _metrics_by_key(agg)
+    acc: dict[int, dict[str, list]] = {}
+    for seg in profile.segments:
+        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics()])
+        row[0] += seg.end_ns - seg.start_ns
+        row[1] += agg.busy_ns.get(seg.idx, 0)
+        row[2] = add_metrics(row[2], seg_metrics(seg.idx))
+    out = {}
+    for step, by_name in acc.items():
+        named = [Phase(n, d, m, b) for n, (d, b, m) in by_name.items() if n != OUTSIDE_PHASES]
+        d, b, m = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics()])
+        union = step_metrics(step).non_nccl_union_ns - sum(
+            p.metrics.non_nccl_union_ns for p in named
+        )
+        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b)
+        out[step] = (*named, rest)
+    return out
+
+
+def add_metrics(a: Metrics, b: Metrics) -> Metrics:
+    return Metrics(*(x + y for x, y in zip(METRIC_VALUES(a), METRIC_VALUES(b), strict=True)))
 
 
 def nccl_overlap_ns(agg: Aggregates) -> dict[int | None, int]:

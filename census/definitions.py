@@ -58,12 +58,31 @@ TIMING_METRICS: tuple[Metric, ...] = (
     ),
     Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns"),
 )
+# Per phase of a step: the census keys, plus these.
+PHASE_METRICS: tuple[Metric, ...] = (
+    Metric(
+        "duration_ns",
+        "ns",
+        "the time of the step the phase owns: its NVTX range, less what a later-started "
+        "overlapping phase took; the remainder's is the rest of the step",
+    ),
+    Metric(
+        "gpu_busy_ns",
+        "ns",
+        "the union of all GPU work of the step's process, clipped to the time the phase owns",
+    ),
+)
 METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
+PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS))
 
 # Steps: NVTX ranges whose text matches this (census.steps() names them `step N`; PyTorch's
 # profiler schedule names them `ProfilerStep#N`).
 DEFAULT_STEPS_REGEX = r"^(step\b|ProfilerStep#)"
+# Phases: NVTX ranges inside a step whose text matches this (census.phase names them); the work
+# of a step in none of them is its OUTSIDE_PHASES remainder.
+DEFAULT_PHASES_REGEX = r"^(forward|backward|optimizer)\b"
+OUTSIDE_PHASES = "(outside phases)"
 
 NCCL = "NCCL"
 OTHER = "other"

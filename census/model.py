@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.definitions import METRIC_KEYS
+from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """One phase of one step (all its ranges in the step together), or the step's remainder."""
+
+    name: str
+    duration_ns: int
+    metrics: Metrics
+    gpu_busy_ns: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
+                "gpu_busy_ns": self.gpu_busy_ns}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Step:
     name: str
     start_ns: int
@@ -41,6 +55,7 @@ class Step:
     metrics: Metrics
     gpu_busy_ns: int
     nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
+    phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
 
     @property
     def duration_ns(self) -> int:
@@ -144,6 +159,11 @@ class Census:
     def per_step_timing(self) -> dict[str, float] | None:
         return self._memo("per_step_timing", self._per_step_timing)
 
+    def per_phase(self) -> dict[str, dict[str, float]]:
+        """Per phase name, the mean of each phase key over the selected steps (a phase absent
+        from a step counts zero there); empty without phases."""
+        return self._memo("per_phase", self._per_phase)
+
     def _memo(self, name: str, compute: Any) -> Any:
         """Means over tens of thousands of steps, computed once (the fields never change)."""
         memo = self.__dict__.setdefault("_memo_values", {})
@@ -158,6 +178,18 @@ class Census:
         n = len(self.steps)
         sums = map(sum, zip(*map(METRIC_VALUES, (s.metrics for s in self.steps)), strict=True))
         return {k: total / n for k, total in zip(METRIC_KEYS, sums, strict=True)}
+
+    def _per_phase(self) -> dict[str, dict[str, float]]:
+        sums: dict[str, list[int]] = {}
+        for s in self.steps:
+            for ph in s.phases:
+                row = sums.setdefault(ph.name, [0] * len(PHASE_KEYS))
+                for i, v in enumerate(ph.as_dict().values()):
+                    row[i] += v
+        n = len(self.steps)
+        order = sorted(sums, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
+        return {name: dict(zip(PHASE_KEYS, (v / n for v in sums[name]), strict=True))
+                for name in order}  # fmt: skip
 
     def _per_step_timing(self) -> dict[str, float] | None:
         if not self.steps:

@@ -5,6 +5,7 @@ It loads whole tables into Python, which census must not do; fine for test-sized
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from pathlib import Path
@@ -126,3 +127,77 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
         return step_of(launch_proc[v], v[0])
 
     return {"totals": metrics(None), "steps": [metrics(i) for i in range(len(steps))]}
+
+
+def phase_oracle(
+    path: Path,
+    steps_regex: str = r"^(step\b|ProfilerStep#)",
+    phases_regex: str = r"^(forward|backward|optimizer)\b",
+) -> list[dict[str, dict[str, int]]]:
+    """Per step, per phase name (and "(outside phases)"): kernel and launch counts and times,
+    D2D copies and bytes, duration_ns and gpu_busy_ns, straight from the definitions: a phase
+    owns each instant of its step that it is the latest-started covering range of; a call that
+    starts exactly where one owned stretch ends and the next begins belongs to the later one."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = dict(conn.execute("SELECT id, value FROM StringIds"))
+    ranges = [
+        (s, e, text, tid >> 24)
+        for s, e, text, tid in conn.execute(
+            "SELECT n.start, n.end, COALESCE(n.text, (SELECT value FROM StringIds WHERE id ="
+            " n.textId)), n.globalTid FROM NVTX_EVENTS n WHERE eventType IN (59, 60, 70)"
+            " ORDER BY n.start"
+        )
+        if text and e is not None
+    ]
+    steps = [(s, e, p) for s, e, text, p in ranges if re.search(steps_regex, text)]
+    owned = []  # per step: [(a, b, owner)]
+    for s, e, p in steps:
+        phases = [(ps, min(pe, e), t) for ps, pe, t, pp in ranges
+                  if pp == p and s <= ps <= e and re.search(phases_regex, t)]  # fmt: skip
+        cuts = sorted({s, e, *(x for a, b, _ in phases for x in (a, b))})
+        segs = []
+        for a, b in itertools.pairwise(cuts):
+            owners = [t for ps, pe, t in phases if ps <= a and pe >= b]
+            segs.append((a, b, owners[-1] if owners else "(outside phases)"))
+        owned.append(segs or [(s, e, "(outside phases)")])
+
+    def slot(proc: int, t: int) -> tuple[int, str] | None:
+        for i, (s, e, p) in enumerate(steps):
+            if p == proc and s <= t <= e:
+                return i, [o for a, b, o in owned[i] if a <= t][-1]
+        return None
+
+    api: dict[tuple[int, int], tuple[int, int, str]] = {}
+    for s, e, tid, corr, nid in conn.execute(
+        "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    ):
+        api[(tid >> 24, corr)] = (s, e, re.sub(r"_v\d+$", "", names.get(nid, "")))
+    out = [dict() for _ in steps]
+
+    def add(where: tuple[int, str] | None, **values: int) -> None:
+        if where is not None:
+            row = out[where[0]].setdefault(where[1], {})
+            for k, v in values.items():
+                row[k] = row.get(k, 0) + v
+
+    for (proc, _), (s, e, name) in api.items():
+        if name in LAUNCH:
+            add(slot(proc, s), launch_api_count=1, launch_api_time_ns=e - s)
+    busy: dict[int, list[tuple[int, int]]] = {}
+    for table in ("KERNEL", "MEMCPY", "MEMSET"):
+        extra = ", bytes, copyKind" if table == "MEMCPY" else ", 0, 0"
+        for s, e, pid, corr, nbytes, kind in conn.execute(
+            f"SELECT start, end, globalPid, correlationId{extra} FROM CUPTI_ACTIVITY_KIND_{table}"
+        ):
+            busy.setdefault(pid >> 24, []).append((s, e))
+            call = api.get((pid >> 24, corr))
+            where = slot(pid >> 24, call[0]) if call else None
+            if table == "KERNEL":
+                add(where, kernel_count=1, kernel_time_ns=e - s)
+            elif kind == 8:
+                add(where, d2d_count=1, d2d_bytes=nbytes)
+    for i, (_, _, p) in enumerate(steps):
+        for a, b, owner in owned[i]:
+            clipped = [(max(s, a), min(e, b)) for s, e in busy.get(p, []) if e > a and s < b]
+            add((i, owner), duration_ns=b - a, gpu_busy_ns=_union(clipped))
+    return out

@@ -34,7 +34,7 @@ def test_summary_json_contract() -> None:
     assert set(doc["totals"]) == set(METRIC_KEYS)
     assert set(doc["per_step"]) == set(METRIC_KEYS)
     for step in doc["steps"]:
-        assert set(step) == {"name", "start_ns", "end_ns", *METRIC_KEYS}
+        assert set(step) == {"name", "start_ns", "end_ns", "phases", *METRIC_KEYS}
     assert all(isinstance(v, int) for v in doc["totals"].values())
     assert doc["totals"]["kernel_count"] == 861
     assert doc["per_step"]["launch_api_time_ns"] == 6740355 / 3

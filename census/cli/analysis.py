@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 
 from census.cli.app import (
+    PHASES_DEFAULT,
     STEPS_DEFAULT,
+    PhasesOpt,
     SkipOpt,
     StepsOpt,
     TopOpt,
@@ -54,6 +56,7 @@ def summary(
     ] = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
+    phases: PhasesOpt = PHASES_DEFAULT,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     top: TopOpt = 15,
 ) -> None:
@@ -61,7 +64,7 @@ def summary(
     from census.api import Options
     from census.load.ranks import is_multi_rank
 
-    path, options = _input(profile, sample), Options(steps, skip_first)
+    path, options = _input(profile, sample), Options(steps, skip_first, phases)
     if is_multi_rank(path):
         _summary_ranks(path, options, as_json, top)
         return
@@ -152,6 +155,7 @@ def diff(
     labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
+    phases: PhasesOpt = PHASES_DEFAULT,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
@@ -168,7 +172,7 @@ def diff(
             raise UsageError(f"{a}: give two captures to compare, or one `census ab` folder")
         show_experiment(load_experiment(Path(a)), fmt, html)
         return
-    options = Options(steps, skip_first)
+    options = Options(steps, skip_first, phases)
     pa, pb = resolve_input(a), resolve_input(b)
     names = _labels(labels, pa, pb)
     if fmt == "json" and not html and not sys.stdout.isatty():  # a pipe: cached compact JSON
@@ -211,12 +215,13 @@ def dashboard(
     labels: Annotated[str | None, typer.Option(help="Two labels for a diff.")] = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
+    phases: PhasesOpt = PHASES_DEFAULT,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture or a diff of two."""
     from census.api import Options, default_label, resolve_input
     from census.render.html import render_diff_html, render_summary_html
 
-    options = Options(steps, skip_first)
+    options = Options(steps, skip_first, phases)
     pa = resolve_input(a)
     if b is None:
         census = summarize_shown(pa, options)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from census.definitions import DEFAULT_STEPS_REGEX
+from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import EXIT_INTERRUPTED, CensusError
 
 app = typer.Typer(
@@ -71,6 +71,13 @@ SkipOpt = Annotated[
     int, typer.Option("--skip-first", help="Steps to drop at the start, per process.")
 ]
 TopOpt = Annotated[int, typer.Option("--top", help="How many kernels to list.")]
+PhasesOpt = Annotated[
+    str,
+    typer.Option(
+        "--phases", help="Regex for the NVTX ranges inside steps that are phases ('' for none)."
+    ),
+]
+PHASES_DEFAULT = DEFAULT_PHASES_REGEX
 OutputDirOpt = Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")]
 NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
 STEPS_DEFAULT = DEFAULT_STEPS_REGEX

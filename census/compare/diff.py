@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from census.compare.stats import t_975
-from census.definitions import CLASS_ORDER, METRIC_KEYS, TIMING_KEYS
+from census.definitions import CLASS_ORDER, METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS, TIMING_KEYS
 from census.model import Census
 
 # A kernel whose per-step count is unchanged and whose time moved by at most this share of the
@@ -74,6 +74,8 @@ class CensusDiff:
     kernels: tuple[KernelDelta, ...]  # every name, by |delta time| descending
     warnings: tuple[str, ...]
     spread: tuple[StepSpread | None, StepSpread | None] = (None, None)
+    # phase name -> key -> per-step means of either side (absent: 0), the remainder last
+    phases: dict[str, dict[str, Delta]] = field(default_factory=dict)
     # mean step time of each side's calibration run without nsys (run.json), when it has one
     uncaptured_ns: tuple[float | None, float | None] = (None, None)
 
@@ -136,7 +138,22 @@ def diff_census(
         warnings=tuple(warnings + _calibration_warnings(a, b, labels, uncaptured_ns)),
         spread=(step_spread(a), step_spread(b)),
         uncaptured_ns=uncaptured_ns,
+        phases=_phase_deltas(a, b) if per_step else {},
     )
+
+
+def _phase_deltas(a: Census, b: Census) -> dict[str, dict[str, Delta]]:
+    """Per phase name of either side, per key, the per-step means (a phase one side lacks is 0
+    there); empty unless both sides have phases."""
+    pa, pb = a.per_phase(), b.per_phase()
+    if not pa or not pb:
+        return {}
+    names = [*pa, *(n for n in pb if n not in pa)]
+    names.sort(key=lambda n: n == OUTSIDE_PHASES)
+    zero = dict.fromkeys(PHASE_KEYS, 0.0)
+    return {
+        n: {k: Delta(pa.get(n, zero)[k], pb.get(n, zero)[k]) for k in PHASE_KEYS} for n in names
+    }
 
 
 def _calibration_warnings(

@@ -24,7 +24,7 @@ def explain_diff(d: CensusDiff) -> list[str]:
         if sentence:
             ranked.append(sentence)
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (_headline(d, unit), _uncaptured(d)) if line]
+    head = [line for line in (_headline(d, unit), _uncaptured(d), _phases(d)) if line]
     return head + [text for _, text in ranked]
 
 
@@ -63,6 +63,23 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
     return (
         f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = {split}; "
         f"mostly {share} ({basis}; `census ab` gives a verdict that repeated runs back)"
+    )
+
+
+def _phases(d: CensusDiff) -> str | None:
+    """The phase that holds most of the step-time change, and what changed in it."""
+    if not d.phases:
+        return None
+    ranked = sorted(d.phases.items(), key=lambda kv: -abs(kv[1]["duration_ns"].delta or 0))
+    name, top = ranked[0]
+    dur, busy = top["duration_ns"], top["gpu_busy_ns"]
+    kernels, launches = top["kernel_count"].delta or 0, top["launch_api_count"].delta or 0
+    others = ", ".join(f"{n} {fmt_ns(v['duration_ns'].delta, signed=True)}" for n, v in ranked[1:])
+    return (
+        f"by phase: most of the step-time change is in {name}: "
+        f"{fmt_ns(dur.delta, signed=True)}/step ({fmt_pct(dur.pct)}), GPU busy "
+        f"{fmt_ns(busy.delta, signed=True)}, kernels {fmt_count(kernels, signed=True)}, launch "
+        f"calls {fmt_count(launches, signed=True)}" + (f"; {others}" if others else "")
     )
 
 

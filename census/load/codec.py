@@ -16,6 +16,7 @@ from census.model import (
     KernelStat,
     MemoryStat,
     Metrics,
+    Phase,
     Source,
     Step,
 )
@@ -30,7 +31,9 @@ def to_record(census: Census) -> dict[str, Any]:
     steps = census.steps
     rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
     rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
-    rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing()}
+    rec["steps"]["phases"] = [[[p.name, *p.as_dict().values()] for p in s.phases] for s in steps]
+    rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
+                    "per_phase": census.per_phase()}  # fmt: skip
     return rec
 
 
@@ -78,10 +81,11 @@ class StepColumns(Sequence):
                 _frozen(Metrics, zip(METRIC_KEYS, row, strict=True))
                 for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
             ]
-            keys = (*STEP_COLUMNS, "metrics")
+            phases = [tuple(_phase(p) for p in row) for row in cols["phases"]]
+            keys = (*STEP_COLUMNS, "metrics", "phases")
             self._steps = tuple(
                 _frozen(Step, zip(keys, row, strict=True))
-                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, strict=True)
+                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, phases, strict=True)
             )
         return self._steps
 
@@ -112,3 +116,11 @@ def _frozen(cls: type, items: Any) -> Any:
     obj = object.__new__(cls)
     obj.__dict__.update(items)
     return obj
+
+
+def _phase(row: list) -> Phase:
+    """[name, *census keys, duration_ns, gpu_busy_ns] -> Phase."""
+    name, *values = row
+    n = len(METRIC_KEYS)
+    metrics = _frozen(Metrics, zip(METRIC_KEYS, values[:n], strict=True))
+    return Phase(name, values[n], metrics, values[n + 1])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from census.load.steps import StepRange, read_steps
 if TYPE_CHECKING:
     from census.load.linking import LaunchTotals
     from census.load.passes import Passes
+    from census.load.phases import Segment
 
 # progress(stage) or progress(stage, rows_done, rows_total)
 Progress = Callable[..., None]
@@ -60,6 +61,10 @@ class Profile:
     steps: tuple[StepRange, ...]
     aggregates: Aggregates
     warnings: tuple[str, ...]
+    # the steps cut into phase segments (census.load.phases), read like steps; empty without
+    # phase ranges
+    segments: tuple[Segment, ...] = ()
+    segment_aggregates: Aggregates | None = None
 
 
 def load_profile(
@@ -69,14 +74,19 @@ def load_profile(
     progress: Progress | None = None,
     workers: int | None = None,
     batch_rows: int | None = None,
+    phases_regex: str | None = None,
 ) -> Profile:
     """Read the aggregates of one export. `workers`: processes to read it with (default: one
     per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
-    batch (tests make it small to exercise what carries from batch to batch)."""
+    batch (tests make it small to exercise what carries from batch to batch); `phases_regex`:
+    the NVTX ranges inside steps that are phases (None: no phases)."""
     conn = open_readonly(path)
     try:
         run = (progress or _silent, workers, batch_rows)
-        return _load(conn, path, steps_regex, skip_first, *run)
+        profile = _load(conn, path, steps_regex, skip_first, *run)
+        if phases_regex and profile.steps:
+            profile = _with_phases(conn, profile, phases_regex, *run)
+        return profile
     except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     except ColumnError as exc:
@@ -122,12 +132,43 @@ def _load(
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows)
     agg = _aggregates(conn, schema, passes)
     if schema.has(sc.GRAPH_TRACE):
-        agg.graph_executions = conn.execute(f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"').fetchone()[
-            0
-        ]
+        count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
+        agg.graph_executions = conn.execute(count).fetchone()[0]
     warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
     gpus = read_gpus(conn, schema, passes.gpu.devices)
     return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings))
+
+
+def _with_phases(
+    conn: sqlite3.Connection,
+    profile: Profile,
+    phases_regex: str,
+    progress: Progress,
+    workers: int | None,
+    batch_rows: int | None,
+) -> Profile:
+    """The profile with its steps' phase segments read as steps are: a second pass over the
+    export, only when phase ranges lie inside steps."""
+    from census.load.intervals import StepIndex
+    from census.load.passes import run_passes
+    from census.load.phases import read_segments
+
+    progress("reading NVTX phase ranges")
+    segments, warnings = read_segments(conn, profile.schema, phases_regex, list(profile.steps))
+    if not segments:
+        return profile
+    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in segments)
+
+    def report(stage: str, *rows: int | None) -> None:
+        progress(f"phases: {stage}", *rows)
+
+    passes = run_passes(conn, profile.path, profile.schema, index, report, workers, batch_rows)
+    return replace(
+        profile,
+        segments=tuple(segments),
+        segment_aggregates=_aggregates(conn, profile.schema, passes),
+        warnings=profile.warnings + tuple(warnings),
+    )
 
 
 def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> Aggregates:

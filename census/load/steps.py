@@ -22,13 +22,15 @@ class StepRange:
     end_ns: int
 
 
-def read_steps(
-    conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str, skip_first: int
-) -> tuple[list[StepRange], list[str]]:
-    """NVTX ranges whose text matches `steps_regex`, minus the first `skip_first` per process."""
+def matching_ranges(
+    conn: sqlite3.Connection, schema: sc.Schema, regex: str, table: str = "step_texts"
+) -> list[tuple[str, int | None, int | None, int | None]]:
+    """(text, start, end, process) of the NVTX ranges (push/pop or start/end, any domain) whose
+    text matches `regex`, by start time. Each distinct text is matched once in Python; SQLite
+    then picks the ranges that carry a match."""
     if not schema.has(sc.NVTX):
-        return [], []
-    pattern = re.compile(steps_regex)
+        return []
+    pattern = re.compile(regex)
     text = "n.text"
     join = ""
     if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
@@ -36,7 +38,6 @@ def read_steps(
         join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
     ranges = f"""FROM "{sc.NVTX}" n {join}
                  WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})"""
-    # Match each distinct text once, then let SQLite pick the ranges that carry a match.
     factory = conn.text_factory
     conn.text_factory = bytes
     try:
@@ -44,24 +45,34 @@ def read_steps(
     finally:
         conn.text_factory = factory
     matching = [t for t in texts if pattern.search(t.decode("utf-8", errors="replace"))]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS step_texts (t TEXT PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.step_texts")
+    conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (t TEXT PRIMARY KEY)")
+    conn.execute(f"DELETE FROM temp.{table}")
     conn.executemany(
-        "INSERT OR IGNORE INTO temp.step_texts VALUES (CAST(? AS TEXT))", ((t,) for t in matching)
+        f"INSERT OR IGNORE INTO temp.{table} VALUES (CAST(? AS TEXT))", ((t,) for t in matching)
     )
-    rows = conn.execute(
+    return conn.execute(
         f"""SELECT {text}, n.start, n.end, n.globalTid >> 24 {ranges}
-              AND {text} IN (SELECT t FROM temp.step_texts) ORDER BY n.start"""
+              AND {text} IN (SELECT t FROM temp.{table}) ORDER BY n.start"""
     ).fetchall()
+
+
+def _usable(row: tuple) -> bool:
+    _, start, end, proc = row
+    return start is not None and end is not None and proc is not None and end >= start
+
+
+def read_steps(
+    conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str, skip_first: int
+) -> tuple[list[StepRange], list[str]]:
+    """NVTX ranges whose text matches `steps_regex`, minus the first `skip_first` per process."""
+    rows = matching_ranges(conn, schema, steps_regex)
     warnings: list[str] = []
-    unusable = [r for r in rows if r[1] is None or r[2] is None or r[3] is None or r[2] < r[1]]
+    unusable = [r for r in rows if not _usable(r)]
     if unusable:
         warnings.append(f"{len(unusable)} step range(s) without a valid end or thread were ignored")
     seen: dict[int, int] = {}
     kept: list[tuple[str, int, int, int]] = []
-    for name, start, end, proc in rows:
-        if start is None or end is None or proc is None or end < start:
-            continue
+    for name, start, end, proc in filter(_usable, rows):
         seen[proc] = seen.get(proc, 0) + 1
         if seen[proc] > skip_first:
             kept.append((name, start, end, proc))

@@ -14,6 +14,7 @@ from census.render.diffrows import (
     headers,
     headline_rows,
     kernel_rows,
+    phase_rows,
 )
 from census.render.text import rich_text
 
@@ -51,6 +52,9 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
     acc = accounting_rows(d)
     if acc:
         console.print(_table("Step accounting", h["accounting"], acc))
+    phases = phase_rows(d)
+    if phases:
+        console.print(_table("Phases (per step)", h["phases"], phases))
     console.print("[bold]Why[/bold]")
     for s in explanation:
         console.print(f" • {escape(s)}")

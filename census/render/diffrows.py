@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from census.compare.diff import CensusDiff
 from census.render.table import LABELS
-from census.units import fmt_count, fmt_metric, fmt_ns, fmt_pct
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct
 
 HEADLINE_KEYS = (
     "step_time_ns",
@@ -54,6 +54,21 @@ def accounting_rows(d: CensusDiff) -> list[list[str]]:
     ]
 
 
+def phase_rows(d: CensusDiff) -> list[list[str]]:
+    """Per phase (the remainder last): its time per step on each side and the changes in it."""
+    rows = []
+    for name, m in d.phases.items():
+        dur = m["duration_ns"]
+        rows.append([
+            name, fmt_ns(dur.a), fmt_ns(dur.b), fmt_ns(dur.delta, signed=True),
+            fmt_ns(m["gpu_busy_ns"].delta, signed=True),
+            fmt_count(m["kernel_count"].delta, signed=True),
+            fmt_count(m["launch_api_count"].delta, signed=True),
+            fmt_bytes(m["d2d_bytes"].delta, signed=True),
+        ])  # fmt: skip
+    return rows
+
+
 def class_rows(d: CensusDiff) -> list[list[str]]:
     return [
         [
@@ -93,6 +108,16 @@ def headers(d: CensusDiff) -> dict[str, list[str]]:
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
+        "phases": [
+            "Phase",
+            f"{la} time",
+            f"{lb} time",
+            "Δ time",
+            "Δ GPU busy",
+            "Δ kernels",
+            "Δ launches",
+            "Δ D2D",
+        ],
         "classes": [
             "Class",
             f"{la} count",

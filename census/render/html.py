@@ -15,7 +15,7 @@ from typing import Any
 
 from census.compare.diff import CensusDiff
 from census.model import Census
-from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows
+from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows, phase_rows
 from census.render.table import LABELS
 from census.units import fmt_count, fmt_metric
 
@@ -380,10 +380,12 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list, str]:
     why = "".join(f"<li>{esc(s)}</li>" for s in explanation)
     warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.warnings)
     acc = accounting_rows(d)
+    phases = phase_rows(d)
     head = (
         f"<p class='sub'>{esc(basis_line(d))}</p>"
         + html_table(h["headline"], headline_rows(d))
         + (html_table(h["accounting"], acc) if acc else "")
+        + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
         + f"<h2>Why</h2><ul class='why'>{why}</ul>"
         + (f"<ul>{warnings}</ul>" if warnings else "")
     )

@@ -36,10 +36,12 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
                 "start_ns": s.start_ns,
                 "end_ns": s.end_ns,
                 **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
+                "phases": [{"name": p.name, **p.as_dict()} for p in s.phases],
             }
             for s in census.steps
         ],
         "per_step": census.per_step(),
+        "per_phase": census.per_phase(),
         "timing": {
             "steps": [
                 {
@@ -138,6 +140,9 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
         "a": summary_json(d.a, top),
         "b": summary_json(d.b, top),
         "metrics": {k: v.as_dict() for k, v in d.metrics.items()},
+        "phases": {
+            name: {k: v.as_dict() for k, v in keys.items()} for name, keys in d.phases.items()
+        },
         "classes": [
             {"class": c.cls, "count": c.count.as_dict(), "time_ns": c.time_ns.as_dict()}
             for c in d.classes

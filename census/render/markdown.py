@@ -12,6 +12,7 @@ from census.render.diffrows import (
     headers,
     headline_rows,
     kernel_rows,
+    phase_rows,
 )
 
 _RIGHT = "---:"
@@ -55,6 +56,9 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
     acc = accounting_rows(d)
     if acc:
         out += [markdown_table(h["accounting"], acc), ""]
+    phases = phase_rows(d)
+    if phases:
+        out += ["#### Phases (per step)", "", markdown_table(h["phases"], phases), ""]
     out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation] + [""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top, width=None)

@@ -75,6 +75,16 @@ def _draw_summary(census: Census, console: Console, top: int) -> None:
                 fmt_ns(s.metrics.launch_api_time_ns),
             )
         console.print(st)
+    per_phase = census.per_phase()
+    if per_phase:
+        pt = Table(title="Phases (per step, mean)", title_justify="left")
+        for col in ("phase", "time", "GPU busy", "kernels", "launch calls", "launch API", "D2D"):
+            pt.add_column(col, justify="left" if col == "phase" else "right")
+        for name, m in per_phase.items():
+            pt.add_row(escape(name), fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
+                       fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
+                       fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"]))  # fmt: skip
+        console.print(pt)
     ct = Table(title="Kernel classes", title_justify="left")
     for col in ("class", "count", "time", "per step count", "per step time"):
         ct.add_column(col, justify="left" if col == "class" else "right")

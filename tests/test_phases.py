@@ -1,0 +1,186 @@
+"""Phases inside steps: exact values on small built exports and on real H200 captures (checked
+against the slow reference in tests/oracle.py), and the law phases + remainder = step."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+import census
+from census.cli.app import app
+from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
+from tests.conftest import DATA, fixture_file
+from tests.nsysdb import Export
+from tests.oracle import phase_oracle
+
+runner = CliRunner()
+OUT = OUTSIDE_PHASES
+
+
+@pytest.fixture(scope="module")
+def ab_demo(tmp_path_factory) -> Path:
+    """The H200 `census ab --demo eager,compiled` experiment (8 arms, captures of the demo with
+    census.phase ranges; backward launched from autograd's thread)."""
+    folder = tmp_path_factory.mktemp("ab") / "demo"
+    shutil.copytree(DATA / "ab-demo", folder, ignore=shutil.ignore_patterns("*.xz"))
+    for side in ("a", "b"):
+        packed = DATA / "ab-demo" / side / "capture.sqlite.xz"
+        (folder / side / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
+    return folder
+
+
+def phases_of(c: census.Census) -> list[dict[str, dict[str, int]]]:
+    return [{p.name: p.as_dict() for p in s.phases} for s in c.steps]
+
+
+def check_against_oracle(path: Path) -> census.Census:
+    c = census.summarize(path, use_cache=False)
+    expected = phase_oracle(path)
+    assert len(expected) == len(c.steps)
+    for got, want in zip(phases_of(c), expected, strict=True):
+        assert set(got) == set(want) | {OUT}
+        for name, values in want.items():
+            for key, value in values.items():
+                assert got[name][key] == value, (name, key)
+    return c
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("name", ["h200_eager_3steps.sqlite", "h200_compiled_3steps.sqlite"])
+def test_shared_h200_captures_agree_with_the_oracle(name: str) -> None:
+    check_against_oracle(fixture_file(name))
+
+
+def test_fresh_h200_demo_captures_agree_with_the_oracle(ab_demo: Path) -> None:
+    eager = check_against_oracle(ab_demo / "a" / "capture.sqlite")
+    compiled = check_against_oracle(ab_demo / "b" / "capture.sqlite")
+    assert [p.name for p in eager.steps[0].phases] == ["forward", "backward", "optimizer", OUT]
+    # the backward's kernels are launched from autograd's thread: they still land in backward
+    assert (
+        eager.per_phase()["backward"]["kernel_count"] > eager.per_phase()["forward"]["kernel_count"]
+    )
+    assert eager.per_phase()["optimizer"]["d2d_count"] == 1  # the demo's scratch copy
+    assert (
+        compiled.per_phase()["forward"]["kernel_count"]
+        < eager.per_phase()["forward"]["kernel_count"]
+    )
+
+
+def build_step(tmp_path: Path) -> Path:
+    """One step [0, 1000] on the main thread with forward [100, 400] and backward [400, 900]
+    pushed on the main thread, backward's kernels launched from thread 2 (autograd), and an
+    optimizer [850, 950] that overlaps backward and starts later, so owns [850, 950]."""
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.range("forward", 100, 400)
+    e.range("backward", 400, 900)
+    e.range("optimizer", 850, 950)
+    e.launch("k_outside", 50, 60, 70)  # before forward: the remainder
+    e.launch("k_fwd", 150, 160, 200)
+    e.launch("k_fwd_late", 400, 410, 420)  # exactly at forward's end = backward's start
+    e.launch("k_bwd", 500, 510, 600, tid=2)
+    e.launch("k_bwd2", 860, 870, 880, tid=2)  # inside backward's range, but optimizer owns 850+
+    e.copy(8, 1 << 20, 920, 930, 940)  # D2D in the optimizer
+    e.launch("k_tail", 960, 1005, 1100)  # after optimizer: the remainder (runs past the step)
+    return e.write(tmp_path / "phases.sqlite")
+
+
+def test_built_step_exact_values(tmp_path: Path) -> None:
+    path = build_step(tmp_path)
+    c = census.summarize(path, use_cache=False)
+    (step,) = c.steps
+    got = {p.name: p for p in step.phases}
+    assert list(got) == ["forward", "backward", "optimizer", OUT]
+    assert {n: p.metrics.kernel_count for n, p in got.items()} == {
+        "forward": 1, "backward": 2, "optimizer": 1, OUT: 2}  # fmt: skip
+    assert {n: p.duration_ns for n, p in got.items()} == {
+        "forward": 300, "backward": 450, "optimizer": 100, OUT: 150}  # fmt: skip
+    # busy: [60,70] outside, [160,200] forward, [410,420] + [510,600] backward,
+    # [870,880] + [930,940] optimizer, [1005,1100] clipped to the step: [1005..1000] none
+    assert {n: p.gpu_busy_ns for n, p in got.items()} == {
+        "forward": 40, "backward": 100, "optimizer": 20, OUT: 10}  # fmt: skip
+    assert got["optimizer"].metrics.d2d_bytes == 1 << 20
+    assert any("phase ranges overlap inside a step" in w for w in c.warnings)
+    assert phase_oracle(path)[0]["backward"]["kernel_count"] == 2
+    check_against_oracle(path)
+
+
+def test_phases_add_up_to_the_step(tmp_path: Path) -> None:
+    c = census.summarize(build_step(tmp_path), use_cache=False)
+    assert_law(c)
+
+
+def assert_law(c: census.Census) -> None:
+    for s in c.steps:
+        if not s.phases:
+            continue
+        step = {**s.metrics.as_dict(), "duration_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns}
+        for key in PHASE_KEYS:
+            assert sum(p.as_dict()[key] for p in s.phases) == step[key], key
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    phases=st.lists(st.tuples(st.integers(0, 1200), st.integers(0, 400)), max_size=5),
+    calls=st.lists(st.tuples(st.integers(-50, 1250), st.integers(0, 300), st.booleans()),
+                   max_size=25),
+)  # fmt: skip
+def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls) -> None:
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.range("step 1", 1000, 1300)
+    for i, (start, length) in enumerate(phases):
+        e.range(("forward", "backward", "optimizer")[i % 3], start, start + length)
+    for t, run, d2d in calls:
+        if d2d:
+            e.copy(8, 64, t, t + 5, t + 5 + run)
+        else:
+            e.launch("k", t, t + 5, t + 5 + run, tid=1 + t % 2)
+    path = e.write(tmp_path / f"law{abs(hash((tuple(phases), tuple(calls))))}.sqlite")
+    c = census.summarize(path, use_cache=False)
+    assert_law(c)
+    if any(s.phases for s in c.steps):
+        check_against_oracle(path)
+
+
+def test_no_phase_ranges_means_no_phases(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 10, 20, 30)
+    c = census.summarize(e.write(tmp_path / "plain.sqlite"), use_cache=False)
+    assert c.steps[0].phases == () and c.per_phase() == {}
+    assert census.summarize(build_step(tmp_path), phases="", use_cache=False).per_phase() == {}
+
+
+def test_json_and_frames_carry_phases(ab_demo: Path) -> None:
+    path = ab_demo / "a" / "capture.sqlite"
+    r = runner.invoke(app, ["summary", str(path), "--json"])
+    doc = json.loads(r.stdout)
+    c = census.summarize(path)
+    assert doc["per_phase"] == c.per_phase()
+    assert set(doc["per_phase"]["forward"]) == set(PHASE_KEYS)
+    assert doc["steps"][0]["phases"][0]["name"] == "forward"
+    assert doc["steps"][0]["phases"][0]["kernel_count"] == c.steps[0].phases[0].metrics.kernel_count
+    assert set(METRIC_KEYS) <= set(doc["per_phase"][OUT])
+
+
+def test_diff_has_a_phase_table_and_names_the_phase(ab_demo: Path) -> None:
+    r = runner.invoke(app, ["diff", str(ab_demo / "a"), str(ab_demo / "b"), "--format", "json",
+                            "--labels", "eager,compiled"])  # fmt: skip
+    doc = json.loads(r.stdout)
+    fwd = doc["phases"]["forward"]["kernel_count"]
+    assert fwd["delta"] == fwd["b"] - fwd["a"] and fwd["delta"] < 0
+    assert set(doc["phases"]) == {"forward", "backward", "optimizer", OUT}
+    assert any(s.startswith("by phase:") for s in doc["explanation"])
+    md = runner.invoke(app, ["diff", str(ab_demo / "a"), str(ab_demo / "b"), "--format",
+                             "markdown"]).stdout  # fmt: skip
+    assert "#### Phases" in md and "| forward |" in md
