@@ -12,14 +12,17 @@ import typer
 from census.cli.app import (
     PHASES_DEFAULT,
     STEPS_DEFAULT,
+    FailIfOpt,
     PhasesOpt,
     SkipOpt,
     StepsOpt,
     TopOpt,
     app,
     dumps,
+    enforce,
     handle_errors,
     overhead_text,
+    parse_gates,
     summarize_shown,
     terminal,
     warn,
@@ -59,16 +62,21 @@ def summary(
     phases: PhasesOpt = PHASES_DEFAULT,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     top: TopOpt = 15,
+    fail_if: FailIfOpt = None,
 ) -> None:
     """The kernel census of one capture."""
     from census.api import Options
+    from census.compare.gates import check_summary, check_summary_gates
     from census.load.ranks import is_multi_rank
 
     path, options = _input(profile, sample), Options(steps, skip_first, phases)
+    gates = parse_gates(fail_if)
+    check_summary_gates(gates)
     if is_multi_rank(path):
-        _summary_ranks(path, options, as_json, top)
+        merged = _summary_ranks(path, options, as_json, top)
+        enforce(check_summary(gates, merged))
         return
-    if as_json and not sys.stdout.isatty():
+    if as_json and not sys.stdout.isatty() and not gates:
         _summary_json_text(path, options, top)
         return
     census = summarize_shown(path, options)
@@ -79,6 +87,7 @@ def summary(
 
         overhead = capture_overhead(path, census.per_step_timing())
         print(dumps({**summary_json(census, top), "capture": overhead}, indent=2))
+        enforce(check_summary(gates, census))
         return
     from census.render.table import render_summary
 
@@ -86,6 +95,7 @@ def summary(
     line = overhead_text(path, census)
     if line:
         print(line)
+    enforce(check_summary(gates, census))
 
 
 def _summary_json_text(path: Path, options, top: int) -> None:
@@ -101,7 +111,7 @@ def _summary_json_text(path: Path, options, top: int) -> None:
     sys.stdout.write(f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}\n")
 
 
-def _summary_ranks(path: Path, options, as_json: bool, top: int) -> None:
+def _summary_ranks(path: Path, options, as_json: bool, top: int):
     from census.api import summarize_ranks
     from census.render.progress import stage_progress
 
@@ -112,13 +122,14 @@ def _summary_ranks(path: Path, options, as_json: bool, top: int) -> None:
         from census.render.json_docs import spread_json, summary_json
 
         print(dumps({**summary_json(merged, top), **spread_json(labels, ranks)}, indent=2))
-        return
+        return merged
     from census.census import rank_spread
     from census.render.table import render_spread, render_summary
 
     shape = terminal()
     sys.stdout.write(render_summary(merged, top, **shape))
     sys.stdout.write(render_spread(labels, ranks, rank_spread(labels, ranks), **shape))
+    return merged
 
 
 def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:
@@ -159,6 +170,7 @@ def diff(
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+    fail_if: FailIfOpt = None,
 ) -> None:
     """Compare two captures (eager vs compiled) and explain the difference; or show a
     `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
@@ -170,12 +182,20 @@ def diff(
     if b is None:
         if not is_experiment(Path(a)):
             raise UsageError(f"{a}: give two captures to compare, or one `census ab` folder")
-        show_experiment(load_experiment(Path(a)), fmt, html)
+        exp = load_experiment(Path(a))
+        show_experiment(exp, fmt, html)
+        if fail_if:
+            from census.compare.gates import check_diff
+
+            if exp.diff is None:
+                raise UsageError(f"{a}: --fail-if needs the experiment's captures; it has none")
+            enforce(check_diff(parse_gates(fail_if), exp.diff))
         return
     options = Options(steps, skip_first, phases)
     pa, pb = resolve_input(a), resolve_input(b)
     names = _labels(labels, pa, pb)
-    if fmt == "json" and not html and not sys.stdout.isatty():  # a pipe: cached compact JSON
+    gates = parse_gates(fail_if)
+    if fmt == "json" and not html and not gates and not sys.stdout.isatty():  # cached, compact
         from census.api import diff_document
         from census.render.progress import stage_progress
 
@@ -202,6 +222,9 @@ def diff(
         from census.render.html import render_diff_html
 
         write_report(render_diff_html(d, explanation), html)
+    from census.compare.gates import check_diff
+
+    enforce(check_diff(gates, d))
 
 
 @app.command()

@@ -78,6 +78,32 @@ PhasesOpt = Annotated[
     ),
 ]
 PHASES_DEFAULT = DEFAULT_PHASES_REGEX
+FailIfOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-if",
+        help="A CI gate, KEY OP VALUE ('kernel_count>+0', 'd2d_bytes>+5%', "
+        "'forward.launch_api_count>+0'); repeatable; exit 5 when one fails.",
+    ),
+]
+
+
+def parse_gates(texts: list[str] | None) -> list:
+    from census.compare.gates import parse_gate
+
+    return [parse_gate(t) for t in texts or []]
+
+
+def enforce(failed: list[str]) -> None:
+    """After the output: one line per failed gate on stderr, and exit 5."""
+    from census.errors import EXIT_GATE_FAILED
+
+    for line in failed:
+        print(line, file=sys.stderr)
+    if failed:
+        raise typer.Exit(EXIT_GATE_FAILED)
+
+
 OutputDirOpt = Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")]
 NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
 STEPS_DEFAULT = DEFAULT_STEPS_REGEX

@@ -1,0 +1,127 @@
+"""CI gates on the counters that do not drift: `--fail-if "kernel_count>+0"`.
+
+A gate is KEY OP VALUE. KEY is a census key, a step-timing key, or PHASE.KEY for a phase key
+(`forward.kernel_count`, `"(outside phases).d2d_bytes"`); OP is one of > >= < <=; VALUE a number,
+optionally signed, optionally a percentage. On a diff the gate tests B's change against A (per-step
+means; a percentage is of A's value); on one capture it tests the value (per-step mean when the
+capture has steps, else the total; no percentages). Kernel counts, launch counts and bytes are
+deterministic for a given program, so they make reliable gates; times drift.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from census.compare.diff import CensusDiff, Delta
+from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
+from census.errors import UsageError
+from census.model import Census
+from census.units import fmt_metric
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+}
+_GATE = re.compile(
+    r"^\s*(?P<key>.+?)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[+-]?\d+(?:\.\d+)?)(?P<pct>%?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Gate:
+    text: str
+    phase: str | None
+    key: str
+    op: str
+    value: float
+    percent: bool
+
+    @property
+    def label(self) -> str:
+        return self.key if self.phase is None else f"{self.phase}.{self.key}"
+
+
+def parse_gate(text: str) -> Gate:
+    m = _GATE.match(text)
+    if not m:
+        raise UsageError(
+            f"--fail-if {text!r}: write KEY OP VALUE, e.g. 'kernel_count>+0' or 'd2d_bytes>+5%'"
+        )
+    key, phase = m["key"], None
+    if key not in (*METRIC_KEYS, *TIMING_KEYS) and "." in key:
+        phase, key = key.rsplit(".", 1)
+        if key not in PHASE_KEYS:
+            raise UsageError(
+                f"--fail-if {text!r}: {key!r} is not a phase key ({', '.join(PHASE_KEYS)})"
+            )
+    elif key not in (*METRIC_KEYS, *TIMING_KEYS):
+        raise UsageError(
+            f"--fail-if {text!r}: unknown key {key!r}; use one of {', '.join((*METRIC_KEYS, *TIMING_KEYS))}"
+            " or PHASE.KEY"
+        )
+    return Gate(text.strip(), phase, key, m["op"], float(m["value"]), m["pct"] == "%")
+
+
+def check_diff(gates: list[Gate], d: CensusDiff) -> list[str]:
+    """One line per failed gate: the change it tested and both sides."""
+    failed = []
+    for g in gates:
+        delta = _diff_value(g, d)
+        if delta.delta is None:
+            raise UsageError(f"--fail-if {g.text!r}: {g.label} is not available on both sides")
+        change = delta.pct if g.percent else delta.delta
+        if change is None:  # a percentage of zero
+            change = float("inf") if delta.delta > 0 else float("-inf") if delta.delta < 0 else 0.0
+        if OPS[g.op](change, g.value):
+            shown = fmt_metric(g.key, delta.delta, signed=True)
+            if g.percent:
+                shown = f"{change:+.1f}%" if delta.pct is not None else f"{shown} from 0"
+            failed.append(
+                f"gate failed: {g.text}: {g.label} {shown} per step "
+                f"({fmt_metric(g.key, delta.a)} -> {fmt_metric(g.key, delta.b)})"
+            )
+    return failed
+
+
+def _diff_value(g: Gate, d: CensusDiff) -> Delta:
+    if g.phase is None:
+        return d.metrics[g.key]
+    if g.phase not in d.phases:
+        known = ", ".join(d.phases) or "none"
+        raise UsageError(
+            f"--fail-if {g.text!r}: no phase {g.phase!r} in this diff (phases: {known})"
+        )
+    return d.phases[g.phase][g.key]
+
+
+def check_summary_gates(gates: list[Gate]) -> None:
+    """What one capture cannot test, refused before any work."""
+    for g in gates:
+        if g.percent:
+            raise UsageError(f"--fail-if {g.text!r}: a percentage needs two captures (census diff)")
+
+
+def check_summary(gates: list[Gate], c: Census) -> list[str]:
+    check_summary_gates(gates)
+    failed = []
+    values = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
+    basis = "per step" if c.steps else "in the capture"
+    for g in gates:
+        if g.phase is None:
+            value = values.get(g.key)
+        else:
+            phases = c.per_phase()
+            if g.phase not in phases:
+                known = ", ".join(phases) or "none"
+                raise UsageError(f"--fail-if {g.text!r}: no phase {g.phase!r} (phases: {known})")
+            value = phases[g.phase][g.key]
+        if value is None:
+            raise UsageError(f"--fail-if {g.text!r}: {g.label} needs step ranges")
+        if OPS[g.op](value, g.value):
+            failed.append(f"gate failed: {g.text}: {g.label} is {fmt_metric(g.key, value)} {basis}")
+    return failed
