@@ -63,6 +63,12 @@ def summary(
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     top: TopOpt = 15,
     fail_if: FailIfOpt = None,
+    all_steps: Annotated[
+        bool,
+        typer.Option(
+            "--all-steps", help="List every step (else the first and last few and the tail)."
+        ),
+    ] = False,
 ) -> None:
     """The kernel census of one capture."""
     from census.api import Options
@@ -91,7 +97,7 @@ def summary(
         return
     from census.render.table import render_summary
 
-    sys.stdout.write(render_summary(census, top, **terminal()))
+    sys.stdout.write(render_summary(census, top, **terminal(), all_steps=all_steps))
     line = overhead_text(path, census)
     if line:
         print(line)

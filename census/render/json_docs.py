@@ -42,6 +42,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
         ],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
+        "tail": _tail(census),
         "timing": {
             "steps": [
                 {
@@ -112,6 +113,16 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
         },
         "warnings": list(census.warnings),
     }
+
+
+def _tail(census: Census) -> dict[str, Any] | None:
+    from census.compare.tails import tail_steps
+
+    tail = tail_steps(census)
+    if tail is None:
+        return None
+    return {**{k: v for k, v in vars(tail).items() if k != "outliers"},
+            "outliers": [vars(o) for o in tail.outliers]}  # fmt: skip
 
 
 def spread_json(labels: list[str], ranks: list[Census]) -> dict:

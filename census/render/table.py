@@ -31,13 +31,70 @@ LABELS: dict[str, str] = {
 
 
 def render_summary(
-    census: Census, top: int = 15, width: int | None = None, color: bool = False
+    census: Census,
+    top: int = 15,
+    width: int | None = None,
+    color: bool = False,
+    all_steps: bool = False,
 ) -> str:
-    """The terminal summary of one capture: census table, steps, classes, kernels, memory."""
-    return rich_text(lambda console: _draw_summary(census, console, top), width, color)
+    """The terminal summary of one capture: census table, steps (with more than SHOWN_STEPS
+    steps: the first and last few and the tail steps, unless `all_steps`), tail steps, phases,
+    classes, kernels, memory."""
+    return rich_text(lambda console: _draw_summary(census, console, top, all_steps), width, color)
 
 
-def _draw_summary(census: Census, console: Console, top: int) -> None:
+SHOWN_STEPS = 12  # above this, the steps table shows the first and last EDGE_STEPS and outliers
+EDGE_STEPS = 3
+
+
+def _draw_steps(census: Census, console: Console, all_steps: bool) -> None:
+    from census.compare.tails import tail_steps
+
+    tail = tail_steps(census)
+    assert tail is not None
+    n = len(census.steps)
+    outliers = {o.index for o in tail.outliers}
+    shown = range(n) if all_steps or n <= SHOWN_STEPS else sorted(
+        {*range(EDGE_STEPS), *range(n - EDGE_STEPS, n), *outliers})  # fmt: skip
+    st = Table(title="Steps", title_justify="left")
+    for col in ("step", "duration", "GPU busy", "GPU idle", "kernels", "union", "launch API"):
+        st.add_column(col, justify="left" if col == "step" else "right")
+    last = -1
+    for i in shown:
+        if i > last + 1:
+            st.add_row(f"… {i - last - 1} more", *[""] * 6)
+        s = census.steps[i]
+        st.add_row(escape(s.name) + (" (tail)" if i in outliers else ""), fmt_ns(s.duration_ns),
+                   fmt_ns(s.gpu_busy_ns), fmt_ns(s.gpu_idle_ns), fmt_count(s.metrics.kernel_count),
+                   fmt_ns(s.metrics.non_nccl_union_ns), fmt_ns(s.metrics.launch_api_time_ns))  # fmt: skip
+        last = i
+    line = (
+        f"step time: median {fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max "
+        f"{fmt_ns(tail.max_ns)}; tail above {fmt_ns(tail.threshold_ns)}: "
+        f"{len(tail.outliers)} of {n} step(s)"
+        + ("" if all_steps or n <= SHOWN_STEPS else "; --all-steps lists every step")
+    )
+    console.print(st)
+    console.print(line)
+    if tail.outliers:
+        console.print(_tail_table(tail))
+
+
+def _tail_table(tail) -> Table:
+    t = Table(title="Tail steps against the median step", title_justify="left")
+    for col in ("step", "time", "over median", "phase that grew", "Δ kernels", "Δ launches",
+                "Δ GPU busy", "Δ GPU idle"):  # fmt: skip
+        t.add_column(col, justify="left" if col in ("step", "phase that grew") else "right")
+    for o in tail.outliers:
+        grew = "" if o.phase is None else f"{o.phase} {fmt_ns(o.phase_delta_ns, signed=True)}"
+        t.add_row(escape(o.name), fmt_ns(o.step_time_ns), fmt_ns(o.excess_ns, signed=True),
+                  escape(grew), fmt_count(o.kernel_count_delta, signed=True),
+                  fmt_count(o.launch_count_delta, signed=True),
+                  fmt_ns(o.gpu_busy_delta_ns, signed=True), fmt_ns(o.gpu_idle_delta_ns, signed=True))  # fmt: skip
+    return t
+
+
+def _draw_summary(census: Census, console: Console, top: int, all_steps: bool) -> None:
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
     console.print(
@@ -61,20 +118,7 @@ def _draw_summary(census: Census, console: Console, top: int) -> None:
         )
     console.print(t)
     if census.steps:
-        st = Table(title="Steps", title_justify="left")
-        for col in ("step", "duration", "GPU busy", "GPU idle", "kernels", "union", "launch API"):
-            st.add_column(col, justify="left" if col == "step" else "right")
-        for s in census.steps:
-            st.add_row(
-                escape(s.name),
-                fmt_ns(s.duration_ns),
-                fmt_ns(s.gpu_busy_ns),
-                fmt_ns(s.gpu_idle_ns),
-                fmt_count(s.metrics.kernel_count),
-                fmt_ns(s.metrics.non_nccl_union_ns),
-                fmt_ns(s.metrics.launch_api_time_ns),
-            )
-        console.print(st)
+        _draw_steps(census, console, all_steps)
     per_phase = census.per_phase()
     if per_phase:
         pt = Table(title="Phases (per step, mean)", title_justify="left")
