@@ -30,6 +30,7 @@ from census.model import (
     ClassStat,
     CollectiveStat,
     Gpu,
+    IdleSplit,
     KernelStat,
     MemoryStat,
     Metrics,
@@ -70,6 +71,7 @@ def compute_census(profile: Profile) -> Census:
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
             nccl_overlap_ns=overlap.get(s.idx, 0),
             phases=phases.get(s.idx, ()),
+            idle=IdleSplit(*profile.step_idle.get(s.idx, ())),
         )
         for s in profile.steps
     )
@@ -125,18 +127,22 @@ def _phases(
     seg_metrics = _metrics_by_key(agg)
     acc: dict[int, dict[str, list]] = {}
     for seg in profile.segments:
-        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics()])
+        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics(), [0] * 5])
         row[0] += seg.end_ns - seg.start_ns
         row[1] += agg.busy_ns.get(seg.idx, 0)
         row[2] = add_metrics(row[2], seg_metrics(seg.idx))
+        row[3] = [
+            x + y for x, y in zip(row[3], profile.segment_idle.get(seg.idx, (0,) * 5), strict=True)
+        ]
     out = {}
     for step, by_name in acc.items():
-        named = [Phase(n, d, m, b) for n, (d, b, m) in by_name.items() if n != OUTSIDE_PHASES]
-        d, b, m = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics()])
+        named = [Phase(n, d, m, b, IdleSplit(*i)) for n, (d, b, m, i) in by_name.items()
+                 if n != OUTSIDE_PHASES]  # fmt: skip
+        d, b, m, i = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics(), [0] * 5])
         union = step_metrics(step).non_nccl_union_ns - sum(
             p.metrics.non_nccl_union_ns for p in named
         )
-        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b)
+        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b, IdleSplit(*i))
         out[step] = (*named, rest)
     return out
 

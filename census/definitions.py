@@ -72,9 +72,28 @@ PHASE_METRICS: tuple[Metric, ...] = (
         "the union of all GPU work of the step's process, clipped to the time the phase owns",
     ),
 )
+# Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
+# gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
+IDLE_METRICS: tuple[Metric, ...] = (
+    Metric("sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it"),
+    Metric("sync_time_ns", "ns", "Σ (end − start) of those calls: the host blocked"),
+    Metric(
+        "idle_after_sync_ns",
+        "ns",
+        "GPU idle time from the end of a synchronising call that returned while the GPU was idle "
+        "to the start of the next GPU work of the process",
+    ),
+    Metric(
+        "idle_launch_ns",
+        "ns",
+        "the rest of the GPU idle time during which a launch API call of the process ran",
+    ),
+    Metric("idle_other_ns", "ns", "the rest of the GPU idle time: other host work"),
+)
 METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
-PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS))
+IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
+PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
 
 # Steps: NVTX ranges whose text matches this (census.steps() names them `step N`; PyTorch's
 # profiler schedule names them `ProfilerStep#N`).
@@ -146,6 +165,24 @@ LAUNCH_APIS = frozenset(
     }
 )
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+# Calls that block the host until the GPU (or a stream, or an event) has caught up, after the same
+# suffix removal: the synchronous copies (cudaMemcpy without Async: a `.item()` or `.cpu()`) too.
+SYNC_APIS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyFromSymbol",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpy",
+    }
+)
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
 _STREAM_SUFFIX = re.compile(r"_(ptsz|ptds)$")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from census.definitions import METRIC_KEYS, TIMING_KEYS
+from census.definitions import IDLE_KEYS, METRIC_KEYS, TIMING_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,14 +73,14 @@ def memory(c: Census) -> pd.DataFrame:
 
 def steps(c: Census) -> pd.DataFrame:
     """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
-    gpu_busy_ns, gpu_idle_ns, nccl_overlap_ns."""
+    gpu_busy_ns, gpu_idle_ns, the idle split (sync_count ... idle_other_ns), nccl_overlap_ns."""
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
-         "gpu_idle_ns": s.gpu_idle_ns, "nccl_overlap_ns": s.nccl_overlap_ns}
+         "gpu_idle_ns": s.gpu_idle_ns, **s.idle.as_dict(), "nccl_overlap_ns": s.nccl_overlap_ns}
         for s in c.steps
     ]  # fmt: skip
-    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, "nccl_overlap_ns"]
+    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, *IDLE_KEYS, "nccl_overlap_ns"]
     return _frame(rows, cols)
 
 

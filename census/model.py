@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
+from census.definitions import IDLE_KEYS, METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,20 @@ class Metrics:
 
 
 @dataclass(frozen=True)
+class IdleSplit:
+    """Where GPU idle time went (census.load.idle): the parts add up to the idle time."""
+
+    sync_count: int = 0
+    sync_time_ns: int = 0
+    idle_after_sync_ns: int = 0
+    idle_launch_ns: int = 0
+    idle_other_ns: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in IDLE_KEYS}
+
+
+@dataclass(frozen=True)
 class Phase:
     """One phase of one step (all its ranges in the step together), or the step's remainder."""
 
@@ -41,10 +55,11 @@ class Phase:
     duration_ns: int
     metrics: Metrics
     gpu_busy_ns: int
+    idle: IdleSplit = IdleSplit()
 
     def as_dict(self) -> dict[str, int]:
         return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
-                "gpu_busy_ns": self.gpu_busy_ns}  # fmt: skip
+                "gpu_busy_ns": self.gpu_busy_ns, **self.idle.as_dict()}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,7 @@ class Step:
     gpu_busy_ns: int
     nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
     phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
+    idle: IdleSplit = IdleSplit()
 
     @property
     def duration_ns(self) -> int:
@@ -197,10 +213,12 @@ class Census:
         n = len(self.steps)
         duration = sum(s.end_ns for s in self.steps) - sum(s.start_ns for s in self.steps)
         busy = sum(s.gpu_busy_ns for s in self.steps)
+        idle = [sum(getattr(s.idle, k) for s in self.steps) / n for k in IDLE_KEYS]
         return {
             "step_time_ns": duration / n,
             "gpu_busy_ns": busy / n,
             "gpu_idle_ns": (duration - busy) / n,
+            **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
 
 

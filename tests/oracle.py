@@ -196,8 +196,41 @@ def phase_oracle(
                 add(where, kernel_count=1, kernel_time_ns=e - s)
             elif kind == 8:
                 add(where, d2d_count=1, d2d_bytes=nbytes)
+    sync = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
+    for (proc, _), (s, e, name) in api.items():
+        if name in sync:
+            add(slot(proc, s), sync_count=1, sync_time_ns=e - s)
     for i, (_, _, p) in enumerate(steps):
         for a, b, owner in owned[i]:
             clipped = [(max(s, a), min(e, b)) for s, e in busy.get(p, []) if e > a and s < b]
             add((i, owner), duration_ns=b - a, gpu_busy_ns=_union(clipped))
+        _idle_oracle(
+            steps[i], owned[i], busy.get(p, []), api, sync, lambda o, i=i, **v: add((i, o), **v)
+        )
     return out
+
+
+def _idle_oracle(step, owned, gpu, api, sync, add) -> None:
+    """Classify every elementary stretch of the step's idle time by the definitions."""
+    s0, e0, p = step
+    launches = [(s, e) for (q, _), (s, e, n) in api.items() if q == p and n in LAUNCH]
+    ends = [e for (q, _), (s, e, n) in api.items() if q == p and n in sync and s0 <= e < e0]
+    cuts = sorted({s0, e0, *(x for iv in (*gpu, *launches) for x in iv), *ends}
+                  | {a for a, _, _ in owned})  # fmt: skip
+    cuts = [c for c in cuts if s0 <= c <= e0]
+
+    def busy_at(a: int, b: int) -> bool:
+        return any(s < b and e > a for s, e in gpu)
+
+    for a, b in itertools.pairwise(cuts):
+        if b <= a or busy_at(a, b):
+            continue
+        owner = [o for x, _, o in owned if x <= a][-1]
+        after = any(t <= a and not busy_at(t, a) and not any(s <= t < e for s, e in gpu)
+                    for t in ends)  # fmt: skip
+        if after:
+            add(owner, idle_after_sync_ns=b - a)
+        elif any(s <= a and e >= b for s, e in launches):
+            add(owner, idle_launch_ns=b - a)
+        else:
+            add(owner, idle_other_ns=b - a)

@@ -112,6 +112,30 @@ def test_built_step_exact_values(tmp_path: Path) -> None:
     check_against_oracle(path)
 
 
+def test_idle_split_around_a_sync(tmp_path: Path) -> None:
+    """forward launches a kernel [100, 300] (its call [40, 45]) and synchronizes [120, 310]: the
+    GPU idles from 310 until the next kernel starts at 500, after the sync (the launch call
+    [480, 520] overlaps it, but after-sync comes first); [300, 310] the host still waits in the
+    sync (other); [0, 100] idle: 5 ns in a launch call, the rest other; [900, 1000] other."""
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.range("forward", 0, 400)
+    e.launch("k1", 40, 100, 300)  # the call [40, 45]
+    e.api("cudaStreamSynchronize_v3020", 120, 310)
+    e.launch("k2", 480, 500, 900, api_len=40)  # the call [480, 520], in the remainder
+    path = e.write(tmp_path / "sync.sqlite")
+    c = census.summarize(path, use_cache=False)
+    (s,) = c.steps
+    assert s.gpu_busy_ns == 600 and s.gpu_idle_ns == 400
+    assert s.idle.as_dict() == {"sync_count": 1, "sync_time_ns": 190, "idle_after_sync_ns": 190,
+                                "idle_launch_ns": 5, "idle_other_ns": 205}  # fmt: skip
+    fwd = {p.name: p for p in s.phases}["forward"]
+    assert (fwd.idle.sync_count, fwd.idle.idle_after_sync_ns) == (1, 90)  # [310, 400]
+    assert {p.name: p.idle.idle_after_sync_ns for p in s.phases}[OUT] == 100  # [400, 500]
+    assert_law(c)
+    check_against_oracle(path)
+
+
 def test_phases_add_up_to_the_step(tmp_path: Path) -> None:
     c = census.summarize(build_step(tmp_path), use_cache=False)
     assert_law(c)
@@ -121,7 +145,10 @@ def assert_law(c: census.Census) -> None:
     for s in c.steps:
         if not s.phases:
             continue
-        step = {**s.metrics.as_dict(), "duration_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns}
+        step = {**s.metrics.as_dict(), "duration_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
+                **s.idle.as_dict()}  # fmt: skip
+        idle = s.idle.idle_after_sync_ns + s.idle.idle_launch_ns + s.idle.idle_other_ns
+        assert idle == s.gpu_idle_ns
         for key in PHASE_KEYS:
             assert sum(p.as_dict()[key] for p in s.phases) == step[key], key
 
@@ -133,8 +160,9 @@ def assert_law(c: census.Census) -> None:
     phases=st.lists(st.tuples(st.integers(0, 1200), st.integers(0, 400)), max_size=5),
     calls=st.lists(st.tuples(st.integers(-50, 1250), st.integers(0, 300), st.booleans()),
                    max_size=25),
+    syncs=st.lists(st.tuples(st.integers(-50, 1250), st.integers(1, 200)), max_size=4),
 )  # fmt: skip
-def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls) -> None:
+def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls, syncs) -> None:
     e = Export()
     e.range("step 0", 0, 1000)
     e.range("step 1", 1000, 1300)
@@ -145,7 +173,10 @@ def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls) -> No
             e.copy(8, 64, t, t + 5, t + 5 + run)
         else:
             e.launch("k", t, t + 5, t + 5 + run, tid=1 + t % 2)
-    path = e.write(tmp_path / f"law{abs(hash((tuple(phases), tuple(calls))))}.sqlite")
+    for t, blocked in syncs:
+        e.api("cudaStreamSynchronize_v3020", t, t + blocked)
+    key = abs(hash((tuple(phases), tuple(calls), tuple(syncs))))
+    path = e.write(tmp_path / f"law{key}.sqlite")
     c = census.summarize(path, use_cache=False)
     assert_law(c)
     if any(s.phases for s in c.steps):

@@ -11,7 +11,14 @@ import statistics
 from dataclasses import dataclass, field
 
 from census.compare.stats import t_975
-from census.definitions import CLASS_ORDER, METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS, TIMING_KEYS
+from census.definitions import (
+    CLASS_ORDER,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    OUTSIDE_PHASES,
+    PHASE_KEYS,
+    TIMING_KEYS,
+)
 from census.model import Census
 
 # A kernel whose per-step count is unchanged and whose time moved by at most this share of the
@@ -177,10 +184,10 @@ def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:
     def values(c: Census) -> dict[str, float | None]:
         if per_step:
             return {**(c.per_step() or {}), **(c.per_step_timing() or {})}
-        return {**c.totals.as_dict(), **dict.fromkeys(TIMING_KEYS)}
+        return {**c.totals.as_dict(), **dict.fromkeys((*TIMING_KEYS, *IDLE_KEYS))}
 
     va, vb = values(a), values(b)
-    return {k: Delta(va[k], vb[k]) for k in (*TIMING_KEYS, *METRIC_KEYS)}
+    return {k: Delta(va[k], vb[k]) for k in (*TIMING_KEYS, *IDLE_KEYS, *METRIC_KEYS)}
 
 
 def _class_deltas(a: Census, b: Census, per_step: bool) -> tuple[ClassDelta, ...]:

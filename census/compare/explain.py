@@ -15,6 +15,7 @@ def explain_diff(d: CensusDiff) -> list[str]:
     ranked: list[tuple[float, str]] = []
     for sentence in (
         _kernels(d, unit),
+        _idle(d, unit),
         _union(d, unit),
         _launch(d, unit),
         _d2d(d, unit),
@@ -81,6 +82,35 @@ def _phases(d: CensusDiff) -> str | None:
         f"{fmt_ns(busy.delta, signed=True)}, kernels {fmt_count(kernels, signed=True)}, launch "
         f"calls {fmt_count(launches, signed=True)}" + (f"; {others}" if others else "")
     )
+
+
+IDLE_CAUSES = {
+    "idle_after_sync_ns": "after host syncs",
+    "idle_launch_ns": "while the host launched",
+    "idle_other_ns": "in other host work",
+}
+
+
+def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    """The part of the GPU idle time that changed most, and the syncs behind it."""
+    idle = d.metrics["gpu_idle_ns"]
+    parts = {k: d.metrics[k].delta for k in IDLE_CAUSES if d.metrics[k].delta is not None}
+    if not parts or not idle.delta:
+        return None
+    key = max(parts, key=lambda k: abs(parts[k] or 0))
+    text = (
+        f"GPU idle {_change(idle, fmt_ns, unit)}: mostly {IDLE_CAUSES[key]} "
+        f"{fmt_ns(parts[key], signed=True)}{unit}"
+    )
+    syncs = d.metrics["sync_count"].delta
+    if syncs:
+        where = ""
+        if d.phases:
+            name, m = max(d.phases.items(), key=lambda kv: abs(kv[1]["sync_count"].delta or 0))
+            where = f" in {name}" if m["sync_count"].delta else ""
+        blocked = fmt_ns(d.metrics["sync_time_ns"].delta, signed=True)
+        text += f" ({fmt_count(syncs, signed=True)} syncs{unit}{where}, host blocked {blocked})"
+    return parts[key] or 0.0, text
 
 
 def _uncaptured(d: CensusDiff) -> str | None:

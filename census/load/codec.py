@@ -13,6 +13,7 @@ from census.model import (
     ClassStat,
     CollectiveStat,
     Gpu,
+    IdleSplit,
     KernelStat,
     MemoryStat,
     Metrics,
@@ -22,6 +23,7 @@ from census.model import (
 )
 
 STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns")
+PHASE_VALUES = len(METRIC_KEYS) + 2  # [name, *census keys, duration_ns, gpu_busy_ns, *idle keys]
 
 
 def to_record(census: Census) -> dict[str, Any]:
@@ -32,6 +34,7 @@ def to_record(census: Census) -> dict[str, Any]:
     rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
     rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
     rec["steps"]["phases"] = [[[p.name, *p.as_dict().values()] for p in s.phases] for s in steps]
+    rec["steps"]["idle"] = [list(s.idle.as_dict().values()) for s in steps]
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase()}  # fmt: skip
     return rec
@@ -82,10 +85,11 @@ class StepColumns(Sequence):
                 for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
             ]
             phases = [tuple(_phase(p) for p in row) for row in cols["phases"]]
-            keys = (*STEP_COLUMNS, "metrics", "phases")
+            idle = [IdleSplit(*row) for row in cols["idle"]]
+            keys = (*STEP_COLUMNS, "metrics", "phases", "idle")
             self._steps = tuple(
                 _frozen(Step, zip(keys, row, strict=True))
-                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, phases, strict=True)
+                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, phases, idle, strict=True)
             )
         return self._steps
 
@@ -119,8 +123,8 @@ def _frozen(cls: type, items: Any) -> Any:
 
 
 def _phase(row: list) -> Phase:
-    """[name, *census keys, duration_ns, gpu_busy_ns] -> Phase."""
+    """[name, *census keys, duration_ns, gpu_busy_ns, *idle keys] -> Phase."""
     name, *values = row
     n = len(METRIC_KEYS)
     metrics = _frozen(Metrics, zip(METRIC_KEYS, values[:n], strict=True))
-    return Phase(name, values[n], metrics, values[n + 1])
+    return Phase(name, values[n], metrics, values[n + 1], IdleSplit(*values[PHASE_VALUES:]))

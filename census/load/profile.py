@@ -65,6 +65,9 @@ class Profile:
     # phase ranges
     segments: tuple[Segment, ...] = ()
     segment_aggregates: Aggregates | None = None
+    # per step idx and per segment idx: the split of the GPU idle time (census.load.idle)
+    step_idle: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    segment_idle: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
 
 def load_profile(
@@ -86,6 +89,14 @@ def load_profile(
         profile = _load(conn, path, steps_regex, skip_first, *run)
         if phases_regex and profile.steps:
             profile = _with_phases(conn, profile, phases_regex, *run)
+        if profile.steps:
+            from census.load.idle import idle_splits
+
+            run[0]("reading where the GPU idle time goes")
+            steps, segs = idle_splits(
+                conn, profile.schema, list(profile.steps), list(profile.segments)
+            )
+            profile = replace(profile, step_idle=steps, segment_idle=segs)
         return profile
     except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None

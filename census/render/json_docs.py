@@ -50,6 +50,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
                     "step_time_ns": s.duration_ns,
                     "gpu_busy_ns": s.gpu_busy_ns,
                     "gpu_idle_ns": s.gpu_idle_ns,
+                    **s.idle.as_dict(),
                 }
                 for s in census.steps
             ],

@@ -15,6 +15,11 @@ LABELS: dict[str, str] = {
     "step_time_ns": "step time",
     "gpu_busy_ns": "GPU busy (union of all GPU work)",
     "gpu_idle_ns": "GPU idle inside the step",
+    "sync_count": "host syncs",
+    "sync_time_ns": "host blocked in syncs",
+    "idle_after_sync_ns": "  idle after a sync",
+    "idle_launch_ns": "  idle while launching",
+    "idle_other_ns": "  idle in other host work",
     "kernel_count": "GPU kernels",
     "kernel_time_ns": "kernel time",
     "nccl_kernel_count": "NCCL kernels",
@@ -108,7 +113,8 @@ def _draw_summary(census: Census, console: Console, top: int, all_steps: bool) -
     t.add_column("total", justify="right")
     t.add_column("per step (mean)", justify="right")
     if timing:
-        for key in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"):
+        for key in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
+                    "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns"):  # fmt: skip
             t.add_row(LABELS[key], "", fmt_metric(key, timing[key]))
     for key in METRIC_KEYS:
         t.add_row(
