@@ -21,13 +21,12 @@ made only when the capture has steps.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 
 import numpy as np
 
 from census.definitions import SYNC_APIS, launch_api_kind, normalise_api_name
 from census.load import schema as sc
-from census.load.columns import read_batches, read_strings, rowid_range
+from census.load.columns import read_batches, rowid_range
 
 Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
 GPU_TABLES = (sc.KERNEL, sc.MEMCPY, sc.MEMSET)
@@ -53,37 +52,49 @@ def read_timelines(
 _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
-def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "") -> dict:
-    parts: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-    columns = {"start": "start", "end": '"end"', "proc": proc_sql}
+def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "", extra=None):
+    """Per process, (start, end[, extra]) of the rows of `tables` with an extent."""
+    parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
+    columns = {
+        "start": "start",
+        "end": '"end"',
+        "proc": proc_sql,
+        **({"x": extra} if extra else {}),
+    }
     for table in tables:
         rows = rowid_range(conn, table) if schema.has(table) else None
         if rows is None:
             continue
         for batch, _ in read_batches(conn, table, columns, rows, where):
+            ok = batch["end"] > batch["start"]
             for p in procs:
-                keep = (batch["proc"] == p) & (batch["end"] > batch["start"])
+                keep = ok & (batch["proc"] == p) if len(procs) > 1 else ok
                 if keep.any():
-                    parts.setdefault(p, []).append((batch["start"][keep], batch["end"][keep]))
-    return {p: (np.concatenate([a for a, _ in v]), np.concatenate([b for _, b in v]))
-            for p, v in parts.items()}  # fmt: skip
+                    parts.setdefault(p, []).append(
+                        tuple(batch[c][keep] for c in columns if c != "proc")
+                    )
+    return {p: tuple(np.concatenate(c) for c in zip(*v, strict=True)) for p, v in parts.items()}
 
 
 def _runtime(conn, schema, procs: set[int]) -> tuple[dict, dict]:
+    """Per process, the launch calls and the synchronising calls: one read of the runtime rows
+    with either name."""
     if not schema.has(sc.RUNTIME) or not schema.has(sc.STRINGS):
         return {}, {}
-    ids = [
-        i for (i,) in conn.execute(f'SELECT DISTINCT nameId FROM "{sc.RUNTIME}"') if i is not None
-    ]
-    names = read_strings(conn, ids)
-    launch = [i for i, n in names.items() if launch_api_kind(n)]
-    sync = [i for i, n in names.items() if normalise_api_name(n) in SYNC_APIS]
-    proc = "globalTid >> 24"
-    found = []
-    for chosen in (launch, sync):
-        where = f"nameId IN ({','.join(map(str, chosen))})" if chosen else "0"
-        found.append(_read(conn, schema, (sc.RUNTIME,), proc, procs, where))
-    return found[0], found[1]
+    names = {i: n for i, n in conn.execute(
+        f'SELECT id, value FROM "{sc.STRINGS}" WHERE id IN (SELECT DISTINCT nameId FROM "{sc.RUNTIME}")'
+    )}  # fmt: skip
+    launch = np.array([i for i, n in names.items() if launch_api_kind(n)], np.int64)
+    sync = np.array([i for i, n in names.items() if normalise_api_name(n) in SYNC_APIS], np.int64)
+    wanted = [*launch.tolist(), *sync.tolist()]
+    where = f"nameId IN ({','.join(map(str, wanted))})" if wanted else "0"
+    rows = _read(conn, schema, (sc.RUNTIME,), "globalTid >> 24", procs, where, extra="nameId")
+    split = ({}, {})
+    for p, (s, e, name) in rows.items():
+        for out, ids in zip(split, (launch, sync), strict=True):
+            keep = np.isin(name, ids)
+            out[p] = (s[keep], e[keep])
+    return split
 
 
 def union(start: np.ndarray, end: np.ndarray) -> Intervals:
@@ -100,90 +111,64 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     return s[firsts], reach[lasts]
 
 
-def clip(iv: Intervals, lo: int, hi: int) -> list[tuple[int, int]]:
+def _inside(iv: Intervals, t: np.ndarray) -> np.ndarray:
+    """Whether each time t lies in one of the intervals [start, end)."""
     s, e = iv
-    i, j = np.searchsorted(e, lo, "right"), np.searchsorted(s, hi, "left")
-    return [(max(int(a), lo), min(int(b), hi)) for a, b in zip(s[i:j], e[i:j], strict=True)
-            if min(int(b), hi) > max(int(a), lo)]  # fmt: skip
+    i = np.searchsorted(s, t, "right") - 1
+    return (i >= 0) & (e[np.maximum(i, 0)] > t) if len(s) else np.zeros(len(t), bool)
 
 
-def gaps(busy: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
-    out, t = [], lo
-    for a, b in busy:
-        if a > t:
-            out.append((t, a))
-        t = max(t, b)
-    if hi > t:
-        out.append((t, hi))
-    return out
+def _after_sync(busy: Intervals, sync_end: np.ndarray, steps: Intervals) -> Intervals:
+    """From each sync end that falls inside a step while the GPU is idle, to the next GPU work
+    of the process or the end of that step, merged."""
+    bs, _ = busy
+    ss, se = steps
+    k = np.searchsorted(ss, sync_end, "right") - 1
+    keep = (k >= 0) & (se[np.maximum(k, 0)] > sync_end) & ~_inside(busy, sync_end)
+    t, k = sync_end[keep], k[keep]
+    nxt_i = np.searchsorted(bs, t, "right")
+    nxt = np.where(
+        nxt_i < len(bs), bs[np.minimum(nxt_i, max(len(bs) - 1, 0))] if len(bs) else 0, se[k]
+    )
+    end = np.minimum(nxt, se[k]) if len(bs) else se[k]
+    return union(t, end)
 
 
-def intersect(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out, i, j = [], 0, 0
-    while i < len(xs) and j < len(ys):
-        a, b = max(xs[i][0], ys[j][0]), min(xs[i][1], ys[j][1])
-        if b > a:
-            out.append((a, b))
-        if xs[i][1] < ys[j][1]:
-            i += 1
-        else:
-            j += 1
-    return out
+def classify_timeline(
+    timeline, steps: Intervals, cuts: np.ndarray
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(boundaries, [prefix sums of after-sync, launch-bound, other idle ns]) over the process's
+    timeline cut at every interval end and at `cuts` (every bound that will be measured);
+    `steps`: the step ranges, by start."""
+    busy, launch, (_, sync_end) = timeline
+    after = _after_sync(busy, sync_end, steps)
+    bounds = np.sort(np.concatenate([*busy, *after, *launch, cuts]))
+    bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
+    left = bounds[:-1]
+    is_busy = _inside(busy, left)
+    is_after = ~is_busy & _inside(after, left)
+    is_launch = ~is_busy & ~is_after & _inside(launch, left)
+    is_other = ~is_busy & ~is_after & ~is_launch
+    lengths = np.diff(bounds)
+    sums = [np.concatenate([[0], np.cumsum(np.where(m, lengths, 0))]) for m in
+            (is_after, is_launch, is_other)]  # fmt: skip
+    return bounds, sums
 
 
-def subtract(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out = []
-    for a, b in xs:
-        t = a
-        for c, d in ys:
-            if d <= t or c >= b:
-                continue
-            if c > t:
-                out.append((t, c))
-            t = max(t, d)
-        if b > t:
-            out.append((t, b))
-    return out
+def measure(bounds: np.ndarray, sums: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> list:
+    """Per range [lo, hi] (both among `bounds`): the ns of each class inside it."""
+    i, j = np.searchsorted(bounds, lo), np.searchsorted(bounds, hi)
+    return [(p[j] - p[i]).tolist() for p in sums]
 
 
-def length(xs: Iterable[tuple[int, int]]) -> int:
-    return sum(b - a for a, b in xs)
-
-
-def classify_idle(timeline, lo: int, hi: int) -> tuple[list, list, list]:
-    """The idle time of [lo, hi] as (after a sync, launch-bound, other) interval lists."""
-    busy_iv, launch_iv, (_, se) = timeline
-    idle = gaps(clip(busy_iv, lo, hi), lo, hi)
-    bs, be = busy_iv
-    after = []
-    for t in se[(se >= lo) & (se < hi)].tolist():
-        i = int(np.searchsorted(bs, t, "right")) - 1
-        if i >= 0 and be[i] > t:
-            continue  # the GPU was still busy when the call returned
-        nxt = bs[i + 1] if i + 1 < len(bs) else hi
-        after.append((t, min(int(nxt), hi)))
-    after = intersect(idle, _merge(after))
-    rest = subtract(idle, after)
-    launch = intersect(rest, clip(launch_iv, lo, hi))
-    return after, launch, subtract(rest, launch)
-
-
-def _merge(xs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(xs):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        elif b > a:
-            out.append((a, b))
-    return out
-
-
-def sync_calls(timeline, lo: int, hi: int, closed: bool = True) -> tuple[int, int]:
-    """(count, blocked ns) of the synchronising calls that start in [lo, hi] ([lo, hi) unless
-    `closed`: a step's segments but its last, so that a call on a seam counts once, later)."""
+def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> tuple[list, list]:
+    """Per range: (count, blocked ns) of the synchronising calls that start in [lo, hi] ([lo, hi)
+    where not `closed`: a step's segments but its last, so a call on a seam counts once)."""
     ss, se = timeline[2]
-    inside = (ss >= lo) & ((ss <= hi) if closed else (ss < hi))
-    return int(inside.sum()), int((se[inside] - ss[inside]).sum())
+    blocked = np.concatenate([[0], np.cumsum(se - ss)])
+    i = np.searchsorted(ss, lo, "left")
+    j = np.where(closed, np.searchsorted(ss, hi, "right"), np.searchsorted(ss, hi, "left"))
+    return (j - i).tolist(), (blocked[j] - blocked[i]).tolist()
 
 
 def idle_splits(
@@ -192,18 +177,28 @@ def idle_splits(
     """Per step idx and per segment idx: (sync_count, sync_time_ns, idle_after_sync_ns,
     idle_launch_ns, idle_other_ns)."""
     timelines = read_timelines(conn, schema, {s.proc for s in steps})
-    by_step: dict[int, list] = {}
+    last_seg = {}
     for seg in segments:
-        by_step.setdefault(seg.step, []).append(seg)
-    out_steps, out_segs = {}, {}
-    for st in steps:
-        tl = timelines[st.proc]
-        classes = classify_idle(tl, st.start_ns, st.end_ns)
-        out_steps[st.idx] = (*sync_calls(tl, st.start_ns, st.end_ns), *map(length, classes))
-        segs = by_step.get(st.idx, [])
-        for k, seg in enumerate(segs):
-            window = [(seg.start_ns, seg.end_ns)]
-            calls = sync_calls(tl, seg.start_ns, seg.end_ns, closed=k == len(segs) - 1)
-            parts = (length(intersect(c, window)) for c in classes)
-            out_segs[seg.idx] = (*calls, *parts)
+        last_seg[seg.step] = seg.idx
+    out_steps: dict[int, tuple[int, ...]] = {}
+    out_segs: dict[int, tuple[int, ...]] = {}
+    for proc, tl in timelines.items():
+        mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
+        segs = [g for g in segments if g.proc == proc]
+        step_iv = (np.array([s.start_ns for s in mine], np.int64),
+                   np.array([s.end_ns for s in mine], np.int64))  # fmt: skip
+        cuts = np.array([t for r in (*mine, *segs) for t in (r.start_ns, r.end_ns)], np.int64)
+        bounds, sums = classify_timeline(tl, step_iv, cuts)
+        for rows, target, closed in (
+            (mine, out_steps, [True] * len(mine)),
+            (segs, out_segs, [last_seg[g.step] == g.idx for g in segs]),
+        ):
+            lo = np.array([r.start_ns for r in rows], np.int64)
+            hi = np.array([r.end_ns for r in rows], np.int64)
+            if not len(rows):
+                continue
+            counts, blocked = sync_calls(tl, lo, hi, np.array(closed))
+            parts = measure(bounds, sums, lo, hi)
+            for k, r in enumerate(rows):
+                target[r.idx] = (counts[k], blocked[k], parts[0][k], parts[1][k], parts[2][k])
     return out_steps, out_segs

@@ -44,6 +44,11 @@ WHOLE = NO_STEP  # the scope of capture-wide unions
 UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
 
 
+def parent_scope(step: np.ndarray | int, segments: int):
+    """The union scope of a step when the index holds its phase segments (0 .. segments-1)."""
+    return step + segments
+
+
 class OutOfOrder(Exception):
     """The kernels of a range are not in start order: batches cannot carry the sweep."""
 
@@ -66,6 +71,9 @@ class GpuContext:
     has_demangled: bool
     tables: frozenset[str]
     memory_busy: Members | None = None  # memcpys/memsets that count in busy time, by start
+    # with phase segments as the index: each segment's step, for the steps' own unions (scopes
+    # parent_scope(step)); None when the index holds the steps themselves
+    parents: np.ndarray | None = None
 
     @property
     def step_procs(self) -> np.ndarray:
@@ -214,10 +222,12 @@ class PartReader:
             return (scope - 1, c, dev_values[d])
 
         out = [Members(c * nd + dev, s, e, key) for c in classes]  # scope 0: the capture
+        scopes = [st[inside]]
+        if self.ctx.parents is not None:  # segments' steps: unions do not add up, so their own
+            scopes.append(parent_scope(self.ctx.parents[st[inside]], len(self.ctx.parents)))
         out += [
-            Members(
-                ((st[inside] + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key
-            )
+            Members(((sc_ + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key)
+            for sc_ in scopes
             for c in classes
         ]
         return out

@@ -52,7 +52,10 @@ def run_passes(
     progress: Progress,
     workers: int | None = None,
     batch_rows: int | None = None,
+    parents: np.ndarray | None = None,
 ) -> Passes:
+    """`steps` indexes what the work is attributed to: the steps, or their phase segments with
+    `parents[segment]` the step of each (then the steps' unions are kept too)."""
     batch_rows = batch_rows or BATCH_ROWS
     names = read_api_names(conn, schema)
     rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
@@ -61,7 +64,8 @@ def run_passes(
     runner = Runner(conn, path, size, progress)
     api, launch = _runtime_pass(runner, schema, names, steps, batch_rows)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
-                     schema.has_column(sc.KERNEL, "demangledName"), schema.tables)  # fmt: skip
+                     schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
+                     parents=parents)  # fmt: skip
     gpu = _gpu_passes(runner, ctx, batch_rows)
     if gpu.missing and schema.has(sc.RUNTIME):
         missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from census.errors import ColumnError, InputError
 from census.load import schema as sc
 from census.load.readonly import describe_sqlite_error, open_readonly
@@ -86,9 +88,7 @@ def load_profile(
     conn = open_readonly(path)
     try:
         run = (progress or _silent, workers, batch_rows)
-        profile = _load(conn, path, steps_regex, skip_first, *run)
-        if phases_regex and profile.steps:
-            profile = _with_phases(conn, profile, phases_regex, *run)
+        profile = _load(conn, path, steps_regex, skip_first, phases_regex, *run)
         if profile.steps:
             from census.load.idle import idle_splits
 
@@ -115,12 +115,14 @@ def _load(
     path: Path,
     steps_regex: str,
     skip_first: int,
+    phases_regex: str | None,
     progress: Progress,
     workers: int | None,
     batch_rows: int | None,
 ) -> Profile:
     from census.load.intervals import StepIndex
     from census.load.passes import run_passes
+    from census.load.phases import read_segments
 
     schema = sc.read_schema(conn)
     if not sc.looks_like_nsys(schema):
@@ -139,47 +141,67 @@ def _load(
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
-    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
-    passes = run_passes(conn, path, schema, index, progress, workers, batch_rows)
-    agg = _aggregates(conn, schema, passes)
+    segments: list = []
+    if phases_regex and steps:
+        progress("reading NVTX phase ranges")
+        segments, phase_warnings = read_segments(conn, schema, phases_regex, steps)
+        warnings += phase_warnings
+    # With phases the work is attributed to segments (each inside one step) in one pass; the
+    # steps' figures are their segments' sums, and their unions are swept on their own.
+    ranges = segments or steps
+    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in ranges)
+    parents = np.array([g.step for g in segments], np.int64) if segments else None
+    passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents)
+    agg = seg_agg = _aggregates(conn, schema, passes)
+    if segments:
+        agg, seg_agg = _split_aggregates(seg_agg, parents)
     if schema.has(sc.GRAPH_TRACE):
         count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
         agg.graph_executions = conn.execute(count).fetchone()[0]
     warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
     gpus = read_gpus(conn, schema, passes.gpu.devices)
-    return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings))
+    return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), tuple(segments),
+                   seg_agg if segments else None)  # fmt: skip
 
 
-def _with_phases(
-    conn: sqlite3.Connection,
-    profile: Profile,
-    phases_regex: str,
-    progress: Progress,
-    workers: int | None,
-    batch_rows: int | None,
-) -> Profile:
-    """The profile with its steps' phase segments read as steps are: a second pass over the
-    export, only when phase ranges lie inside steps."""
-    from census.load.intervals import StepIndex
-    from census.load.passes import run_passes
-    from census.load.phases import read_segments
+def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates, Aggregates]:
+    """(the steps' aggregates, the segments') from one pass over segments: the steps' are their
+    segments' sums, and their own unions, swept under parent_scope keys."""
+    from census.load.kernels import parent_scope
 
-    progress("reading NVTX phase ranges")
-    segments, warnings = read_segments(conn, profile.schema, phases_regex, list(profile.steps))
-    if not segments:
-        return profile
-    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in segments)
+    n = len(parents)
+    step = parents.tolist()
 
-    def report(stage: str, *rows: int | None) -> None:
-        progress(f"phases: {stage}", *rows)
+    def by_step(values: dict, add) -> dict:
+        out: dict = {}
+        for key, v in values.items():
+            k = key if key is None else step[key]
+            out[k] = v if k not in out else add(out[k], v)
+        return out
 
-    passes = run_passes(conn, profile.path, profile.schema, index, report, workers, batch_rows)
-    return replace(
-        profile,
-        segments=tuple(segments),
-        segment_aggregates=_aggregates(conn, profile.schema, passes),
-        warnings=profile.warnings + tuple(warnings),
-    )
+    def tuples(a: tuple, b: tuple) -> tuple:
+        return tuple(x + y for x, y in zip(a, b, strict=True))
+
+    def steps_of(union: dict) -> dict:
+        first = parent_scope(0, n)
+        return {
+            (k if k is None else k - first): v for k, v in union.items() if k is None or k >= first
+        }
+
+    def segments_of(union: dict) -> dict:
+        return {k: v for k, v in union.items() if k is None or k < n}
+
+    unions = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
+    steps = replace(
+        seg,
+        launch=by_step(seg.launch, tuples),
+        memory_groups=[(kind, None if st is None else step[st], *rest)
+                       for kind, st, *rest in seg.memory_groups],
+        busy_ns=by_step(seg.busy_ns, int.__add__),
+        step_kernels=by_step(seg.step_kernels, tuples),
+        **{u: steps_of(getattr(seg, u)) for u in unions},
+    )  # fmt: skip
+    return steps, replace(seg, **{u: segments_of(getattr(seg, u)) for u in unions})
 
 
 def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> Aggregates:

@@ -283,6 +283,7 @@ def render_summary_html(census: Census, label: str) -> str:
     body = (
         _cards(cards)
         + (f"<ul>{warnings}</ul>" if warnings else "")
+        + _phase_table(census)
         + figures(figs)
         + _kernel_table(columns, rows, "time_ns")
     )
@@ -290,6 +291,21 @@ def render_summary_html(census: Census, label: str) -> str:
     gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
     sub = f"{src.path} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
     return page(f"census: {label}", sub, body)
+
+
+def _phase_table(census: Census) -> str:
+    """Per phase, per step (mean): its time, GPU busy, idle split, kernels, launches, D2D."""
+    per = census.per_phase()
+    if not per:
+        return ""
+    head = ["phase", "time", "GPU busy", "idle after syncs", "idle launching", "idle other",
+            "kernels", "launch calls", "D2D"]  # fmt: skip
+    rows = [[name, fmt_metric("duration_ns", m["duration_ns"]), fmt_metric("x_ns", m["gpu_busy_ns"]),
+             fmt_metric("x_ns", m["idle_after_sync_ns"]), fmt_metric("x_ns", m["idle_launch_ns"]),
+             fmt_metric("x_ns", m["idle_other_ns"]), fmt_count(m["kernel_count"]),
+             fmt_count(m["launch_api_count"]), fmt_metric("d2d_bytes", m["d2d_bytes"])]
+            for name, m in per.items()]  # fmt: skip
+    return "<h2>Phases (per step, mean)</h2>" + html_table(head, rows)
 
 
 def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list, str]:
