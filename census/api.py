@@ -34,6 +34,7 @@ class Options:
     steps_regex: str = DEFAULT_STEPS_REGEX
     skip_first: int = 0
     phases_regex: str = DEFAULT_PHASES_REGEX
+    idle: bool = False  # split the GPU idle time by cause (syncs, launches, other host time)
 
     def __post_init__(self) -> None:
         for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
@@ -47,7 +48,7 @@ class Options:
             raise UsageError("--skip-first must be 0 or more")
 
     def key(self) -> list:
-        return [self.steps_regex, self.skip_first, self.phases_regex]
+        return [self.steps_regex, self.skip_first, self.phases_regex, self.idle]
 
 
 def resolve_input(name: PathLike) -> Path:
@@ -75,14 +76,15 @@ def summarize(
     skip_first: int = 0,
     *,
     phases: str = DEFAULT_PHASES_REGEX,
+    idle: bool = False,
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
     a rank folder (the ranks merged) or `sample:NAME`."""
-    return summarize_with(resolve_input(path), Options(steps, skip_first, phases), progress,
-                          use_cache, workers)  # fmt: skip
+    return summarize_with(resolve_input(path), Options(steps, skip_first, phases, idle),
+                          progress, use_cache, workers)  # fmt: skip
 
 
 def summarize_with(
@@ -105,7 +107,8 @@ def summarize_with(
 
     def compute() -> Census:
         profile = load_profile(sqlite_path, options.steps_regex, options.skip_first, progress,
-                               workers, phases_regex=options.phases_regex or None)  # fmt: skip
+                               workers, phases_regex=options.phases_regex or None,
+                               idle=options.idle)  # fmt: skip
         return compute_census(profile)
 
     if not use_cache:
@@ -145,13 +148,14 @@ def diff(
     steps: str = DEFAULT_STEPS_REGEX,
     skip_first: int = 0,
     phases: str = DEFAULT_PHASES_REGEX,
+    idle: bool = False,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes. Labels default to the
     file or folder names."""
     from census.compare.diff import diff_census
     from census.model import Census
 
-    options = Options(steps, skip_first, phases)
+    options = Options(steps, skip_first, phases, idle)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):

@@ -71,7 +71,7 @@ def compute_census(profile: Profile) -> Census:
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
             nccl_overlap_ns=overlap.get(s.idx, 0),
             phases=phases.get(s.idx, ()),
-            idle=IdleSplit(*profile.step_idle.get(s.idx, ())),
+            idle=IdleSplit(*profile.step_idle[s.idx]) if profile.step_idle else None,
         )
         for s in profile.steps
     )
@@ -134,15 +134,17 @@ def _phases(
         row[3] = [
             x + y for x, y in zip(row[3], profile.segment_idle.get(seg.idx, (0,) * 5), strict=True)
         ]
+    split = bool(profile.segment_idle)
     out = {}
     for step, by_name in acc.items():
-        named = [Phase(n, d, m, b, IdleSplit(*i)) for n, (d, b, m, i) in by_name.items()
-                 if n != OUTSIDE_PHASES]  # fmt: skip
+        named = [Phase(n, d, m, b, IdleSplit(*i) if split else None)
+                 for n, (d, b, m, i) in by_name.items() if n != OUTSIDE_PHASES]  # fmt: skip
         d, b, m, i = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics(), [0] * 5])
         union = step_metrics(step).non_nccl_union_ns - sum(
             p.metrics.non_nccl_union_ns for p in named
         )
-        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b, IdleSplit(*i))
+        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b,
+                     IdleSplit(*i) if split else None)  # fmt: skip
         out[step] = (*named, rest)
     return out
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from census.definitions import IDLE_KEYS, METRIC_KEYS, TIMING_KEYS
+from census.model import idle_values
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,8 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
         if col.startswith("per_step_") or col in ("a", "b", "delta", "pct"):
             frame[col] = frame[col].astype("Float64")
         elif col.endswith(("_ns", "_bytes", "count")) or col in ("count", "bytes"):
-            frame[col] = frame[col].astype("int64")
+            # nullable where a figure was not computed (the idle split without --idle)
+            frame[col] = frame[col].astype("Int64" if frame[col].isna().any() else "int64")
     return frame
 
 
@@ -77,7 +79,7 @@ def steps(c: Census) -> pd.DataFrame:
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
-         "gpu_idle_ns": s.gpu_idle_ns, **s.idle.as_dict(), "nccl_overlap_ns": s.nccl_overlap_ns}
+         "gpu_idle_ns": s.gpu_idle_ns, **idle_values(s.idle), "nccl_overlap_ns": s.nccl_overlap_ns}
         for s in c.steps
     ]  # fmt: skip
     cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, *IDLE_KEYS, "nccl_overlap_ns"]

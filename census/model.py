@@ -47,6 +47,11 @@ class IdleSplit:
         return {k: getattr(self, k) for k in IDLE_KEYS}
 
 
+def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
+    """The idle keys, None each when the split was not computed."""
+    return idle.as_dict() if idle is not None else dict.fromkeys(IDLE_KEYS)
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase of one step (all its ranges in the step together), or the step's remainder."""
@@ -55,11 +60,11 @@ class Phase:
     duration_ns: int
     metrics: Metrics
     gpu_busy_ns: int
-    idle: IdleSplit = IdleSplit()
+    idle: IdleSplit | None = None  # None: not computed (census --idle)
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | None]:
         return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
-                "gpu_busy_ns": self.gpu_busy_ns, **self.idle.as_dict()}  # fmt: skip
+                "gpu_busy_ns": self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class Step:
     gpu_busy_ns: int
     nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
     phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
-    idle: IdleSplit = IdleSplit()
+    idle: IdleSplit | None = None  # None: not computed (census --idle)
 
     @property
     def duration_ns(self) -> int:
@@ -196,16 +201,16 @@ class Census:
         return {k: total / n for k, total in zip(METRIC_KEYS, sums, strict=True)}
 
     def _per_phase(self) -> dict[str, dict[str, float]]:
-        sums: dict[str, list[int]] = {}
+        sums: dict[str, list] = {}
         for s in self.steps:
             for ph in s.phases:
                 row = sums.setdefault(ph.name, [0] * len(PHASE_KEYS))
                 for i, v in enumerate(ph.as_dict().values()):
-                    row[i] += v
+                    row[i] = None if v is None or row[i] is None else row[i] + v
         n = len(self.steps)
         order = sorted(sums, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
-        return {name: dict(zip(PHASE_KEYS, (v / n for v in sums[name]), strict=True))
-                for name in order}  # fmt: skip
+        return {name: dict(zip(PHASE_KEYS, (None if v is None else v / n for v in sums[name]),
+                               strict=True)) for name in order}  # fmt: skip
 
     def _per_step_timing(self) -> dict[str, float] | None:
         if not self.steps:
@@ -213,7 +218,9 @@ class Census:
         n = len(self.steps)
         duration = sum(s.end_ns for s in self.steps) - sum(s.start_ns for s in self.steps)
         busy = sum(s.gpu_busy_ns for s in self.steps)
-        idle = [sum(getattr(s.idle, k) for s in self.steps) / n for k in IDLE_KEYS]
+        split = all(s.idle is not None for s in self.steps)
+        idle = [sum(getattr(s.idle, k) for s in self.steps) / n if split else None
+                for k in IDLE_KEYS]  # fmt: skip
         return {
             "step_time_ns": duration / n,
             "gpu_busy_ns": busy / n,

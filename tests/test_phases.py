@@ -41,7 +41,7 @@ def phases_of(c: census.Census) -> list[dict[str, dict[str, int]]]:
 
 
 def check_against_oracle(path: Path) -> census.Census:
-    c = census.summarize(path, use_cache=False)
+    c = census.summarize(path, use_cache=False, idle=True)
     expected = phase_oracle(path)
     assert len(expected) == len(c.steps)
     for got, want in zip(phases_of(c), expected, strict=True):
@@ -124,7 +124,7 @@ def test_idle_split_around_a_sync(tmp_path: Path) -> None:
     e.api("cudaStreamSynchronize_v3020", 120, 310)
     e.launch("k2", 480, 500, 900, api_len=40)  # the call [480, 520], in the remainder
     path = e.write(tmp_path / "sync.sqlite")
-    c = census.summarize(path, use_cache=False)
+    c = census.summarize(path, use_cache=False, idle=True)
     (s,) = c.steps
     assert s.gpu_busy_ns == 600 and s.gpu_idle_ns == 400
     assert s.idle.as_dict() == {"sync_count": 1, "sync_time_ns": 190, "idle_after_sync_ns": 190,
@@ -137,8 +137,12 @@ def test_idle_split_around_a_sync(tmp_path: Path) -> None:
 
 
 def test_phases_add_up_to_the_step(tmp_path: Path) -> None:
-    c = census.summarize(build_step(tmp_path), use_cache=False)
+    path = build_step(tmp_path)
+    c = census.summarize(path, use_cache=False, idle=True)
     assert_law(c)
+    plain = census.summarize(path, use_cache=False)
+    assert plain.steps[0].idle is None and plain.per_step_timing()["idle_other_ns"] is None
+    assert plain.per_phase()["forward"]["sync_count"] is None
 
 
 def assert_law(c: census.Census) -> None:
@@ -177,7 +181,7 @@ def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls, syncs
         e.api("cudaStreamSynchronize_v3020", t, t + blocked)
     key = abs(hash((tuple(phases), tuple(calls), tuple(syncs))))
     path = e.write(tmp_path / f"law{key}.sqlite")
-    c = census.summarize(path, use_cache=False)
+    c = census.summarize(path, use_cache=False, idle=True)
     assert_law(c)
     if any(s.phases for s in c.steps):
         check_against_oracle(path)

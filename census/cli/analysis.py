@@ -13,6 +13,7 @@ from census.cli.app import (
     PHASES_DEFAULT,
     STEPS_DEFAULT,
     FailIfOpt,
+    IdleOpt,
     PhasesOpt,
     SkipOpt,
     StepsOpt,
@@ -60,6 +61,7 @@ def summary(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
+    idle: IdleOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     top: TopOpt = 15,
     fail_if: FailIfOpt = None,
@@ -75,7 +77,7 @@ def summary(
     from census.compare.gates import check_summary, check_summary_gates
     from census.load.ranks import is_multi_rank
 
-    path, options = _input(profile, sample), Options(steps, skip_first, phases)
+    path, options = _input(profile, sample), Options(steps, skip_first, phases, idle)
     gates = parse_gates(fail_if)
     check_summary_gates(gates)
     if is_multi_rank(path):
@@ -173,6 +175,7 @@ def diff(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
+    idle: IdleOpt = False,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
@@ -197,7 +200,7 @@ def diff(
                 raise UsageError(f"{a}: --fail-if needs the experiment's captures; it has none")
             enforce(check_diff(parse_gates(fail_if), exp.diff))
         return
-    options = Options(steps, skip_first, phases)
+    options = Options(steps, skip_first, phases, idle)
     pa, pb = resolve_input(a), resolve_input(b)
     names = _labels(labels, pa, pb)
     gates = parse_gates(fail_if)
@@ -245,12 +248,13 @@ def dashboard(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
+    idle: IdleOpt = False,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture or a diff of two."""
     from census.api import Options, default_label, resolve_input
     from census.render.html import render_diff_html, render_summary_html
 
-    options = Options(steps, skip_first, phases)
+    options = Options(steps, skip_first, phases, idle)
     pa = resolve_input(a)
     if b is None:
         census = summarize_shown(pa, options)

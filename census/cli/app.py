@@ -78,6 +78,14 @@ PhasesOpt = Annotated[
     ),
 ]
 PHASES_DEFAULT = DEFAULT_PHASES_REGEX
+IdleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--idle",
+        help="Split GPU idle time by cause: after host syncs, while launching, other host time "
+        "(one more pass, which holds the GPU timeline in memory).",
+    ),
+]
 FailIfOpt = Annotated[
     list[str] | None,
     typer.Option(

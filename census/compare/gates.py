@@ -121,7 +121,10 @@ def check_summary(gates: list[Gate], c: Census) -> list[str]:
                 raise UsageError(f"--fail-if {g.text!r}: no phase {g.phase!r} (phases: {known})")
             value = phases[g.phase][g.key]
         if value is None:
-            raise UsageError(f"--fail-if {g.text!r}: {g.label} needs step ranges")
+            raise UsageError(
+                f"--fail-if {g.text!r}: {g.label} is not available (it needs step ranges; the "
+                "idle split needs --idle)"
+            )
         if OPS[g.op](value, g.value):
             failed.append(f"gate failed: {g.text}: {g.label} is {fmt_metric(g.key, value)} {basis}")
     return failed

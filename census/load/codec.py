@@ -34,7 +34,8 @@ def to_record(census: Census) -> dict[str, Any]:
     rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
     rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
     rec["steps"]["phases"] = [[[p.name, *p.as_dict().values()] for p in s.phases] for s in steps]
-    rec["steps"]["idle"] = [list(s.idle.as_dict().values()) for s in steps]
+    rec["steps"]["idle"] = [None if s.idle is None else list(s.idle.as_dict().values())
+                            for s in steps]  # fmt: skip
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase()}  # fmt: skip
     return rec
@@ -85,7 +86,7 @@ class StepColumns(Sequence):
                 for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
             ]
             phases = [tuple(_phase(p) for p in row) for row in cols["phases"]]
-            idle = [IdleSplit(*row) for row in cols["idle"]]
+            idle = [None if row is None else IdleSplit(*row) for row in cols["idle"]]
             keys = (*STEP_COLUMNS, "metrics", "phases", "idle")
             self._steps = tuple(
                 _frozen(Step, zip(keys, row, strict=True))
@@ -127,4 +128,6 @@ def _phase(row: list) -> Phase:
     name, *values = row
     n = len(METRIC_KEYS)
     metrics = _frozen(Metrics, zip(METRIC_KEYS, values[:n], strict=True))
-    return Phase(name, values[n], metrics, values[n + 1], IdleSplit(*values[PHASE_VALUES:]))
+    idle = values[PHASE_VALUES:]
+    return Phase(name, values[n], metrics, values[n + 1],
+                 None if idle[0] is None else IdleSplit(*idle))  # fmt: skip

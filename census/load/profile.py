@@ -80,16 +80,19 @@ def load_profile(
     workers: int | None = None,
     batch_rows: int | None = None,
     phases_regex: str | None = None,
+    idle: bool = False,
 ) -> Profile:
     """Read the aggregates of one export. `workers`: processes to read it with (default: one
     per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
     batch (tests make it small to exercise what carries from batch to batch); `phases_regex`:
-    the NVTX ranges inside steps that are phases (None: no phases)."""
+    the NVTX ranges inside steps that are phases (None: no phases); `idle`: split the GPU idle
+    time by cause (census.load.idle: one more pass that holds the processes' GPU timelines in
+    memory)."""
     conn = open_readonly(path)
     try:
         run = (progress or _silent, workers, batch_rows)
         profile = _load(conn, path, steps_regex, skip_first, phases_regex, *run)
-        if profile.steps:
+        if idle and profile.steps:
             from census.load.idle import idle_splits
 
             run[0]("reading where the GPU idle time goes")

@@ -11,7 +11,7 @@ from census.census import rank_spread
 from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
 from census.compare.experiment import Experiment
 from census.definitions import METRIC_KEYS
-from census.model import METRIC_VALUES, Arm, Census
+from census.model import METRIC_VALUES, Arm, Census, idle_values
 
 
 def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
                     "step_time_ns": s.duration_ns,
                     "gpu_busy_ns": s.gpu_busy_ns,
                     "gpu_idle_ns": s.gpu_idle_ns,
-                    **s.idle.as_dict(),
+                    **idle_values(s.idle),
                 }
                 for s in census.steps
             ],

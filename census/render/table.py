@@ -115,7 +115,8 @@ def _draw_summary(census: Census, console: Console, top: int, all_steps: bool) -
     if timing:
         for key in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
                     "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns"):  # fmt: skip
-            t.add_row(LABELS[key], "", fmt_metric(key, timing[key]))
+            if timing[key] is not None:  # the idle split only with --idle
+                t.add_row(LABELS[key], "", fmt_metric(key, timing[key]))
     for key in METRIC_KEYS:
         t.add_row(
             LABELS[key],
