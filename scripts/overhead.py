@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
 import census
 from census.capture.arms import arm_order
-from census.capture.demo.train import build
+from census.capture.demo.train import build, train_step
 from census.compare.stats import analyze
 from census.model import Arm
 
@@ -38,15 +37,10 @@ def workload():
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     x = torch.randn(8, 512, 1024, device="cuda")
     target = torch.randn_like(x)
+    scratch = torch.empty(4 * 1024 * 1024, device="cuda")
 
     def step(phase) -> None:
-        with phase("forward"), torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = nn.functional.mse_loss(model(x).float(), target)
-        with phase("backward"):
-            loss.backward()
-        with phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        train_step(model, opt, x, target, scratch, phase)
 
     return step
 

@@ -46,6 +46,19 @@ def build(d: int, layers: int, heads: int) -> nn.Module:
     return nn.Sequential(*(Block(d, heads) for _ in range(layers)))
 
 
+def train_step(step_fn, opt, x, target, scratch, phase) -> torch.Tensor:
+    """One step of the demo, each phase inside `phase(name)` (census.phase, or a no-op)."""
+    with phase("forward"), torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = nn.functional.mse_loss(step_fn(x).float(), target)
+    with phase("backward"):
+        loss.backward()
+    with phase("optimizer"):
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        scratch.copy_(x.view(-1)[: scratch.numel()])  # the 16 MiB device-to-device copy
+    return loss
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=("eager", "compiled"), default="eager")
@@ -89,15 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         if i == warmup:
             torch.cuda.synchronize()
             window[0] = time.perf_counter_ns()
-        with phase("forward"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                loss = nn.functional.mse_loss(step_fn(x).float(), target)
-        with phase("backward"):
-            loss.backward()
-        with phase("optimizer"):
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            scratch.copy_(x.view(-1)[: scratch.numel()])
+        loss = train_step(step_fn, opt, x, target, scratch, phase)
         if i == warmup + active - 1:
             torch.cuda.synchronize()
             window[1] = time.perf_counter_ns()
