@@ -323,17 +323,28 @@ def run_info(
 
 
 def read_run_info(folder: Path) -> dict | None:
+    """A capture folder's run.json; None when there is none; an InputError naming it when it
+    is not a census capture record."""
+    from census.errors import InputError
+
     path = folder / "run.json"
-    with contextlib.suppress(OSError, ValueError):
-        return json.loads(path.read_text(encoding="utf-8"))
-    return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable capture record ({exc})") from None
+    calibration = info.get("calibration") if isinstance(info, dict) else None
+    if not isinstance(info, dict) or not isinstance(calibration, dict | None):
+        raise InputError(f"{path}: not a census capture record (a JSON object with a calibration)")
+    return info
 
 
 def capture_overhead(folder: Path, per_step_timing: dict[str, float] | None) -> dict | None:
     """Captured NVTX step time against the calibration run's uncaptured step time."""
     info = read_run_info(folder) if folder.is_dir() else None
     uncaptured = ((info or {}).get("calibration") or {}).get("uncaptured_mean_step_time_ns")
-    if not uncaptured or not per_step_timing:
+    if not isinstance(uncaptured, int | float) or not uncaptured or not per_step_timing:
         return None
     captured = per_step_timing["step_time_ns"]
     return {

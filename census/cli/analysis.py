@@ -19,6 +19,7 @@ from census.cli.app import (
     StepsOpt,
     TopOpt,
     app,
+    check_count,
     dumps,
     enforce,
     handle_errors,
@@ -30,6 +31,7 @@ from census.cli.app import (
     write_report,
 )
 from census.errors import UsageError
+from census.paths import check_output
 
 
 def _input(profile: str | None, sample: str | None) -> Path:
@@ -77,6 +79,7 @@ def summary(
     from census.compare.gates import check_summary, check_summary_gates
     from census.load.ranks import is_multi_rank
 
+    check_count("--top", top)
     path, options = _input(profile, sample), Options(steps, skip_first, phases, idle)
     gates = parse_gates(fail_if)
     check_summary_gates(gates)
@@ -188,6 +191,9 @@ def diff(
 
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    check_count("--top", top)
+    if html:
+        check_output(html, [Path(a), *([Path(b)] if b else [])])
     if b is None:
         if not is_experiment(Path(a)):
             raise UsageError(f"{a}: give two captures to compare, or one `census ab` folder")
@@ -256,6 +262,8 @@ def dashboard(
 
     options = Options(steps, skip_first, phases, idle)
     pa = resolve_input(a)
+    if output:
+        check_output(output, [pa, *([resolve_input(b)] if b else [])])
     if b is None:
         census = summarize_shown(pa, options)
         out = output or Path("reports") / f"{default_label(pa)}.html"

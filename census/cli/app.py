@@ -154,7 +154,20 @@ def overhead_text(folder: Path, census: Any) -> str | None:
 
 
 def write_report(text: str, target: Path) -> None:
-    from census.paths import write_atomic
+    from census.errors import UsageError
+    from census.paths import check_output, write_atomic
 
-    write_atomic(target, text)
+    check_output(target)
+    try:
+        write_atomic(target, text)
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot write the report ({exc.strerror or exc})") from None
     print(f"wrote {target}", file=sys.stderr)
+
+
+def check_count(option: str, value: int | None) -> None:
+    """Counts given on the command line are 0 or more."""
+    from census.errors import UsageError
+
+    if value is not None and value < 0:
+        raise UsageError(f"{option} {value}: give 0 or more")

@@ -163,11 +163,18 @@ def ab(
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
+    from census.cli.app import check_count
     from census.experiments import ABSpec, run_ab
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    for option, value in (("--warmup", warmup), ("--steps", steps)):
+        check_count(option, value)
+    if html:
+        from census.paths import check_output
+
+        check_output(html)
     commands, names = _ab_commands(a, b, labels, demo, warmup, steps)
     spec = ABSpec(name, commands, names, arms, warmup, steps, capture, output, nsys, force)
     from census.cli.analysis import show_experiment

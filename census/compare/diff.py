@@ -132,7 +132,8 @@ def diff_census(
             0,
             "comparing whole captures, not steps: "
             + " and ".join(lbl for lbl, c in zip(labels, (a, b), strict=True) if not c.steps)
-            + " has no step ranges",
+            + (" have" if not a.steps and not b.steps else " has")
+            + " no step ranges",
         )
     return CensusDiff(
         a=a,

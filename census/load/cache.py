@@ -75,10 +75,18 @@ def cached_text(
     entry = _entry(paths, options, kind)
     if entry is None:
         return render()
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         head, _, text = entry.read_text(encoding="utf-8").partition("\n")
-        return json.loads(head), text
+        header = json.loads(head)
+        # the cache is data, not trust: a cut or foreign entry is recomputed, never printed
+        if header["sha256"] == _digest(text) and isinstance(header["meta"], dict):
+            return header["meta"], text
     meta, text = render()
     with contextlib.suppress(OSError):
-        write_atomic(entry, json.dumps(meta) + "\n" + text)
+        header = {"meta": meta, "sha256": _digest(text)}
+        write_atomic(entry, json.dumps(header) + "\n" + text)
     return meta, text
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

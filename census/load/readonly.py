@@ -27,6 +27,12 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     if len(head) == 0:
         raise InputError(f"{path}: empty file, not an nsys SQLite export")
     if head != SQLITE_MAGIC:
+        if _is_kineto(path, head):
+            raise InputError(
+                f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
+                "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
+                "with `nsys export --type sqlite`)"
+            )
         raise InputError(
             f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
         )
@@ -42,6 +48,25 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     return conn
+
+
+def _is_kineto(path: Path, head: bytes) -> bool:
+    """A Chrome-trace JSON (plain or gzipped) that torch.profiler writes: `traceEvents` near
+    its start."""
+    import gzip
+
+    try:
+        if head.startswith(b"\x1f\x8b"):
+            with gzip.open(path, "rb") as fh:
+                start = fh.read(1 << 16)
+        else:
+            with path.open("rb") as fh:
+                start = fh.read(1 << 16)
+    except (OSError, EOFError):
+        return False
+    return (start.lstrip().startswith(b"{") and b'"traceEvents"' in start) or (
+        path.name.endswith((".json", ".json.gz")) and b"traceEvents" in start
+    )
 
 
 def _check_not_truncated(path: Path) -> None:

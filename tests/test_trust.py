@@ -1,0 +1,125 @@
+"""Never damage, never mislead: output targets, foreign inputs, damaged records and caches."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from census.cli.app import app
+from tests.conftest import SHARED, fixture_file
+from tests.nsysdb import Export
+
+runner = CliRunner()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 10, 20, 30)
+    return e.write(tmp_path / "a.sqlite")
+
+
+def test_a_report_never_replaces_an_input(export: Path) -> None:
+    before = digest(export)
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(export)])
+    assert r.exit_code == 2
+    assert (
+        r.stderr.strip() == f"Error: {export}: is an input of this command; choose another output"
+    )
+    assert digest(export) == before
+    r = runner.invoke(app, ["diff", str(export), str(export), "--html", str(export)])
+    assert r.exit_code == 2 and digest(export) == before
+
+
+def test_a_report_never_replaces_a_directory_or_a_device(export: Path, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "is a directory" in r.stderr
+    r = runner.invoke(app, ["dashboard", str(export), "-o", os.devnull])
+    assert r.exit_code == 2 and "not a regular file" in r.stderr
+    assert Path(os.devnull).is_char_device()
+
+
+def test_an_unwritable_target_is_one_line_naming_it(export: Path) -> None:
+    target = export / "sub" / "x.html"  # under a regular file: no directory can be made there
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(target)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (
+        f"Error: {target}: cannot write there ({export} is not a writable directory)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["summary", "X", "--top", "-1"], "--top -1: give 0 or more"),
+        (["diff", "X", "X", "--top", "-3"], "--top -3: give 0 or more"),
+        (["ab", "e", "--a", "x", "--b", "y", "--steps", "-2"], "--steps -2: give 0 or more"),
+    ],
+)
+def test_negative_counts_are_usage_errors(export: Path, args: list[str], message: str) -> None:
+    r = runner.invoke(app, [str(export) if a == "X" else a for a in args])
+    assert r.exit_code == 2 and message in r.stderr
+
+
+@pytest.mark.skipif(not (SHARED / "fixtures" / "kineto").is_dir(), reason="../shared absent")
+def test_a_kineto_trace_is_named_for_what_it_is(tmp_path: Path) -> None:
+    trace = SHARED / "fixtures" / "kineto" / "h200_eager_3steps.kineto.json.gz"
+    r = runner.invoke(app, ["summary", str(trace)])
+    assert r.exit_code == 1
+    assert "a PyTorch profiler (Kineto) trace, not an nsys export" in r.stderr
+    plain = tmp_path / "trace.json"
+    plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
+    r = runner.invoke(app, ["summary", str(plain)])
+    assert r.exit_code == 1 and "Kineto" in r.stderr
+
+
+def test_both_sides_without_steps_have(tmp_path: Path) -> None:
+    e = Export()
+    e.launch("k", 10, 20, 30)
+    a, b = e.write(tmp_path / "a.sqlite"), e.write(tmp_path / "b.sqlite")
+    r = runner.invoke(app, ["diff", str(a), str(b), "--format", "json"])
+    assert "a and b have no step ranges" in r.stderr
+
+
+def test_a_malformed_run_json_is_an_input_error(tmp_path: Path) -> None:
+    folder = tmp_path / "cap"
+    folder.mkdir()
+    shutil.copy(fixture_file("h200_eager_3steps.sqlite"), folder / "capture.sqlite")
+    (folder / "run.json").write_text('["not", "a", "record"]')
+    r = runner.invoke(app, ["summary", str(folder)])
+    assert r.exit_code == 1
+    assert r.stderr.strip().endswith(
+        "run.json: not a census capture record (a JSON object with a calibration)"
+    )
+
+
+def test_a_cut_cache_entry_is_recomputed_not_printed(export: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "CENSUS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CENSUS_NO_CACHE", None)
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "census", "summary", str(export), "--json"],
+                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
+
+    first = run()
+    assert first.returncode == 0
+    (entry,) = (tmp_path / "cache" / "summary-json").iterdir()
+    data = entry.read_bytes()
+    entry.write_bytes(data[: len(data) - 40])
+    again = run()
+    assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout)
+    entry.write_text('{"meta": [], "sha256": "x"}\n{}')
+    assert json.loads(run().stdout) == json.loads(first.stdout)
