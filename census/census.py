@@ -76,8 +76,6 @@ def compute_census(profile: Profile) -> Census:
         for s in profile.steps
     )
     warnings = list(profile.warnings)
-    if not profile.steps and profile.schema.has("NVTX_EVENTS"):
-        warnings.append("no NVTX step ranges matched: per-step figures are unavailable")
     return Census(
         source=Source(
             path=str(profile.path),

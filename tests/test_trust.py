@@ -123,3 +123,59 @@ def test_a_cut_cache_entry_is_recomputed_not_printed(export: Path, tmp_path: Pat
     assert again.returncode == 0 and json.loads(again.stdout) == json.loads(first.stdout)
     entry.write_text('{"meta": [], "sha256": "x"}\n{}')
     assert json.loads(run().stdout) == json.loads(first.stdout)
+
+
+def test_no_step_ranges_names_the_texts_and_a_steps_regex(tmp_path: Path) -> None:
+    e = Export()
+    for i in range(3):
+        e.range(f"iteration {i}", i * 100, i * 100 + 90)
+        e.range("fwd", i * 100, i * 100 + 40)
+    e.launch("k", 10, 20, 30)
+    path = e.write(tmp_path / "x.sqlite")
+    r = runner.invoke(app, ["summary", str(path), "--json"])
+    assert (
+        "warning: no NVTX step ranges matched --steps '^(step\\b|ProfilerStep#)': per-step "
+        "figures are unavailable; its most frequent ranges: 'fwd' ×3, 'iteration 0' ×1, "
+        "'iteration 1' ×1, 'iteration 2' ×1; try --steps '^iteration\\b'"
+    ) in r.stderr
+    r = runner.invoke(app, ["summary", str(path), "--json", "--steps", "^iteration\\b"])
+    assert json.loads(r.stdout)["timing"]["per_step"]["step_time_ns"] == 90
+
+
+@pytest.mark.fixtures
+def test_a_missing_memset_table_is_warned() -> None:
+    r = runner.invoke(app, ["summary", str(fixture_file("nsysai_mock.sqlite")), "--json"])
+    assert "warning: no CUPTI_ACTIVITY_KIND_MEMSET table: no memsets were captured" in r.stderr
+
+
+def test_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    r = runner.invoke(app, ["summary", str(fifo)])
+    assert r.exit_code == 1
+    assert r.stderr.strip() == (
+        f"Error: {fifo}: not a regular file (a FIFO or a device?), not an nsys export"
+    )
+
+
+def test_sigterm_ends_census_like_ctrl_c(tmp_path: Path) -> None:
+    """SIGTERM during an experiment's arm: exit 130, the arm's process group stopped, no
+    experiment folder and no temporary folder left."""
+    helper = Path(__file__).parent / "helpers" / "sleep_train.py"
+    arm = f"{sys.executable} {helper} --ms 50 --steps 400"
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONUNBUFFERED": "1"}
+    (tmp_path / "tmp").mkdir()
+    command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path / "out"),
+               "--no-capture", "--a", arm, "--b", arm]  # fmt: skip
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "warm arm" in line:
+                break
+        import time
+
+        time.sleep(1.0)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 130
+    assert not (tmp_path / "out" / "exp").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []

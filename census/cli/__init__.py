@@ -11,4 +11,10 @@ from census.cli.app import app
 
 
 def main() -> None:
+    import signal
+
+    def terminate(signum, frame) -> None:  # SIGTERM ends census as Ctrl-C does: exit 130,
+        raise KeyboardInterrupt  # workers killed, temporary folders removed
+
+    signal.signal(signal.SIGTERM, terminate)
     app()

@@ -259,7 +259,7 @@ def _schema_warnings(schema: sc.Schema) -> list[str]:
             f"export schema {schema.schema_version} is newer than census knows "
             f"(2.x, 3.x): figures may be incomplete"
         )
-    for table in (sc.KERNEL, sc.RUNTIME, sc.NVTX, sc.STRINGS):
+    for table in (sc.KERNEL, sc.RUNTIME, sc.MEMCPY, sc.MEMSET, sc.NVTX, sc.STRINGS):
         if not schema.has(table):
             out.append(f"no {table} table: {sc.MISSING_TABLE_HINTS[table]}")
     return out

@@ -20,6 +20,8 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not an nsys SQLite export")
+    if not path.is_file():  # a FIFO or a device would block or stream: never read one
+        raise InputError(f"{path}: not a regular file (a FIFO or a device?), not an nsys export")
     if not os.access(path, os.R_OK):
         raise InputError(f"{path}: permission denied (cannot read the file)")
     with path.open("rb") as fh:

@@ -36,7 +36,7 @@ MISSING_TABLE_HINTS: dict[str, str] = {
     KERNEL: "no GPU kernels were captured: was nsys run with `-t cuda`?",
     RUNTIME: "no CUDA API calls were captured: launch API time is zero and no GPU work "
     "can be assigned to steps",
-    MEMCPY: "no memory copies were captured",
+    MEMCPY: "no memory copies were captured: D2D copies and bytes are zero",
     MEMSET: "no memsets were captured",
     NVTX: "no NVTX ranges were captured (was nsys run with `-t nvtx`?): no per-step figures",
     STRINGS: "no StringIds table: kernel and API names cannot be resolved",

@@ -77,11 +77,46 @@ def read_steps(
         if seen[proc] > skip_first:
             kept.append((name, start, end, proc))
     steps = [StepRange(i, n, p, s, e) for i, (n, s, e, p) in enumerate(kept)]
+    if not steps and schema.has(sc.NVTX):
+        warnings.append(_no_steps_hint(conn, steps_regex))
     if _overlapping(steps):
         warnings.append(
             "step ranges overlap within a process: work in an overlap counts in the later step only"
         )
     return steps, warnings
+
+
+def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
+    """The warning for a capture whose NVTX ranges match no step: its most frequent range
+    texts, and a --steps that would select the most frequent leading word (`iteration` of
+    `iteration 0`, `iteration 1`, ...)."""
+    text = "COALESCE(n.text, s.value)" if _has_text_ids(conn) else "n.text"
+    join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId' if _has_text_ids(conn) else ""
+    counts = conn.execute(
+        f"""SELECT {text} AS t, COUNT(*) FROM "{sc.NVTX}" n {join}
+            WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))}) AND t IS NOT NULL
+            GROUP BY t ORDER BY 2 DESC, t LIMIT 200"""
+    ).fetchall()
+    message = (
+        f"no NVTX step ranges matched --steps '{steps_regex}': per-step figures are unavailable"
+    )
+    if not counts:
+        return message + " (the capture has no NVTX ranges with text)"
+    listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
+    words: dict[str, int] = {}
+    for t, n in counts:
+        m = re.match(r"[A-Za-z_]+", t)
+        if m:
+            words[m.group(0)] = words.get(m.group(0), 0) + n
+    best = max(words, key=lambda w: (words[w], w)) if words else None
+    hint = f"; try --steps '^{best}\\b'" if best else ""
+    return f"{message}; its most frequent ranges: {listed}{hint}"
+
+
+def _has_text_ids(conn: sqlite3.Connection) -> bool:
+    cols = {r[1] for r in conn.execute(f'PRAGMA table_info("{sc.NVTX}")')}
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    return "textId" in cols and sc.STRINGS in tables
 
 
 def _overlapping(steps: list[StepRange]) -> bool:
