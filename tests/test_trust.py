@@ -179,3 +179,23 @@ def test_sigterm_ends_census_like_ctrl_c(tmp_path: Path) -> None:
         assert proc.wait(timeout=30) == 130
     assert not (tmp_path / "out" / "exp").exists()
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.fixtures
+def test_incomparable_sides_are_said_first_and_voided_sentences_withheld() -> None:
+    eager = fixture_file("h200_eager_3steps.sqlite")
+    graph = fixture_file("flameox_nsight-2025.5.2_cudagraph.sqlite")
+    for fmt in ("json", "markdown", "table"):
+        r = runner.invoke(app, ["diff", str(eager), str(graph), "--labels", "node,graph",
+                                "--format", fmt], env={"COLUMNS": "400"})  # fmt: skip
+        assert r.exit_code == 0
+        out = " ".join(r.stdout.split())
+        assert "not directly comparable: graph traced CUDA graphs as whole graphs" in out, fmt
+        assert "kernels (" not in out and "over 0 calls" not in out
+    doc = json.loads(runner.invoke(app, ["diff", str(eager), str(graph), "--format", "json",
+                                         "--labels", "node,graph"]).stdout)  # fmt: skip
+    first = doc["explanation"][0]
+    assert first.startswith("not directly comparable: graph traced CUDA graphs")
+    assert "graph has no step ranges: whole captures are compared" in first
+    assert "different GPUs (node: NVIDIA H200; graph: NVIDIA GeForce RTX 3060)" in first
+    assert not any("kernels" in s and "Triton" in s for s in doc["explanation"])
