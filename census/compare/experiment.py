@@ -6,6 +6,7 @@ the captures contribute the deterministic counters and, qualified, their own ste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from census.compare.diff import CensusDiff
 from census.compare.explain import explain_diff
@@ -79,21 +80,33 @@ def _captured_delta(d: CensusDiff | None) -> float | None:
     return None if d is None else d.metrics["step_time_ns"].delta
 
 
-def explain_experiment(exp: Experiment) -> list[str]:
+class Explanation(NamedTuple):
+    verdict: str  # what the uncaptured arms support
+    warnings: list[str]
+    findings: list[str]  # what the captures say, or why there are none
+
+    @property
+    def lines(self) -> list[str]:
+        return [self.verdict, *self.warnings, *self.findings]
+
+
+def explain_parts(exp: Experiment) -> Explanation:
     """The arms' verdict first, then the warnings, then what the captures say (their step times
     qualified as captured, their counters as they are)."""
-    lines = [verdict_sentence(exp.stats, exp.labels), *experiment_warnings(exp)]
+    verdict, warnings = verdict_sentence(exp.stats, exp.labels), experiment_warnings(exp)
     if exp.diff is None:
-        if exp.capture_note:
-            lines.append(f"no captures ({exp.capture_note}): no census of the reasons")
-        return lines
+        note = [f"no captures ({exp.capture_note}): no census of the reasons"]
+        return Explanation(verdict, warnings, note if exp.capture_note else [])
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
         # the census headline is about captured steps: say so, never as the verdict
-        lines.append(
+        census_lines[0] = (
             f"under nsys the captures differ by {fmt_ns(step.delta, signed=True)}/step "
             f"({fmt_pct(step.pct)}): {census_lines[0]}"
         )
-        census_lines = census_lines[1:]
-    return lines + census_lines
+    return Explanation(verdict, warnings, census_lines)
+
+
+def explain_experiment(exp: Experiment) -> list[str]:
+    return explain_parts(exp).lines

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from census.compare.experiment import Experiment, experiment_warnings, explain_experiment
+from census.compare.experiment import Experiment, Explanation, explain_parts
 from census.compare.stats import ABStats, Side
 from census.render.text import rich_text
 from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
@@ -83,10 +83,10 @@ def render_experiment_table(
 ) -> str:
     from census.render.diff_table import render_diff_table
 
-    explanation = explain_experiment(exp)
-    text = rich_text(lambda console: _draw(exp, console), width, color)
+    parts = explain_parts(exp)
+    text = rich_text(lambda console: _draw(exp, parts, console), width, color)
     if exp.diff is not None:
-        text += render_diff_table(exp.diff, explanation, top, width, color)
+        text += render_diff_table(exp.diff, parts.lines, top, width, color)
     return text
 
 
@@ -103,17 +103,9 @@ def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Tab
     return t
 
 
-def _parts(exp: Experiment) -> tuple[list[str], str, list[str], list[str]]:
-    """(the whole explanation, its headline, its warnings, what follows them)."""
-    explanation = explain_experiment(exp)
-    warnings = experiment_warnings(exp)
-    return explanation, explanation[0], warnings, explanation[1 + len(warnings) :]
-
-
-def _draw(exp: Experiment, console: Console) -> None:
-    _, head, warnings, rest = _parts(exp)
-    console.print(f"[bold]{escape(head)}[/bold]")
-    for line in warnings:
+def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
+    console.print(f"[bold]{escape(parts.verdict)}[/bold]")
+    for line in parts.warnings:
         console.print(f"warning: {escape(line)}")
     title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
     rows = e2e_rows(exp)
@@ -125,24 +117,24 @@ def _draw(exp: Experiment, console: Console) -> None:
     console.print(escape(pairs_line(exp.stats, exp.labels)))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
     if exp.diff is None:
-        for line in rest:
+        for line in parts.findings:
             console.print(escape(line))
 
 
 def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
     from census.render.markdown import markdown_table, render_diff_markdown
 
-    explanation, head, warnings, rest = _parts(exp)
+    parts = explain_parts(exp)
     la, lb = exp.labels
     out = [f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)", "",
-           f"**{head}**", ""]  # fmt: skip
-    out += [f"> warning: {w}" for w in warnings]
+           f"**{parts.verdict}**", ""]  # fmt: skip
+    out += [f"> warning: {w}" for w in parts.warnings]
     out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", delta_line(exp), "",
             pairs_line(exp.stats, exp.labels), ""]  # fmt: skip
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
     if exp.diff is not None:
-        out.append(render_diff_markdown(exp.diff, explanation, top))
+        out.append(render_diff_markdown(exp.diff, parts.lines, top))
     else:
-        out += rest
+        out += parts.findings
     return "\n".join(out)

@@ -3,7 +3,7 @@ run order (a strip plot), then the census diff of the captures."""
 
 from __future__ import annotations
 
-from census.compare.experiment import Experiment, experiment_warnings, explain_experiment
+from census.compare.experiment import Experiment, explain_parts
 from census.render.ab import ARM_HEAD, E2E_HEAD, arm_rows, delta_line, e2e_rows, pairs_line
 from census.render.html import diff_parts, esc, figures, html_table, page
 
@@ -13,8 +13,7 @@ COLORS = {"a": "#457b9d", "b": "#e76f51"}
 def render_experiment_html(exp: Experiment) -> str:
     import plotly.graph_objects as go
 
-    explanation = explain_experiment(exp)
-    warnings = experiment_warnings(exp)
+    parts = explain_parts(exp)
     strip = go.Figure()
     for arm in exp.arms:
         label = exp.labels[0 if arm.side == "a" else 1]
@@ -33,8 +32,8 @@ def render_experiment_html(exp: Experiment) -> str:
     strip.update_layout(title="Step time of every arm, in run order (ms, uncaptured)", height=420)
     figs = [strip]
     head = (
-        f"<p><b>{esc(explanation[0])}</b></p>"
-        + "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in warnings)
+        f"<p><b>{esc(parts.verdict)}</b></p>"
+        + "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in parts.warnings)
         + html_table(E2E_HEAD, e2e_rows(exp))
         + f"<p>{esc(delta_line(exp))}</p>"
         + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
@@ -42,11 +41,11 @@ def render_experiment_html(exp: Experiment) -> str:
     )
     tail = ""
     if exp.diff is not None:
-        diff_head, diff_figs, tail = diff_parts(exp.diff, explanation)
+        diff_head, diff_figs, tail = diff_parts(exp.diff, parts.lines)
         head += "<h2>Census of the captures (under nsys)</h2>" + diff_head
         figs += diff_figs
     else:
-        head += "".join(f"<p>{esc(line)}</p>" for line in explanation[1 + len(warnings) :])
+        head += "".join(f"<p>{esc(line)}</p>" for line in parts.findings)
     title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
     subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
     return page(title, subtitle, head + figures(figs) + tail)

@@ -197,12 +197,13 @@ def _arm(arm: Arm) -> dict[str, Any]:
 
 def experiment_json(exp: Experiment, top: int = 20) -> dict[str, Any]:
     """The `census ab --json` contract."""
-    from census.compare.experiment import experiment_warnings, explain_experiment
+    from census.compare.experiment import explain_parts
 
     st = exp.stats
+    parts = explain_parts(exp)
     census = None
     if exp.diff is not None:
-        census = diff_json(exp.diff, explain_experiment(exp), top)
+        census = diff_json(exp.diff, parts.lines, top)
     return {
         "census_version": CENSUS_VERSION,
         "labels": {"a": exp.labels[0], "b": exp.labels[1]},
@@ -220,8 +221,8 @@ def experiment_json(exp: Experiment, top: int = 20) -> dict[str, Any]:
         "verdict": st.verdict,
         "arms_needed": st.arms_needed,
         "method": AB_METHOD,
-        "explanation": explain_experiment(exp),
-        "warnings": experiment_warnings(exp),
+        "explanation": parts.lines,
+        "warnings": parts.warnings,
         "capture": exp.capture_note,
         "wall_s": exp.wall_s,
         "census": census,
