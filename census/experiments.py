@@ -87,8 +87,9 @@ def run_ab(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Exper
 
 
 def _validate(spec: ABSpec) -> None:
-    if not spec.name or "/" in spec.name or spec.name.startswith("."):
-        raise UsageError(f"experiment name {spec.name!r}: use a plain folder name")
+    from census.capture.run import check_folder_name
+
+    check_folder_name("experiment", spec.name)
     for side in ("a", "b"):
         if not spec.commands.get(side):
             raise UsageError(f"--{side}: give the command of side {side.upper()}")

@@ -126,9 +126,14 @@ def step_env(spec: CaptureSpec) -> dict[str, str]:
     return env
 
 
+def check_folder_name(kind: str, name: str) -> None:
+    """A capture's or an experiment's name is one plain folder name under the output folder."""
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"{kind} name {name!r}: use a plain folder name")
+
+
 def validate_spec(spec: CaptureSpec) -> None:
-    if not spec.name or "/" in spec.name or spec.name.startswith("."):
-        raise UsageError(f"capture name {spec.name!r}: use a plain folder name")
+    check_folder_name("capture", spec.name)
     if not spec.command:
         raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
     if spec.folder.exists() and not spec.force:

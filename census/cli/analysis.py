@@ -25,6 +25,7 @@ from census.cli.app import (
     handle_errors,
     overhead_text,
     parse_gates,
+    parse_labels,
     summarize_shown,
     terminal,
     warn,
@@ -147,10 +148,7 @@ def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:
     from census.api import default_label
 
     if labels:
-        parts = [p.strip() for p in labels.split(",")]
-        if len(parts) != 2 or not all(parts):
-            raise UsageError(f"--labels {labels!r}: give two labels separated by a comma")
-        return parts[0], parts[1]
+        return parse_labels(labels)
     return default_label(a), default_label(b)
 
 

@@ -165,6 +165,16 @@ def write_report(text: str, target: Path) -> None:
     print(f"wrote {target}", file=sys.stderr)
 
 
+def parse_labels(text: str) -> tuple[str, str]:
+    """`--labels eager,compiled` -> ("eager", "compiled")."""
+    from census.errors import UsageError
+
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise UsageError(f"--labels {text!r}: give two labels separated by a comma")
+    return parts[0], parts[1]
+
+
 def check_count(option: str, value: int | None) -> None:
     """Counts given on the command line are 0 or more."""
     from census.errors import UsageError

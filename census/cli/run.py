@@ -209,8 +209,7 @@ def _ab_commands(a, b, labels, demo, warmup, steps) -> tuple[dict, tuple[str, st
             raise UsageError(f"--a/--b: {exc}") from None
         default = ("A", "B")
     if labels:
-        parts = [p.strip() for p in labels.split(",")]
-        if len(parts) != 2 or not all(parts):
-            raise UsageError(f"--labels {labels!r}: give two labels separated by a comma")
-        return commands, (parts[0], parts[1])
+        from census.cli.app import parse_labels
+
+        return commands, parse_labels(labels)
     return commands, default
