@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from census.cli.app import app
 from tests.conftest import SHARED, fixture_file
 from tests.nsysdb import Export
+from tests.test_robustness import small_export
 
 runner = CliRunner()
 
@@ -26,10 +27,7 @@ def digest(path: Path) -> str:
 
 @pytest.fixture
 def export(tmp_path: Path) -> Path:
-    e = Export()
-    e.range("step 0", 0, 100)
-    e.launch("k", 10, 20, 30)
-    return e.write(tmp_path / "a.sqlite")
+    return small_export(tmp_path)
 
 
 def test_a_report_never_replaces_an_input(export: Path) -> None:

@@ -66,9 +66,7 @@ def _is_kineto(path: Path, head: bytes) -> bool:
                 start = fh.read(1 << 16)
     except (OSError, EOFError):
         return False
-    return (start.lstrip().startswith(b"{") and b'"traceEvents"' in start) or (
-        path.name.endswith((".json", ".json.gz")) and b"traceEvents" in start
-    )
+    return start.lstrip().startswith(b"{") and b'"traceEvents"' in start
 
 
 def _check_not_truncated(path: Path) -> None:
