@@ -2,7 +2,8 @@
 kernel classes and the NCCL pattern, the launch APIs, the copy kinds, Inductor kernel names.
 
 A leaf: it imports nothing from census, so every stage may use it. The README's metric table is
-generated from METRICS (scripts/readme_metrics.py) and a test keeps the two equal.
+generated from METRICS (census.render.markdown.render_metric_table) and a test keeps the two
+equal.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ class Metric(NamedTuple):
     name: str
     unit: str  # "count", "ns" or "bytes"
     definition: str
+    label: str  # how every table, card and chart names it
 
 
 # The census keys of `totals`, every step and `per_step`, in the order every output lists them.
@@ -25,38 +27,73 @@ METRICS: tuple[Metric, ...] = (
         "count",
         "rows of CUPTI_ACTIVITY_KIND_KERNEL (in a step: those whose launching API call starts in "
         "the step's range, on any thread of the step's process)",
+        "GPU kernels",
     ),
-    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels"),
-    Metric("nccl_kernel_count", "count", "kernels whose name contains `nccl` (any case)"),
-    Metric("nccl_kernel_time_ns", "ns", "Σ (end − start) over NCCL kernels"),
-    Metric("non_nccl_kernel_count", "count", "kernels that are not NCCL kernels"),
-    Metric("non_nccl_kernel_time_ns", "ns", "Σ (end − start) over non-NCCL kernels"),
+    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels", "kernel time"),
+    Metric(
+        "nccl_kernel_count",
+        "count",
+        "kernels whose name contains `nccl` (any case)",
+        "NCCL kernels",
+    ),
+    Metric("nccl_kernel_time_ns", "ns", "Σ (end − start) over NCCL kernels", "NCCL kernel time"),
+    Metric(
+        "non_nccl_kernel_count", "count", "kernels that are not NCCL kernels", "non-NCCL kernels"
+    ),
+    Metric(
+        "non_nccl_kernel_time_ns",
+        "ns",
+        "Σ (end − start) over non-NCCL kernels",
+        "non-NCCL kernel time",
+    ),
     Metric(
         "non_nccl_union_ns",
         "ns",
         "per deviceId, the length of the union of the [start, end) intervals of the non-NCCL "
-        "kernels counted, summed over devices (not clipped to the step's range)",
-    ),
-    Metric("launch_api_count", "count", "launch API calls (see launch API), one per correlationId"),
-    Metric("launch_api_time_ns", "ns", "Σ (end − start) over those launch API calls"),
-    Metric(
-        "graph_launch_count", "count", "launch API calls that are cudaGraphLaunch/cuGraphLaunch"
+        "kernels counted, summed over devices; not clipped to the step's range (unlike "
+        "gpu_busy_ns), so a step's can exceed its gpu_busy_ns",
+        "non-NCCL union (unclipped)",
     ),
     Metric(
-        "d2d_count", "count", "CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind 8 (Device-to-Device)"
+        "launch_api_count",
+        "count",
+        "launch API calls (see launch API), one per correlationId",
+        "launch API calls",
     ),
-    Metric("d2d_bytes", "bytes", "Σ bytes over those copies"),
+    Metric(
+        "launch_api_time_ns", "ns", "Σ (end − start) over those launch API calls", "launch API time"
+    ),
+    Metric(
+        "graph_launch_count",
+        "count",
+        "launch API calls that are cudaGraphLaunch/cuGraphLaunch",
+        "graph launches",
+    ),
+    Metric(
+        "d2d_count",
+        "count",
+        "CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind 8 (Device-to-Device)",
+        "D2D copies",
+    ),
+    Metric("d2d_bytes", "bytes", "Σ bytes over those copies", "D2D bytes"),
 )
+# The two groups every output keeps apart, so that no table sets a clipped number beside an
+# unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
+# keys measure the step's *window*, its NVTX range, whatever work falls into it.
+LAUNCHED_TITLE = "Work launched in the step (GPU time not clipped to the step)"
+WINDOW_TITLE = "Step window (the step's NVTX range; GPU time clipped to it)"
 # Step timing: per step, and their means.
 TIMING_METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ns", "ns", "end − start of the step's NVTX range"),
+    Metric("step_time_ns", "ns", "end − start of the step's NVTX range", "step time"),
     Metric(
         "gpu_busy_ns",
         "ns",
         "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
-        "step's range",
+        "step's range (its window), whichever step launched them; not a superset of "
+        "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
+        "GPU busy in the step window",
     ),
-    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns"),
+    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
 )
 # Per phase of a step: the census keys, plus these.
 PHASE_METRICS: tuple[Metric, ...] = (
@@ -65,32 +102,52 @@ PHASE_METRICS: tuple[Metric, ...] = (
         "ns",
         "the time of the step the phase owns: its NVTX range, less what a later-started "
         "overlapping phase took; the remainder's is the rest of the step",
+        "phase time",
     ),
     Metric(
         "gpu_busy_ns",
         "ns",
         "the union of all GPU work of the step's process, clipped to the time the phase owns",
+        "GPU busy in the phase window",
     ),
 )
 # Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
 # gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
 IDLE_METRICS: tuple[Metric, ...] = (
-    Metric("sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it"),
-    Metric("sync_time_ns", "ns", "Σ (end − start) of those calls: the host blocked"),
+    Metric(
+        "sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it", "host syncs"
+    ),
+    Metric(
+        "sync_time_ns",
+        "ns",
+        "Σ (end − start) of those calls: the host blocked",
+        "host blocked in syncs",
+    ),
     Metric(
         "idle_after_sync_ns",
         "ns",
         "GPU idle time from the end of a synchronising call that returned while the GPU was idle "
         "to the start of the next GPU work of the process",
+        "  idle after a sync",
     ),
     Metric(
         "idle_launch_ns",
         "ns",
         "the rest of the GPU idle time during which a launch API call of the process ran",
+        "  idle while launching",
     ),
-    Metric("idle_other_ns", "ns", "the rest of the GPU idle time: other host work"),
+    Metric(
+        "idle_other_ns",
+        "ns",
+        "the rest of the GPU idle time: other host work",
+        "  idle in other host work",
+    ),
 )
 METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
+LABELS: dict[str, str] = {m.name: m.label for m in (*METRICS, *TIMING_METRICS, *IDLE_METRICS)}
+DEFINITIONS: dict[str, str] = {
+    m.name: m.definition for m in (*METRICS, *TIMING_METRICS, *IDLE_METRICS)
+}
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
 PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)

@@ -234,7 +234,7 @@ def diff(
     if html:
         from census.render.html import render_diff_html
 
-        write_report(render_diff_html(d, explanation), html)
+        write_report(render_diff_html(d, explanation, (a, b)), html)
     from census.compare.gates import check_diff
 
     enforce(check_diff(gates, d))
@@ -265,12 +265,12 @@ def dashboard(
     if b is None:
         census = summarize_shown(pa, options)
         out = output or Path("reports") / f"{default_label(pa)}.html"
-        write_report(render_summary_html(census, default_label(pa)), out)
+        write_report(render_summary_html(census, default_label(pa), a), out)
     else:
         pb = resolve_input(b)
         d, explanation = diff_shown(pa, pb, _labels(labels, pa, pb), options)
         out = output or Path("reports") / f"{d.labels[0]}-vs-{d.labels[1]}.html"
-        write_report(render_diff_html(d, explanation), out)
+        write_report(render_diff_html(d, explanation, (a, b)), out)
 
 
 def show_experiment(exp, fmt: str, html: Path | None) -> None:

@@ -82,14 +82,16 @@ def demo(
     if reason:
         print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
         paths = [sample_path("eager"), sample_path("compiled")]
+        sources = ("sample:eager (bundled H200 capture)", "sample:compiled (bundled H200 capture)")
     else:
         run = (warmup, steps, nsys, "cuda,nvtx", output, force, True)
         paths = [
             capture_shown(f"demo-{m}", demo_command(m, warmup, steps), *run) for m in DEMO_MODES
         ]
+        sources = (str(paths[0]), str(paths[1]))
     d, explanation = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options())
     sys.stdout.write(render_diff_table(d, explanation, **terminal()))
-    write_report(render_diff_html(d, explanation), report)
+    write_report(render_diff_html(d, explanation, sources), report)
 
 
 @app.command()

@@ -190,7 +190,8 @@ def _union(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     u = d.metrics["non_nccl_union_ns"]
     if not u.delta:
         return None
-    return u.delta, f"non-NCCL busy time (kernel union) {_change(u, fmt_ns, unit)}"
+    what = "non-NCCL kernel union of the work launched in the step (unclipped)"
+    return u.delta, f"{what} {_change(u, fmt_ns, unit)}"
 
 
 def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:

@@ -1,10 +1,9 @@
-"""Terminal (rich) rendering of a diff."""
+"""Terminal (rich) rendering of a diff: every table fits the terminal (census.render.fit)."""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from census.compare.diff import CensusDiff
 from census.render.diffrows import (
@@ -12,26 +11,14 @@ from census.render.diffrows import (
     basis_line,
     class_rows,
     headers,
-    headline_rows,
+    headline_groups,
     kernel_rows,
     phase_rows,
 )
+from census.render.fit import fit_tables
 from census.render.text import rich_text
 
-
-def _table(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> Table:
-    t = Table(title=title, title_justify="left")
-    for i, col in enumerate(head):
-        # Numbers never wrap; a long kernel name is cut with an ellipsis instead.
-        t.add_column(
-            escape(col),
-            justify="left" if i < left else "right",
-            no_wrap=True,
-            overflow="ellipsis",
-        )
-    for row in rows:
-        t.add_row(*(escape(c) for c in row))
-    return t
+SHORT_LABEL = 10  # longer side labels are A and B in column heads, named once above the tables
 
 
 def render_diff_table(
@@ -41,27 +28,33 @@ def render_diff_table(
     width: int | None = None,
     color: bool = False,
 ) -> str:
-    """The terminal diff: basis, headline table, step accounting, why, classes, kernels."""
+    """The terminal diff: basis, headline tables, step accounting, why, classes, kernels."""
     return rich_text(lambda console: _draw_diff(d, explanation, console, top), width, color)
 
 
 def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:
-    h = headers(d)
-    console.print(escape(basis_line(d)))
-    console.print(_table(f"{d.labels[0]} vs {d.labels[1]}", h["headline"], headline_rows(d)))
+    def show(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> None:
+        for table in fit_tables(title, head, rows, console.width, left=left):
+            console.print(table)
+
+    la, lb = d.labels
+    short = max(len(la), len(lb)) > SHORT_LABEL
+    h = headers(d, short)
+    console.print(escape(basis_line(d)), highlight=False)
+    if short:
+        console.print(escape(f"A = {la}, B = {lb}"), highlight=False)
     acc = accounting_rows(d)
-    if acc:
-        console.print(_table("Step accounting", h["accounting"], acc))
+    for i, (title, rows) in enumerate(headline_groups(d)):
+        show(title, h["headline"], rows)
+        if i == 0 and acc:  # under the step-window table it adds up
+            show("Step accounting", h["accounting"], acc)
     phases = phase_rows(d)
     if phases:
-        console.print(_table("Phases (per step)", h["phases"], phases))
+        show("Phases (per step)", h["phases"], phases)
     console.print("[bold]Why[/bold]")
     for s in explanation:
-        console.print(f" • {escape(s)}")
-    console.print(_table("Kernel classes", h["classes"], class_rows(d)))
-    # A terminal is narrow: change, name, times. `--format markdown` has counts and full names.
-    keep = (0, 1, 5, 6, 7)
-    kernels = [[r[i] for i in keep] for r in kernel_rows(d, top, width=56)]
+        console.print(f" • {escape(s)}", highlight=False)
+    show("Kernel classes", h["classes"], class_rows(d))
+    kernels = kernel_rows(d, top, width=None)
     if kernels:
-        head = [h["kernels"][i] for i in keep]
-        console.print(_table(f"Top {len(kernels)} kernel changes", head, kernels, left=2))
+        show(f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3)

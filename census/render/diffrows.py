@@ -3,47 +3,34 @@
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff
-from census.render.table import LABELS
+from census.definitions import LABELS, LAUNCHED_TITLE, WINDOW_TITLE
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct
 
-HEADLINE_KEYS = (
-    "step_time_ns",
-    "gpu_busy_ns",
-    "gpu_idle_ns",
-    "idle_after_sync_ns",
-    "idle_launch_ns",
-    "idle_other_ns",
-    "sync_count",
-    "sync_time_ns",
-    "kernel_count",
-    "nccl_kernel_count",
-    "nccl_kernel_time_ns",
-    "non_nccl_kernel_time_ns",
-    "non_nccl_union_ns",
-    "launch_api_count",
-    "launch_api_time_ns",
-    "graph_launch_count",
-    "d2d_count",
-    "d2d_bytes",
-)
+# The step-window keys and the launched-work keys, each group in a table of its own (see
+# census.definitions: LAUNCHED_TITLE, WINDOW_TITLE).
+WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
+               "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
+LAUNCHED_KEYS = ("kernel_count", "nccl_kernel_count", "nccl_kernel_time_ns",
+                 "non_nccl_kernel_time_ns", "non_nccl_union_ns", "launch_api_count",
+                 "launch_api_time_ns", "graph_launch_count", "d2d_count", "d2d_bytes")  # fmt: skip
 
 
-def headline_rows(d: CensusDiff) -> list[list[str]]:
+def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
+    """(title, rows) of the step-window metrics, then of the launched-work metrics."""
+    groups = [(WINDOW_TITLE, _metric_rows(d, WINDOW_KEYS)),
+              (LAUNCHED_TITLE, _metric_rows(d, LAUNCHED_KEYS))]  # fmt: skip
+    return [(title, rows) for title, rows in groups if rows]
+
+
+def _metric_rows(d: CensusDiff, keys: tuple[str, ...]) -> list[list[str]]:
     rows = []
-    for key in HEADLINE_KEYS:
+    for key in keys:
         m = d.metrics[key]
         if m.a is None and m.b is None:
             continue
         delta = "unchanged" if m.delta == 0 else fmt_metric(key, m.delta, signed=True)
-        rows.append(
-            [
-                LABELS[key],
-                fmt_metric(key, m.a),
-                fmt_metric(key, m.b),
-                delta,
-                "" if m.delta == 0 else fmt_pct(m.pct),
-            ]
-        )
+        pct = "" if m.delta == 0 else fmt_pct(m.pct)
+        rows.append([LABELS[key], fmt_metric(key, m.a), fmt_metric(key, m.b), delta, pct])
     return rows
 
 
@@ -95,8 +82,8 @@ def kernel_rows(d: CensusDiff, top: int, width: int | None = 100) -> list[list[s
         name = k.name if width is None or len(k.name) <= width else k.name[: width - 1] + "…"
         rows.append(
             [
-                k.bucket,
                 name,
+                k.bucket,
                 k.cls,
                 fmt_count(k.count.a),
                 fmt_count(k.count.b),
@@ -108,41 +95,19 @@ def kernel_rows(d: CensusDiff, top: int, width: int | None = 100) -> list[list[s
     return rows
 
 
-def headers(d: CensusDiff) -> dict[str, list[str]]:
-    la, lb = d.labels
+def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
+    """Column heads; `short`: the two sides as A and B (a narrow terminal, long labels)."""
+    la, lb = ("A", "B") if short else d.labels
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
-        "phases": [
-            "Phase",
-            f"{la} time",
-            f"{lb} time",
-            "Δ time",
-            "Δ GPU busy",
-            "Δ kernels",
-            "Δ launches",
-            "Δ D2D",
-        ],
-        "classes": [
-            "Class",
-            f"{la} count",
-            f"{lb} count",
-            "Δ count",
-            f"{la} time",
-            f"{lb} time",
-            "Δ time",
-        ],
-        "kernels": [
-            "Change",
-            "Kernel",
-            "Class",
-            f"{la} count",
-            f"{lb} count",
-            f"{la} time",
-            f"{lb} time",
-            "Δ time",
-        ],
-    }
+        "phases": ["Phase", f"{la} time", f"{lb} time", "Δ time", "Δ GPU busy", "Δ kernels",
+                   "Δ launches", "Δ D2D"],
+        "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
+                    "Δ time"],
+        "kernels": ["Kernel", "Change", "Class", f"{la} count", f"{lb} count", f"{la} time",
+                    f"{lb} time", "Δ time"],
+    }  # fmt: skip
 
 
 def basis_line(d: CensusDiff) -> str:

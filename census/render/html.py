@@ -9,17 +9,22 @@ from __future__ import annotations
 import base64
 import functools
 import gzip
-import html
 import json
 from typing import Any
 
 from census.compare.diff import CensusDiff
+from census.definitions import LABELS
 from census.model import Census
-from census.render.diffrows import accounting_rows, basis_line, headers, headline_rows, phase_rows
-from census.render.table import LABELS
+from census.render.charts import Chart, diff_charts, esc, summary_charts
+from census.render.diffrows import (
+    accounting_rows,
+    basis_line,
+    headers,
+    headline_groups,
+    phase_rows,
+)
 from census.units import fmt_count, fmt_metric
 
-TOP_CHART = 20
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 CSS = """
@@ -34,6 +39,7 @@ table{border-collapse:collapse;font-size:13px;background:#fff}
 th,td{border:1px solid #dde3ea;padding:4px 8px;text-align:right;vertical-align:top}
 th{background:#f0f3f7;cursor:pointer;user-select:none} td.l,th.l{text-align:left}
 td.name{font-family:ui-monospace,monospace;font-size:12px;max-width:720px;word-break:break-all}
+.panel h3{font-size:14px;font-weight:600;margin:4px 8px 0} .empty{color:#5b6675;padding:40px 8px}
 .warn{color:#8a5300} ul.why li{margin:4px 0} input#filter{padding:4px 8px;width:320px;margin:6px 0}
 """
 
@@ -93,10 +99,6 @@ LOADER_JS = """
 """.replace("CONFIG", json.dumps(PLOT_CONFIG))
 
 
-def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def _json_script(element_id: str, data: Any) -> str:
     payload = (
         json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -104,17 +106,27 @@ def _json_script(element_id: str, data: Any) -> str:
     return f'<script type="application/json" id="{element_id}">{payload}</script>'
 
 
-def figures(figs: list[Any]) -> str:
-    """Panels plus their plotly JSON; drawn by LOADER_JS once plotly.js is unpacked."""
-    panels = []
-    for i, fig in enumerate(figs):
+def figures(charts: list[Chart]) -> str:
+    """Panels, each with its title above its chart (or the sentence saying why there is none),
+    plus the charts' plotly JSON; drawn by LOADER_JS once plotly.js is unpacked."""
+    panels, specs = [], []
+    for chart in charts:
+        title = f"<h3>{esc(chart.title)}</h3>"
+        if chart.figure is None:
+            panels.append(
+                f"<div class='panel'>{title}<p class='empty'>{esc(chart.empty)}</p></div>"
+            )
+            continue
+        fig = chart.figure
         fig.update_layout(
-            margin={"l": 60, "r": 20, "t": 50, "b": 50},
+            margin={"l": 60, "r": 20, "t": 36, "b": 50},
             template="plotly_white",
             height=fig.layout.height or 380,
         )
-        panels.append(f"<div class='panel'><div class='plot' id='fig-{i}'></div></div>")
-    specs = [json.loads(f.to_json()) for f in figs]
+        panels.append(
+            f"<div class='panel'>{title}<div class='plot' id='fig-{len(specs)}'></div></div>"
+        )
+        specs.append(json.loads(fig.to_json()))
     return "<div class='grid'>" + "".join(panels) + "</div>" + _json_script("figures", specs)
 
 
@@ -134,10 +146,6 @@ def page(title: str, subtitle: str, body: str) -> str:
         f"<script type='text/plain' id='plotly-gz'>{_plotly_gz_b64()}</script>"
         f"<script>{TABLE_JS}</script><script>{LOADER_JS}</script></body></html>"
     )
-
-
-def _short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
@@ -174,9 +182,9 @@ def html_table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def render_summary_html(census: Census, label: str) -> str:
-    import plotly.graph_objects as go
-
+def render_summary_html(census: Census, label: str, source: str | None = None) -> str:
+    """The dashboard of one capture; `source`: what the user named it (the subtitle's name, not
+    a cache path)."""
     n = census.step_count
     per = census.per_step() or census.totals.as_dict()
     timing = census.per_step_timing()
@@ -196,68 +204,6 @@ def render_summary_html(census: Census, label: str) -> str:
             (f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
             for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
         ] + cards
-    scale = float(n) if n else 1.0
-    classes = census.classes
-    figs = []
-    cls_fig = go.Figure(
-        go.Bar(
-            x=[esc(c.cls) for c in classes],
-            y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
-            text=[
-                f"{fmt_count((c.step_count if n else c.count) / scale)} kernels" for c in classes
-            ],
-            name="time",
-        )
-    )
-    cls_fig.update_layout(title=f"Kernel classes: time ({basis}, ms)", yaxis_title="ms")
-    figs.append(cls_fig)
-    top = list(census.kernels[:TOP_CHART])[::-1]
-    top_fig = go.Figure(
-        go.Bar(
-            orientation="h",
-            y=[f"{len(top) - i}. " + esc(_short(k.name)) for i, k in enumerate(top)],
-            x=[k.time_ns / 1e6 for k in top],
-            hovertext=[esc(k.name) for k in top],
-            hoverinfo="text+x",
-        )
-    )
-    top_fig.update_layout(title=f"Top {len(top)} kernels by total time (ms)", height=560)
-    figs.append(top_fig)
-    if census.steps:
-        names = [esc(s.name) for s in census.steps]
-        step_fig = go.Figure(
-            [
-                go.Bar(name="GPU busy", x=names, y=[s.gpu_busy_ns / 1e6 for s in census.steps]),
-                go.Bar(name="GPU idle", x=names, y=[s.gpu_idle_ns / 1e6 for s in census.steps]),
-            ]
-        )
-        step_fig.update_layout(barmode="stack", title="Step time = GPU busy + GPU idle (ms)")
-        figs.append(step_fig)
-        d2d_fig = go.Figure(go.Bar(x=names, y=[s.metrics.d2d_bytes / 2**20 for s in census.steps]))
-        d2d_fig.update_layout(title="Device-to-device traffic per step (MiB)")
-        figs.append(d2d_fig)
-    api_fig = go.Figure(
-        go.Bar(
-            x=[esc(a.api) for a in census.launch_apis],
-            y=[a.time_ns / 1e6 for a in census.launch_apis],
-            text=[f"{a.count:,} calls" for a in census.launch_apis],
-        )
-    )
-    api_fig.update_layout(title="Launch API time by API (ms, whole capture)")
-    figs.append(api_fig)
-    t = census.totals
-    nccl_fig = go.Figure(
-        go.Bar(
-            x=["NCCL kernel time", "non-NCCL kernel time", "non-NCCL union"],
-            y=[
-                t.nccl_kernel_time_ns / 1e6,
-                t.non_nccl_kernel_time_ns / 1e6,
-                t.non_nccl_union_ns / 1e6,
-            ],
-        )
-    )
-    nccl_fig.update_layout(title="NCCL vs non-NCCL kernel time (ms, whole capture)")
-    figs.append(nccl_fig)
     columns = [
         {"key": "name", "label": "kernel", "left": True},
         {"key": "cls", "label": "class", "left": True},
@@ -284,12 +230,12 @@ def render_summary_html(census: Census, label: str) -> str:
         _cards(cards)
         + (f"<ul>{warnings}</ul>" if warnings else "")
         + _phase_table(census)
-        + figures(figs)
+        + figures(summary_charts(census))
         + _kernel_table(columns, rows, "time_ns")
     )
     src = census.source
     gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
-    sub = f"{src.path} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
+    sub = f"{source or label} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
     return page(f"census: {label}", sub, body)
 
 
@@ -308,65 +254,10 @@ def _phase_table(census: Census) -> str:
     return "<h2>Phases (per step, mean)</h2>" + html_table(head, rows)
 
 
-def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list, str]:
-    """(tables and explanation, figures, kernel table) of a diff's page."""
-    import plotly.graph_objects as go
-
+def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart], str]:
+    """(tables and explanation, charts, kernel table) of a diff's page."""
     la, lb = d.labels
-    unit = "per step" if d.per_step else "whole capture"
     h = headers(d)
-    figs = []
-    cls = d.classes
-    cls_fig = go.Figure(
-        [
-            go.Bar(
-                name=esc(la), x=[esc(c.cls) for c in cls], y=[(c.time_ns.a or 0) / 1e6 for c in cls]
-            ),
-            go.Bar(
-                name=esc(lb), x=[esc(c.cls) for c in cls], y=[(c.time_ns.b or 0) / 1e6 for c in cls]
-            ),
-        ]
-    )
-    cls_fig.update_layout(barmode="group", title=f"Kernel class time, {unit} (ms)")
-    figs.append(cls_fig)
-    cnt_fig = go.Figure(
-        [
-            go.Bar(name=esc(la), x=[esc(c.cls) for c in cls], y=[c.count.a or 0 for c in cls]),
-            go.Bar(name=esc(lb), x=[esc(c.cls) for c in cls], y=[c.count.b or 0 for c in cls]),
-        ]
-    )
-    cnt_fig.update_layout(barmode="group", title=f"Kernel class count, {unit}")
-    figs.append(cnt_fig)
-    changed = [k for k in d.kernels if k.bucket != "unchanged"][:TOP_CHART][::-1]
-    colors = {
-        "added": "#2a9d8f",
-        "removed": "#e76f51",
-        "increased": "#f4a261",
-        "decreased": "#457b9d",
-    }
-    k_fig = go.Figure(
-        go.Bar(
-            orientation="h",
-            y=[f"{len(changed) - i}. " + esc(_short(k.name)) for i, k in enumerate(changed)],
-            x=[(k.time_ns.delta or 0) / 1e6 for k in changed],
-            marker_color=[colors[k.bucket] for k in changed],
-            hovertext=[f"{k.bucket}: {esc(k.name)}" for k in changed],
-            hoverinfo="text+x",
-        )
-    )
-    k_fig.update_layout(title=f"Largest kernel changes, Δ time {unit} (ms)", height=560)
-    figs.append(k_fig)
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
-    if step.delta is not None:
-        wf = go.Figure(
-            go.Waterfall(
-                x=[f"{esc(la)} step", "Δ GPU busy", "Δ GPU idle", f"{esc(lb)} step"],
-                measure=["absolute", "relative", "relative", "total"],
-                y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
-            )
-        )
-        wf.update_layout(title="Step accounting: Δ step = Δ busy + Δ idle (ms)")
-        figs.append(wf)
     columns = [
         {"key": "name", "label": "kernel", "left": True},
         {"key": "cls", "label": "class", "left": True},
@@ -399,18 +290,25 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list, str]:
     phases = phase_rows(d)
     head = (
         f"<p class='sub'>{esc(basis_line(d))}</p>"
-        + html_table(h["headline"], headline_rows(d))
-        + (html_table(h["accounting"], acc) if acc else "")
+        + "".join(
+            f"<h2>{esc(t)}</h2>"
+            + html_table(h["headline"], rows)
+            + (html_table(h["accounting"], acc) if i == 0 and acc else "")
+            for i, (t, rows) in enumerate(headline_groups(d))
+        )  # the step accounting under the step-window table, where it adds up
         + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
         + f"<h2>Why</h2><ul class='why'>{why}</ul>"
         + (f"<ul>{warnings}</ul>" if warnings else "")
     )
-    return head, figs, _kernel_table(columns, rows, "abs_delta")
+    return head, diff_charts(d), _kernel_table(columns, rows, "abs_delta")
 
 
-def render_diff_html(d: CensusDiff, explanation: list[str]) -> str:
-    head, figs, tail = diff_parts(d, explanation)
-    body = head + figures(figs) + tail
-    return page(
-        f"census: {d.labels[0]} vs {d.labels[1]}", f"{d.a.source.path} vs {d.b.source.path}", body
-    )
+def render_diff_html(
+    d: CensusDiff, explanation: list[str], sources: tuple[str, str] | None = None
+) -> str:
+    """The dashboard of a diff; `sources`: what the user named the two sides (the subtitle)."""
+    head, charts, tail = diff_parts(d, explanation)
+    la, lb = d.labels
+    sa, sb = sources or d.labels
+    subtitle = f"{la}: {sa} vs {lb}: {sb}" if sources else f"{la} vs {lb}"
+    return page(f"census: {la} vs {lb}", subtitle, head + figures(charts) + tail)

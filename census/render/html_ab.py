@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from census.compare.experiment import Experiment, explain_parts
 from census.render.ab import ARM_HEAD, E2E_HEAD, arm_rows, delta_line, e2e_rows, pairs_line
-from census.render.html import diff_parts, esc, figures, html_table, page
+from census.render.charts import Chart, esc
+from census.render.html import diff_parts, figures, html_table, page
 
 COLORS = {"a": "#457b9d", "b": "#e76f51"}
 
@@ -29,8 +30,8 @@ def render_experiment_html(exp: Experiment) -> str:
                 showlegend=False,
             )
         )
-    strip.update_layout(title="Step time of every arm, in run order (ms, uncaptured)", height=420)
-    figs = [strip]
+    strip.update_layout(height=420)
+    figs = [Chart("Step time of every arm, in run order (ms, uncaptured)", strip)]
     head = (
         f"<p><b>{esc(parts.verdict)}</b></p>"
         + "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in parts.warnings)

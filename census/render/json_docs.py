@@ -10,8 +10,12 @@ from census import CENSUS_VERSION
 from census.census import rank_spread
 from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
 from census.compare.experiment import Experiment
-from census.definitions import METRIC_KEYS
+from census.definitions import DEFINITIONS, METRIC_KEYS, PHASE_METRICS
 from census.model import METRIC_VALUES, Arm, Census, idle_values
+
+# Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
+# `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
+KEY_DEFINITIONS = {**DEFINITIONS, **{f"phase.{m.name}": m.definition for m in PHASE_METRICS}}
 
 
 def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
@@ -23,6 +27,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
 
     return {
         "census_version": CENSUS_VERSION,
+        "definitions": KEY_DEFINITIONS,
         "source": {
             "path": census.source.path,
             "nsys_version": census.source.nsys_version,
@@ -149,6 +154,7 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
         "basis": "per_step" if d.per_step else "capture",
+        "definitions": KEY_DEFINITIONS,
         "a": summary_json(d.a, top),
         "b": summary_json(d.b, top),
         "metrics": {k: v.as_dict() for k, v in d.metrics.items()},

@@ -10,7 +10,7 @@ from census.render.diffrows import (
     basis_line,
     class_rows,
     headers,
-    headline_rows,
+    headline_groups,
     kernel_rows,
     phase_rows,
 )
@@ -40,7 +40,7 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> str:
 
 
 def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
-    right = [False, False, False, True, True, True, True, True]
+    right = [False, False, False, True, True, True, True, True]  # name, change, class: text
     lines = [
         "| " + " | ".join(_cell(h) for h in head) + " |",
         "| " + " | ".join(_RIGHT if r else "---" for r in right) + " |",
@@ -52,10 +52,11 @@ def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
 def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
     h = headers(d)
     out = [f"### {d.labels[0]} vs {d.labels[1]}", "", basis_line(d), ""]
-    out += [markdown_table(h["headline"], headline_rows(d)), ""]
     acc = accounting_rows(d)
-    if acc:
-        out += [markdown_table(h["accounting"], acc), ""]
+    for i, (title, rows) in enumerate(headline_groups(d)):
+        out += [f"#### {title}", "", markdown_table(h["headline"], rows), ""]
+        if i == 0 and acc:  # under the step-window table it adds up
+            out += [markdown_table(h["accounting"], acc), ""]
     phases = phase_rows(d)
     if phases:
         out += ["#### Phases (per step)", "", markdown_table(h["phases"], phases), ""]
@@ -72,6 +73,9 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
 
 def render_metric_table() -> str:
     """The README's table of every census key and step-timing key, from census.definitions."""
-    lines = ["| key | unit | definition |", "| --- | --- | --- |"]
-    lines += [f"| `{m.name}` | {m.unit} | {m.definition} |" for m in (*METRICS, *TIMING_METRICS)]
+    lines = ["| key | shown as | unit | definition |", "| --- | --- | --- | --- |"]
+    lines += [
+        f"| `{m.name}` | {m.label} | {m.unit} | {m.definition} |"
+        for m in (*METRICS, *TIMING_METRICS)
+    ]
     return "\n".join(lines)

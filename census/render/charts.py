@@ -1,0 +1,214 @@
+"""The dashboards' charts: plotly figures of a summary and of a diff.
+
+Each is a Chart with its title (drawn by the page above the figure, where plotly's toolbar cannot
+cover it) and, when there is nothing to draw, the sentence the panel shows instead of empty axes.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from census.compare.diff import CensusDiff
+from census.definitions import LABELS
+from census.model import Census
+from census.units import fmt_count, fmt_ns
+
+TOP_CHART = 20
+# The kernel-change colours, named in the chart's legend.
+CHANGE_COLORS = {
+    "added": "#2a9d8f",
+    "removed": "#e76f51",
+    "increased": "#f4a261",
+    "decreased": "#457b9d",
+}
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: str
+    figure: Any | None  # a plotly Figure; None when there is nothing to draw
+    empty: str = ""  # what the panel says instead
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def summary_charts(census: Census) -> list[Chart]:
+    import plotly.graph_objects as go
+
+    n = census.step_count
+    basis = "per step" if n else "whole capture"
+    scale = float(n) if n else 1.0
+    no_kernels = "no kernels in this capture"
+    classes = census.classes
+    charts = [
+        Chart(
+            f"Kernel classes: time ({basis}, ms)",
+            go.Figure(
+                go.Bar(
+                    x=[esc(c.cls) for c in classes],
+                    y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
+                    text=[
+                        f"{fmt_count((c.step_count if n else c.count) / scale)} kernels"
+                        for c in classes
+                    ],
+                )
+            )
+            if classes
+            else None,
+            no_kernels,
+        )
+    ]
+    top = list(census.kernels[:TOP_CHART])[::-1]
+    top_fig = go.Figure(
+        go.Bar(
+            orientation="h",
+            y=[f"{len(top) - i}. " + esc(short(k.name)) for i, k in enumerate(top)],
+            x=[k.time_ns / 1e6 for k in top],
+            hovertext=[esc(k.name) for k in top],
+            hoverinfo="text+x",
+        )
+    )
+    top_fig.update_layout(height=560)
+    charts.append(Chart(f"Top {len(top)} kernels by total time (ms)", top_fig if top else None,
+                        no_kernels))  # fmt: skip
+    if census.steps:
+        charts += _step_charts(census)
+    apis = census.launch_apis
+    api_fig = go.Figure(
+        go.Bar(
+            x=[esc(a.api) for a in apis],
+            y=[a.time_ns / 1e6 for a in apis],
+            text=[f"{a.count:,} calls" for a in apis],
+        )
+    )
+    charts.append(Chart("Launch API time by API (ms, whole capture)", api_fig if apis else None,
+                        "no launch API calls in this capture"))  # fmt: skip
+    t = census.totals
+    keys = ("nccl_kernel_time_ns", "non_nccl_kernel_time_ns", "non_nccl_union_ns")
+    nccl_fig = go.Figure(go.Bar(x=[LABELS[k] for k in keys], y=[getattr(t, k) / 1e6 for k in keys]))
+    charts.append(Chart("NCCL vs non-NCCL kernel time (ms, whole capture)",
+                        nccl_fig if t.kernel_count else None, no_kernels))  # fmt: skip
+    return charts
+
+
+def _step_charts(census: Census) -> list[Chart]:
+    import plotly.graph_objects as go
+
+    steps = census.steps
+    names = [esc(s.name) for s in steps]
+    step_fig = go.Figure(
+        [
+            go.Bar(name=LABELS["gpu_busy_ns"], x=names, y=[s.gpu_busy_ns / 1e6 for s in steps]),
+            go.Bar(name=LABELS["gpu_idle_ns"], x=names, y=[s.gpu_idle_ns / 1e6 for s in steps]),
+        ]
+    )
+    step_fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.15})
+    d2d = [s.metrics.d2d_bytes for s in steps]
+    d2d_fig = go.Figure(go.Bar(x=names, y=[b / 2**20 for b in d2d]))
+    return [
+        Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig),
+        Chart(
+            "Device-to-device traffic per step (MiB)",
+            d2d_fig if any(d2d) else None,
+            "no device-to-device copies in the steps",
+        ),
+    ]
+
+
+def diff_charts(d: CensusDiff) -> list[Chart]:
+    import plotly.graph_objects as go
+
+    la, lb = d.labels
+    unit = "per step" if d.per_step else "whole capture"
+    cls = d.classes
+    x = [esc(c.cls) for c in cls]
+    no_kernels = "no kernels on either side"
+    cls_fig = go.Figure(
+        [
+            go.Bar(name=esc(la), x=x, y=[(c.time_ns.a or 0) / 1e6 for c in cls]),
+            go.Bar(name=esc(lb), x=x, y=[(c.time_ns.b or 0) / 1e6 for c in cls]),
+        ]
+    )
+    cls_fig.update_layout(barmode="group")
+    cnt_fig = go.Figure(
+        [
+            go.Bar(name=esc(la), x=x, y=[c.count.a or 0 for c in cls]),
+            go.Bar(name=esc(lb), x=x, y=[c.count.b or 0 for c in cls]),
+        ]
+    )
+    cnt_fig.update_layout(barmode="group")
+    charts = [
+        Chart(f"Kernel class time, {unit} (ms)", cls_fig if cls else None, no_kernels),
+        Chart(f"Kernel class count, {unit}", cnt_fig if cls else None, no_kernels),
+        Chart(
+            f"Largest kernel changes, Δ time {unit} (ms)", _change_figure(d), "no kernel changed"
+        ),
+    ]
+    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    if step.delta is not None:
+        wf = go.Figure(
+            go.Waterfall(
+                x=[f"{esc(la)} step", "Δ GPU busy", "Δ GPU idle", f"{esc(lb)} step"],
+                measure=["absolute", "relative", "relative", "total"],
+                y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
+                text=[
+                    fmt_ns(step.a),
+                    fmt_ns(busy.delta, signed=True),
+                    fmt_ns(idle.delta, signed=True),
+                    fmt_ns(step.b),
+                ],
+                textposition="outside",
+                cliponaxis=False,
+            )
+        )
+        charts.append(Chart("Step accounting: Δ step = Δ busy + Δ idle, in the step window (ms)",
+                            wf))  # fmt: skip
+    return charts
+
+
+def _change_figure(d: CensusDiff) -> Any | None:
+    """One bar per changed kernel, one trace (and legend entry) per kind of change."""
+    import plotly.graph_objects as go
+
+    changed = [k for k in d.kernels if k.bucket != "unchanged"][:TOP_CHART][::-1]
+    if not changed:
+        return None
+    la, lb = d.labels
+    names = {
+        "added": f"added (only in {lb})",
+        "removed": f"removed (only in {la})",
+        "increased": f"more time in {lb}",
+        "decreased": f"less time in {lb}",
+    }
+    rows = [f"{len(changed) - i}. " + esc(short(k.name)) for i, k in enumerate(changed)]
+    fig = go.Figure()
+    for bucket, color in CHANGE_COLORS.items():
+        picked = [(row, k) for row, k in zip(rows, changed, strict=True) if k.bucket == bucket]
+        if not picked:
+            continue
+        fig.add_trace(
+            go.Bar(
+                orientation="h",
+                name=esc(names[bucket]),
+                y=[row for row, _ in picked],
+                x=[(k.time_ns.delta or 0) / 1e6 for _, k in picked],
+                marker_color=color,
+                hovertext=[f"{bucket}: {esc(k.name)}" for _, k in picked],
+                hoverinfo="text+x",
+            )
+        )
+    fig.update_layout(
+        height=600,
+        barmode="relative",
+        yaxis={"categoryorder": "array", "categoryarray": rows},
+        legend={"orientation": "h", "y": -0.12},
+    )
+    return fig
