@@ -15,7 +15,7 @@ from census.render.diffrows import (
     kernel_rows,
     phase_rows,
 )
-from census.render.fit import fit_tables
+from census.render.fit import print_fit
 from census.render.text import rich_text
 
 SHORT_LABEL = 10  # longer side labels are A and B in column heads, named once above the tables
@@ -34,8 +34,7 @@ def render_diff_table(
 
 def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:
     def show(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> None:
-        for table in fit_tables(title, head, rows, console.width, left=left):
-            console.print(table)
+        print_fit(console, title, head, rows, left)
 
     la, lb = d.labels
     short = max(len(la), len(lb)) > SHORT_LABEL

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -95,8 +96,8 @@ def fit_tables(
     width: int,
     keys: int = 1,
     left: int | None = None,
-) -> list[Table]:
-    """One or more rich tables of `rows` that fit `width` columns. The first `keys` columns
+) -> list[tuple[str, Table]]:
+    """(title, table) of one or more rich tables of `rows` that fit `width` columns. The first `keys` columns
     are names (left-aligned; the first is shortened if needed and repeated in every part); the
     rest are values, never cut and never wrapped (right-aligned unless among the first `left`
     columns)."""
@@ -128,10 +129,10 @@ def fit_tables(
     )
     name_width = max(name_width, min(name_natural, MIN_NAME))
     names = short_names([r[0] for r in rows], name_width) if keys else []
-    tables = []
+    tables: list[tuple[str, Table]] = []
     for part, group in enumerate(groups, start=1):
         suffix = f" ({part}/{len(groups)})" if len(groups) > 1 else ""
-        t = Table(title=escape(title + suffix), title_justify="left")
+        t = Table()
         # Fixed widths: what was measured here is what rich draws, so every part fits.
         for i in range(keys):
             w = name_width if i == 0 else key_widths[i]
@@ -142,5 +143,14 @@ def fit_tables(
         for r, row in enumerate(rows):
             key_cells = [names[r], *row[1:keys]] if keys else []
             t.add_row(*(escape(c) for c in key_cells), *(escape(row[keys + j]) for j in group))
-        tables.append(t)
+        tables.append((title + suffix, t))
     return tables
+
+
+def print_fit(
+    console: Console, title: str, head: list[str], rows: list[list[str]], left: int = 1
+) -> None:
+    """Print `rows` as fit_tables lays them out, each part under its title line."""
+    for part_title, table in fit_tables(title, head, rows, console.width, left=left):
+        console.print(f"[italic]{escape(part_title)}[/italic]", highlight=False)
+        console.print(table)

@@ -7,7 +7,7 @@ from rich.markup import escape
 
 from census.definitions import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
 from census.model import Census
-from census.render.fit import fit_tables
+from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
 
@@ -31,8 +31,7 @@ EDGE_STEPS = 3
 
 def _show(console: Console, title: str, head: list[str], rows: list[list[str]], left: int = 1,
           caption: str | None = None) -> None:  # fmt: skip
-    for table in fit_tables(title, head, rows, console.width, left=left):
-        console.print(table)
+    print_fit(console, title, head, rows, left)
     if caption:
         console.print(escape(caption), highlight=False)
 

@@ -1,0 +1,226 @@
+"""Output that cannot mislead: the clipped step window and the unclipped launched work never share
+a table; terminal tables fit 80 columns with every column whole and names told apart; dashboards
+say when there is nothing to draw, name their colours and keep their titles clear."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from census.api import summarize
+from census.cli.app import app
+from census.compare.diff import diff_census
+from census.compare.explain import explain_diff
+from census.definitions import LABELS
+from census.load.samples import sample_path
+from census.render.diff_table import render_diff_table
+from census.render.fit import MIN_NAME, short_names
+from census.render.html import render_diff_html, render_summary_html
+from census.render.json_docs import diff_json, summary_json
+from census.render.markdown import render_diff_markdown
+from census.render.table import render_summary
+from tests.nsysdb import Export
+from tests.test_dashboard import CHROMIUM, check_page
+
+runner = CliRunner()
+BUSY, UNION = LABELS["gpu_busy_ns"], LABELS["non_nccl_union_ns"]
+
+
+@pytest.fixture(scope="module")
+def eager():
+    return summarize(sample_path("eager"))
+
+
+@pytest.fixture(scope="module")
+def pair():
+    a, b = summarize(sample_path("eager")), summarize(sample_path("compiled"))
+    d = diff_census(a, b, ("eager", "compiled"))
+    return d, explain_diff(d)
+
+
+def terminal_tables(text: str) -> list[list[str]]:
+    """The lines of each rich table drawn in `text` (from its top border to its bottom one)."""
+    tables, current = [], None
+    for line in text.splitlines():
+        if line.startswith("┏"):
+            current = []
+        if current is not None:
+            current.append(line)
+        if line.startswith("└"):
+            tables.append(current)
+            current = None
+    return tables
+
+
+def test_a_step_of_the_real_sample_has_less_busy_time_than_union(eager) -> None:
+    """The premise, on a real H200 capture: the clipped and the unclipped numbers disagree."""
+    crossing = [s.name for s in eager.steps if s.gpu_busy_ns < s.metrics.non_nccl_union_ns]
+    assert len(crossing) == 10 and crossing[0] == "step 5"
+    s5 = eager.steps[0]
+    assert (s5.gpu_busy_ns, s5.metrics.non_nccl_union_ns) == (4_926_088, 4_939_657)
+
+
+def test_terminal_summary_keeps_window_and_launched_work_apart(eager) -> None:
+    text = render_summary(eager, width=160)
+    tables = terminal_tables(text)
+    assert any(BUSY in "\n".join(t) for t in tables)
+    assert any(UNION in "\n".join(t) for t in tables)
+    for t in tables:
+        body = "\n".join(t)
+        assert not ("GPU busy" in body and "union" in body), body
+    assert "Step window (the step's NVTX range; GPU time clipped to it)" in text
+    assert "Work launched in the step (GPU time not clipped to the step)" in text
+
+
+def test_diff_in_every_format_keeps_window_and_launched_work_apart(pair) -> None:
+    d, why = pair
+    for t in terminal_tables(render_diff_table(d, why, width=160)):
+        body = "\n".join(t)
+        assert not ("GPU busy" in body and "union" in body), body
+    md = render_diff_markdown(d, why)
+    sections = md.split("####")
+    rows = [[ln for ln in s.splitlines() if ln.startswith("|")] for s in sections]
+    assert any(BUSY in "\n".join(r) for r in rows) and any(UNION in "\n".join(r) for r in rows)
+    for r in rows:
+        assert not ("GPU busy" in "\n".join(r) and "union" in "\n".join(r))
+    page = render_diff_html(d, why)
+    for table in re.findall(r"<table>.*?</table>", page):
+        assert not ("GPU busy" in table and "union" in table)
+
+
+def test_json_documents_carry_each_rule(eager, pair) -> None:
+    for doc in (summary_json(eager), diff_json(*pair)):
+        rules = doc["definitions"]
+        assert "clipped to the step's range" in rules["gpu_busy_ns"]
+        assert "not a superset of non_nccl_union_ns" in rules["gpu_busy_ns"]
+        assert "not clipped to the step's range" in rules["non_nccl_union_ns"]
+        assert rules["phase.gpu_busy_ns"].endswith("clipped to the time the phase owns")
+
+
+# Terminal tables at 80 columns and wider
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip("│").split("│")]
+
+
+@pytest.mark.parametrize("width", [80, 100, 132])
+def test_diff_tables_fit_and_keep_every_column_whole(width: int, fixture) -> None:
+    a = summarize(fixture("h200_eager_3steps.sqlite"))
+    b = summarize(fixture("h200_compiled_3steps.sqlite"))
+    d = diff_census(a, b, ("h200_eager_3steps", "h200_compiled_3steps"))
+    text = render_diff_table(d, explain_diff(d), top=15, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "A = h200_eager_3steps, B = h200_compiled_3steps" in text
+    heads = " ".join(" ".join(t[:3]) for t in terminal_tables(text))
+    for col in ("Kernel", "Change", "Class", "A count", "B count", "A time", "B time", "Δ time",
+                "Δ launches", "Δ D2D", "Delta %"):  # fmt: skip
+        assert col in heads, col
+    for t in terminal_tables(text):
+        for line in t:
+            if line.startswith("│"):
+                assert "…" not in "".join(cells(line)[1:]), line  # only names are shortened
+    kernel_tables = [t for t in terminal_tables(text) if "Kernel" in t[1]]
+    names = [cells(ln)[0] for ln in kernel_tables[0] if ln.startswith("│")]
+    assert len(names) == 15 and len(set(names)) == 15
+
+
+@pytest.mark.parametrize("name", ["h200_eager_3steps.sqlite", "nsysai_mfu_2gpu_before.sqlite"])
+def test_summary_fits_80_columns_with_distinct_kernel_names(name: str, fixture) -> None:
+    census = summarize(fixture(name))
+    text = render_summary(census, top=15, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    table = next(t for t in terminal_tables(text) if "kernel" in t[1] and "class" in t[1])
+    shown = [cells(ln) for ln in table if ln.startswith("│")]
+    assert len({r[0] for r in shown}) == len(shown) == 15
+    assert [r[3] for r in shown] == [fmt_ns(k.time_ns) for k in census.kernels[:15]]
+
+
+def test_every_real_kernel_name_stays_distinct_when_shortened(fixture) -> None:
+    for name in ("h200_eager_3steps.sqlite", "nsysai_mfu_2gpu_before.sqlite"):
+        names = [k.name for k in summarize(fixture(name)).kernels]
+        for width in (MIN_NAME, 32, 48, 64):
+            shown = short_names(names, width)
+            assert len(set(shown)) == len(set(names)) and max(map(len, shown)) <= width
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text(st.sampled_from("ab<>, xy"), max_size=34), min_size=1, max_size=12),
+    st.integers(MIN_NAME, 60),
+)
+def test_short_names_tell_different_names_apart(parts, width: int) -> None:
+    """Long shared prefixes and suffixes around a small difference, in any width: names that
+    differ are shown differently, and none is wider than the column."""
+    prefix, suffix = "void at::native::elementwise_kernel<", ">(int, T2, T3)" * 3
+    names = [prefix + part + suffix for part in parts]
+    shown = short_names(names, width)
+    assert max(map(len, shown)) <= width
+    for i in range(len(names)):
+        for j in range(i):
+            assert (names[i] == names[j]) == (shown[i] == shown[j])
+
+
+# Dashboards
+
+
+def no_kernel_export(tmp_path: Path) -> Path:
+    e = Export()
+    e.range("step 0", 0, 100)
+    return e.write(tmp_path / "nokern.sqlite")
+
+
+def test_a_capture_without_kernels_gets_sentences_not_empty_axes(tmp_path: Path) -> None:
+    page = render_summary_html(summarize(no_kernel_export(tmp_path)), "nokern")
+    assert page.count("no kernels in this capture") == 3
+    assert "no launch API calls in this capture" in page
+    assert "no device-to-device copies in the steps" in page
+    specs = json.loads(page.split('id="figures">', 1)[1].split("</script>", 1)[0])
+    assert len(specs) == 1  # only the step chart has something to draw
+
+
+def figure_specs(page: str) -> list[dict]:
+    return json.loads(page.split('id="figures">', 1)[1].split("</script>", 1)[0])
+
+
+def test_titles_sit_above_the_charts_where_the_toolbar_cannot_cover_them(pair) -> None:
+    page = render_diff_html(*pair)
+    specs = figure_specs(page)
+    assert specs and all("title" not in s["layout"] for s in specs)
+    assert page.count("<div class='panel'><h3>") == len(specs)
+
+
+def test_kernel_change_colours_have_a_legend_and_the_waterfall_has_values(pair) -> None:
+    d, why = pair
+    specs = figure_specs(render_diff_html(d, why))
+    changes = next(s for s in specs if any(t.get("orientation") == "h" for t in s["data"]))
+    names = {t["name"] for t in changes["data"]}
+    assert names == {"added (only in compiled)", "removed (only in eager)"}
+    waterfall = next(s for s in specs if s["data"][0]["type"] == "waterfall")
+    assert waterfall["data"][0]["text"] == ["11.70 ms", "-645.5 µs", "-1.90 ms", "9.15 ms"]
+
+
+def test_dashboard_subtitles_name_what_the_user_gave(tmp_path: Path) -> None:
+    out = tmp_path / "s.html"
+    r = runner.invoke(app, ["dashboard", "sample:eager", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    sub = out.read_text("utf-8").split("<div class='sub'>", 1)[1].split("</div>", 1)[0]
+    assert sub.startswith("sample:eager · nsys 2025.3.2.0") and ".cache" not in sub
+    out = tmp_path / "d.html"
+    r = runner.invoke(app, ["diff", "sample:eager", "sample:compiled", "--html", str(out)])
+    sub = out.read_text("utf-8").split("<div class='sub'>", 1)[1].split("</div>", 1)[0]
+    assert sub == "eager: sample:eager vs compiled: sample:compiled"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine")
+def test_a_dashboard_without_kernels_draws_in_a_browser(tmp_path: Path) -> None:
+    page = tmp_path / "n.html"
+    page.write_text(render_summary_html(summarize(no_kernel_export(tmp_path)), "n"), "utf-8")
+    dom = check_page(page, figures=1)
+    assert "no kernels in this capture" in dom
