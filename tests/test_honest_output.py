@@ -25,6 +25,7 @@ from census.render.html import render_diff_html, render_summary_html
 from census.render.json_docs import diff_json, summary_json
 from census.render.markdown import render_diff_markdown
 from census.render.table import render_summary
+from census.units import fmt_ns
 from tests.nsysdb import Export
 from tests.test_dashboard import CHROMIUM, check_page
 
