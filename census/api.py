@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,15 +34,13 @@ class Options:
     skip_first: int = 0
     phases_regex: str = DEFAULT_PHASES_REGEX
     idle: bool = False  # split the GPU idle time by cause (syncs, launches, other host time)
+    ranks: bool = False  # a folder of exports is the ranks of one run (--ranks); not a cache key
 
     def __post_init__(self) -> None:
+        from census.load.patterns import compile_pattern
+
         for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise UsageError(
-                    f"{option} {pattern!r} is not a valid regular expression: {exc}"
-                ) from None
+            compile_pattern(option, pattern)
         if self.skip_first < 0:
             raise UsageError("--skip-first must be 0 or more")
 
@@ -77,13 +74,15 @@ def summarize(
     *,
     phases: str = DEFAULT_PHASES_REGEX,
     idle: bool = False,
+    ranks: bool = False,
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
-    a rank folder (the ranks merged) or `sample:NAME`."""
-    return summarize_with(resolve_input(path), Options(steps, skip_first, phases, idle),
+    a rank folder (the ranks merged; a folder that is not a census capture only with `ranks`)
+    or `sample:NAME`."""
+    return summarize_with(resolve_input(path), Options(steps, skip_first, phases, idle, ranks),
                           progress, use_cache, workers)  # fmt: skip
 
 
@@ -125,7 +124,7 @@ def summarize_ranks(
     from census.load.pool import map_processes
     from census.load.ranks import rank_files
 
-    files = rank_files(folder)
+    files = rank_files(folder, options.ranks)
     labels = [label for label, _ in files]
     workers = workers or min(len(files), os.cpu_count() or 1)
     inner = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
@@ -149,13 +148,14 @@ def diff(
     skip_first: int = 0,
     phases: str = DEFAULT_PHASES_REGEX,
     idle: bool = False,
+    ranks: bool = False,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes. Labels default to the
     file or folder names."""
     from census.compare.diff import diff_census
     from census.model import Census
 
-    options = Options(steps, skip_first, phases, idle)
+    options = Options(steps, skip_first, phases, idle, ranks)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):

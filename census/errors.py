@@ -11,7 +11,9 @@ EXIT_USAGE = 2
 EXIT_TOOL_MISSING = 3
 EXIT_CAPTURE_FAILED = 4
 EXIT_GATE_FAILED = 5
+EXIT_OUTPUT_FAILED = 74  # sysexits' EX_IOERR: standard output could not be written
 EXIT_INTERRUPTED = 130
+EXIT_READER_GONE = 141  # 128 + SIGPIPE, as for any program whose reader stopped early
 
 
 class CensusError(Exception):
@@ -35,6 +37,19 @@ class UsageError(CensusError):
     """Arguments that cannot work together (bad regex, bad labels, ...)."""
 
     exit_code = EXIT_USAGE
+
+
+class OutputError(CensusError):
+    """Standard output is closed or full, or failed while census wrote to it."""
+
+    exit_code = EXIT_OUTPUT_FAILED
+
+
+class ReaderGone(CensusError):
+    """The program reading census's standard output stopped early (`| head`): said by the exit
+    code alone, as a shell expects of a program a broken pipe stopped."""
+
+    exit_code = EXIT_READER_GONE
 
 
 class ToolMissingError(CensusError):

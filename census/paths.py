@@ -21,7 +21,8 @@ def cache_dir() -> Path:
 def atomic_target(target: Path) -> Iterator[Path]:
     """Yield a temporary path beside `target`; rename it onto `target` only on success."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    # A short temporary name: the target's own may be close to the file system's limit.
+    fd, name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".part", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
     tmp.unlink()
@@ -38,7 +39,14 @@ def check_output(target: Path, inputs: Iterable[Path] = ()) -> None:
     (a one-line UsageError naming the target), before any work is done."""
     from census.errors import UsageError
 
-    if target.exists() or target.is_symlink():
+    too_long = _name_too_long(target)
+    if too_long:
+        raise UsageError(f"{target}: {too_long}; choose a shorter output name")
+    try:
+        present = target.exists() or target.is_symlink()
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot write there ({exc.strerror or exc})") from None
+    if present:
         if not target.is_file():
             kind = "a directory" if target.is_dir() else "not a regular file (a device, a FIFO?)"
             raise UsageError(f"{target}: is {kind}; census writes reports to regular files only")
@@ -55,9 +63,27 @@ def check_output(target: Path, inputs: Iterable[Path] = ()) -> None:
         raise UsageError(f"{target}: cannot write there ({parent} is not a writable directory)")
 
 
+def _name_too_long(path: Path) -> str | None:
+    """Why the file system cannot hold a file of this name, or None."""
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    try:
+        limit = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    size = len(os.fsencode(path.name))
+    return (
+        f"file name too long ({size} bytes; this file system allows {limit})"
+        if size > limit
+        else None
+    )
+
+
 def write_atomic(target: Path, data: str | bytes) -> None:
     with atomic_target(target) as tmp:
         if isinstance(data, str):
-            tmp.write_text(data, encoding="utf-8")
+            # A file name whose bytes are not UTF-8 is written as `\udcff`, not refused.
+            tmp.write_text(data, encoding="utf-8", errors="backslashreplace")
         else:
             tmp.write_bytes(data)

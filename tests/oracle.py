@@ -226,8 +226,10 @@ def _idle_oracle(step, owned, gpu, api, sync, add) -> None:
         if b <= a or busy_at(a, b):
             continue
         owner = [o for x, _, o in owned if x <= a][-1]
-        after = any(t <= a and not busy_at(t, a) and not any(s <= t < e for s, e in gpu)
-                    for t in ends)  # fmt: skip
+        # After a sync: a sync call ended at t <= a while the GPU was idle, and no GPU work
+        # (a zero-length kernel too) has started since, up to a.
+        after = any(t <= a and not any(s <= t < e for s, e in gpu)
+                    and not any(t < s <= a for s, _ in gpu) for t in ends)  # fmt: skip
         if after:
             add(owner, idle_after_sync_ns=b - a)
         elif any(s <= a and e >= b for s, e in launches):

@@ -18,17 +18,25 @@ runner = CliRunner()
 
 
 def rank_folder(tmp_path: Path, *names: str) -> Path:
+    """A multi-rank capture folder as `census capture` writes it: rankN.sqlite and a run.json
+    that maps each rank to its export."""
     folder = tmp_path / "cap"
     folder.mkdir(parents=True)
     for i, name in enumerate(names):
         (folder / f"rank{i}.sqlite").symlink_to(fixture_file(name))
+    ranks = {str(i): f"rank{i}.sqlite" for i in range(len(names))}
+    (folder / "run.json").write_text(json.dumps({"calibration": None, "ranks": ranks}), "utf-8")
     return folder
 
 
 def test_rank_files_order_by_number(tmp_path: Path) -> None:
     for n in (10, 2, 0):
         (tmp_path / f"rank{n}.sqlite").write_bytes(b"")
-    assert [label for label, _ in rank_files(tmp_path)] == ["rank0", "rank2", "rank10"]
+    assert [label for label, _ in rank_files(tmp_path, declared=True)] == [
+        "rank0",
+        "rank2",
+        "rank10",
+    ]
 
 
 def test_merge_equals_the_sum_of_ranks(tmp_path: Path) -> None:

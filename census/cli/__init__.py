@@ -7,7 +7,7 @@ read captures (summary, diff, dashboard); run.py those that run programs (captur
 from __future__ import annotations
 
 from census.cli import analysis, run  # noqa: F401  (each registers its commands on the app)
-from census.cli.app import app
+from census.cli.app import app, guard_stdout
 
 
 def main() -> None:
@@ -17,4 +17,5 @@ def main() -> None:
         raise KeyboardInterrupt  # workers killed, temporary folders removed
 
     signal.signal(signal.SIGTERM, terminate)
+    guard_stdout()
     app()

@@ -15,6 +15,7 @@ from census.cli.app import (
     FailIfOpt,
     IdleOpt,
     PhasesOpt,
+    RanksOpt,
     SkipOpt,
     StepsOpt,
     TopOpt,
@@ -65,6 +66,7 @@ def summary(
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = False,
+    ranks: RanksOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     top: TopOpt = 15,
     fail_if: FailIfOpt = None,
@@ -81,7 +83,7 @@ def summary(
     from census.load.ranks import is_multi_rank
 
     check_count("--top", top)
-    path, options = _input(profile, sample), Options(steps, skip_first, phases, idle)
+    path, options = _input(profile, sample), Options(steps, skip_first, phases, idle, ranks)
     gates = parse_gates(fail_if)
     check_summary_gates(gates)
     if is_multi_rank(path):
@@ -177,6 +179,7 @@ def diff(
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = False,
+    ranks: RanksOpt = False,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
@@ -204,7 +207,7 @@ def diff(
                 raise UsageError(f"{a}: --fail-if needs the experiment's captures; it has none")
             enforce(check_diff(parse_gates(fail_if), exp.diff))
         return
-    options = Options(steps, skip_first, phases, idle)
+    options = Options(steps, skip_first, phases, idle, ranks)
     pa, pb = resolve_input(a), resolve_input(b)
     names = _labels(labels, pa, pb)
     gates = parse_gates(fail_if)
@@ -253,12 +256,13 @@ def dashboard(
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = False,
+    ranks: RanksOpt = False,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture or a diff of two."""
     from census.api import Options, default_label, resolve_input
     from census.render.html import render_diff_html, render_summary_html
 
-    options = Options(steps, skip_first, phases, idle)
+    options = Options(steps, skip_first, phases, idle, ranks)
     pa = resolve_input(a)
     if output:
         check_output(output, [pa, *([resolve_input(b)] if b else [])])

@@ -6,8 +6,10 @@ stdout, everything else to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,13 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
-from census.errors import EXIT_INTERRUPTED, CensusError
+from census.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_READER_GONE,
+    CensusError,
+    ReaderGone,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -37,6 +45,63 @@ def _main(
     _state["debug"] = debug
 
 
+class GuardedStdout:
+    """sys.stdout, whose write failures become census errors: a full or broken stdout
+    (OutputError, exit 74) and a reader that stopped early (ReaderGone, exit 141)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _guard(self, action: Callable[[], Any]) -> Any:
+        from census.errors import OutputError, ReaderGone
+
+        try:
+            return action()
+        except BrokenPipeError:
+            raise ReaderGone() from None
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise OutputError(f"cannot write to standard output ({reason})") from None
+
+    def write(self, text: str) -> int:
+        return self._guard(lambda: self._stream.write(text))
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def guard_stdout() -> None:
+    """Before any command runs: a closed stdout is one line and exit 74; an open one is
+    guarded."""
+    from census.errors import EXIT_OUTPUT_FAILED
+
+    if sys.stdout is None:
+        if sys.stderr is not None:
+            print("Error: standard output is closed: census has nowhere to write", file=sys.stderr)
+        raise SystemExit(EXIT_OUTPUT_FAILED)
+    with contextlib.suppress(AttributeError, ValueError):  # text whose bytes are not UTF-8 (a
+        sys.stdout.reconfigure(errors="backslashreplace")  # file name) is shown, not fatal
+    sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null, so that Python's flush at exit does not
+    print a second error."""
+    import os
+
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _shown(name: Any) -> str:
+    """A file name as text, whatever its bytes."""
+    return os.fsdecode(name) if isinstance(name, bytes) else str(name)
+
+
 def fail(message: str, code: int) -> None:
     print(f"Error: {message}", file=sys.stderr)
     raise typer.Exit(code)
@@ -46,19 +111,28 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            sys.stdout.flush()  # a full or closed stdout fails here, inside the handler
+            return result
+        except ReaderGone as exc:
+            _silence_stdout()
+            raise typer.Exit(exc.exit_code) from None
         except CensusError as exc:
             fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
-        except BrokenPipeError:
-            sys.stderr.close()
-            raise typer.Exit(0) from None
+        except BrokenPipeError:  # a write that bypassed the guard
+            _silence_stdout()
+            raise typer.Exit(EXIT_READER_GONE) from None
         except (typer.Exit, typer.Abort):
             raise
         except Exception as exc:
             if _state["debug"]:
                 raise
+            if isinstance(exc, OSError) and exc.filename is not None:
+                # A file the system refused (name too long, a loop of links, permissions): the
+                # user's to fix, named in one line.
+                fail(f"{_shown(exc.filename)}: {exc.strerror or exc}", EXIT_BAD_INPUT)
             fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)", 70)
 
     return wrapper  # type: ignore[return-value]
@@ -84,6 +158,13 @@ IdleOpt = Annotated[
         "--idle",
         help="Split GPU idle time by cause: after host syncs, while launching, other host time "
         "(one more pass, which holds the GPU timeline in memory).",
+    ),
+]
+RanksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ranks",
+        help="Read a folder of exports that is not a census capture as the ranks of one run.",
     ),
 ]
 FailIfOpt = Annotated[

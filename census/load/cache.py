@@ -1,7 +1,9 @@
 """Census results cached per export, keyed by the file's identity and census's own code.
 
 The key is the file's size, mtime and a hash of its first and last MiB (hashing gigabytes would
-cost more than the census), plus the options and a hash of every Python file of the package.
+cost more than the census), plus the options and a hash of every Python file of the package. An
+export in SQLite WAL mode with a non-empty `-wal` log beside it is never cached: its content is
+not in the file alone.
 Beside each census, renderings of it (the `summary --json` document) are cached too: for an
 export of tens of thousands of steps, rebuilding and encoding that document costs more than
 reading it back.
@@ -38,7 +40,8 @@ def code_hash() -> str:
 
 def file_key(path: Path) -> str:
     stat = path.stat()
-    h = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    h = hashlib.sha256(os.fsencode(path.resolve()))  # any bytes: a name need not be UTF-8
+    h.update(f"|{stat.st_size}|{stat.st_mtime_ns}".encode())
     with path.open("rb") as fh:
         h.update(fh.read(_EDGE_BYTES))
         if stat.st_size > _EDGE_BYTES:
@@ -47,8 +50,19 @@ def file_key(path: Path) -> str:
     return h.hexdigest()
 
 
+def has_live_wal(path: Path) -> bool:
+    """Whether SQLite's write-ahead log beside the export holds pages: then the export's content
+    is the file *and* the log, which a writer may still be changing, so it is never cached."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
 def _entry(paths: list[Path], options: tuple, kind: str) -> Path | None:
     if os.environ.get("CENSUS_NO_CACHE") or not all(p.is_file() for p in paths):
+        return None
+    if any(has_live_wal(p) for p in paths):
         return None
     files = "|".join(file_key(p) for p in paths)
     key = hashlib.sha256(f"{files}|{json.dumps(options)}|{code_hash()}".encode()).hexdigest()

@@ -53,7 +53,8 @@ _EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "", extra=None):
-    """Per process, (start, end[, extra]) of the rows of `tables` with an extent."""
+    """Per process, (start, end[, extra]) of the rows of `tables` that do not end before they
+    start."""
     parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
     columns = {
         "start": "start",
@@ -66,7 +67,7 @@ def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "",
         if rows is None:
             continue
         for batch, _ in read_batches(conn, table, columns, rows, where):
-            ok = batch["end"] > batch["start"]
+            ok = batch["end"] >= batch["start"]  # a zero-length kernel is the next GPU work too
             for p in procs:
                 keep = ok & (batch["proc"] == p) if len(procs) > 1 else ok
                 if keep.any():

@@ -34,7 +34,7 @@ def read_segments(
     conn: sqlite3.Connection, schema: sc.Schema, phases_regex: str, steps: list[StepRange]
 ) -> tuple[list[Segment], list[str]]:
     """The segments of every step, or none when no phase range lies inside any step."""
-    rows = matching_ranges(conn, schema, phases_regex, table="phase_texts")
+    rows = matching_ranges(conn, schema, phases_regex, table="phase_texts", option="--phases")
     by_proc: dict[int, list[tuple[int, int, str]]] = {}
     for name, start, end, proc in rows:
         if start is not None and end is not None and proc is not None and end >= start:

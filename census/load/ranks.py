@@ -1,5 +1,8 @@
 """Multi-rank captures: one export per rank (`rank0.sqlite`, ...) in one folder.
 
+A folder of several exports is read as the ranks of one run only when it says so: a census capture
+folder whose run.json maps ranks to files, or the user's `--ranks`. Anything else (a folder of
+unrelated exports) is refused, naming the files and how they differ, instead of being summed.
 The ranks are parsed in parallel (census.load.pool.map_processes); census.census.merge_census folds
 them into one Census and rank_spread shows the min / median / max over ranks.
 """
@@ -7,14 +10,33 @@ them into one Census and rank_spread shows the min / median / max over ranks.
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
+
+from census.errors import InputError
 
 _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
-def rank_files(folder: Path) -> list[tuple[str, Path]]:
-    """(label, export) for each rank in a capture folder, ordered by rank number."""
+def is_multi_rank(path: Path) -> bool:
+    return path.is_dir() and len(list(path.glob("*.sqlite"))) > 1
+
+
+def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
+    """(label, export) for each rank of a multi-rank folder, ordered by rank number: the files
+    its run.json names, or (when `declared`, the user's --ranks) every .sqlite in it."""
+    recorded = _recorded_ranks(folder)
+    if recorded is not None:
+        return recorded
     found = sorted(folder.glob("*.sqlite"))
+    if not declared:
+        names = ", ".join(p.name for p in found[:6]) + (", …" if len(found) > 6 else "")
+        differ = _differences(found)
+        raise InputError(
+            f"{folder}: {len(found)} exports ({names}) in a folder that is not a census capture "
+            f"(no run.json naming its ranks){differ}: pass --ranks to read them as the ranks "
+            "of one run, or give one export"
+        )
 
     def order(p: Path) -> tuple[int, str]:
         m = _RANK.search(p.stem)
@@ -23,5 +45,57 @@ def rank_files(folder: Path) -> list[tuple[str, Path]]:
     return [(p.stem, p) for p in sorted(found, key=order)]
 
 
-def is_multi_rank(path: Path) -> bool:
-    return path.is_dir() and len(list(path.glob("*.sqlite"))) > 1
+def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
+    """The rank -> file map of a census capture's run.json; None when it has none."""
+    from census.capture.run import read_run_info
+
+    info = read_run_info(folder)
+    ranks = (info or {}).get("ranks")
+    if ranks is None:
+        return None
+    record = folder / "run.json"
+    if not isinstance(ranks, dict) or not ranks or not all(
+        isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in ranks.items()
+    ):  # fmt: skip
+        raise InputError(f"{record}: `ranks` is not a map of rank numbers to export files")
+    out = []
+    for rank, name in sorted(ranks.items(), key=lambda kv: int(kv[0])):
+        path = folder / name
+        if path.parent != folder or not path.is_file():
+            raise InputError(f"{record}: rank {rank}'s export {name} is not in the folder")
+        out.append((f"rank{rank}", path))
+    return out
+
+
+def _differences(files: list[Path]) -> str:
+    """How a folder's exports differ (nsys versions, GPU models), as a clause; '' when alike or
+    when one cannot be read (reading it will then say why)."""
+    from census.load import schema as sc
+    from census.load.readonly import open_readonly
+
+    versions, gpus = set(), set()
+    for path in files:
+        try:
+            conn = open_readonly(path)
+        except InputError:
+            return ""
+        try:
+            schema = sc.read_schema(conn)
+            versions.add(schema.nsys_version or "?")
+            if schema.has(sc.GPU_INFO) and "name" in schema.columns.get(sc.GPU_INFO, frozenset()):
+                names = sorted(
+                    {str(n) for (n,) in conn.execute(f'SELECT name FROM "{sc.GPU_INFO}"')}
+                )
+                gpus.add(", ".join(names) or "none")
+            else:
+                gpus.add("unknown")
+        except sqlite3.Error:
+            return ""
+        finally:
+            conn.close()
+    parts = []
+    if len(versions) > 1:
+        parts.append("nsys " + " vs ".join(sorted(versions)))
+    if len(gpus) > 1:
+        parts.append("GPUs " + " vs ".join(sorted(gpus)))
+    return f"; they differ ({'; '.join(parts)})" if parts else ""

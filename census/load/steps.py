@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from census.load import schema as sc
+from census.load.patterns import matching as matching_texts
 from census.load.readonly import open_readonly
 
 
@@ -23,14 +24,17 @@ class StepRange:
 
 
 def matching_ranges(
-    conn: sqlite3.Connection, schema: sc.Schema, regex: str, table: str = "step_texts"
+    conn: sqlite3.Connection,
+    schema: sc.Schema,
+    regex: str,
+    table: str = "step_texts",
+    option: str = "--steps",
 ) -> list[tuple[str, int | None, int | None, int | None]]:
     """(text, start, end, process) of the NVTX ranges (push/pop or start/end, any domain) whose
-    text matches `regex`, by start time. Each distinct text is matched once in Python; SQLite
-    then picks the ranges that carry a match."""
+    text matches `regex` (the user's `option`), by start time. Each distinct text is matched
+    once in Python, with a time limit; SQLite then picks the ranges that carry a match."""
     if not schema.has(sc.NVTX):
         return []
-    pattern = re.compile(regex)
     text = "n.text"
     join = ""
     if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
@@ -44,7 +48,8 @@ def matching_ranges(
         texts = [t for (t,) in conn.execute(f"SELECT DISTINCT {text} {ranges}") if t is not None]
     finally:
         conn.text_factory = factory
-    matching = [t for t in texts if pattern.search(t.decode("utf-8", errors="replace"))]
+    decoded = {t.decode("utf-8", errors="replace"): t for t in texts}
+    matching = [decoded[t] for t in matching_texts(option, regex, decoded)]
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (t TEXT PRIMARY KEY)")
     conn.execute(f"DELETE FROM temp.{table}")
     conn.executemany(
