@@ -167,7 +167,9 @@ def assert_law(c: census.Census) -> None:
                    max_size=25),
     syncs=st.lists(st.tuples(st.integers(-50, 1250), st.integers(1, 200)), max_size=4),
 )  # fmt: skip
-@example(phases=[(0, 3)], calls=[(-3, 0, False)], syncs=[(0, 1)])  # a zero-length kernel after a sync
+@example(
+    phases=[(0, 3)], calls=[(-3, 0, False)], syncs=[(0, 1)]
+)  # a zero-length kernel after a sync
 def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls, syncs) -> None:
     e = Export()
     e.range("step 0", 0, 1000)
