@@ -142,7 +142,9 @@ def test_two_gpu_pair_compares_whole_captures() -> None:
     assert d.metrics["nccl_kernel_count"].delta == 62 - 66
     assert d.metrics["nccl_kernel_time_ns"].delta == 33742101 - 25401752
     assert d.metrics["step_time_ns"].a is None
-    assert d.warnings[0].startswith("comparing whole captures")
+    assert d.warnings[0] == (
+        "before and after have no step ranges: whole captures are compared, not steps"
+    )
     assert any("sliced" in w for w in d.warnings)
     assert "NCCL -4 kernels" in "\n".join(explain_diff(d))
 
@@ -150,10 +152,18 @@ def test_two_gpu_pair_compares_whole_captures() -> None:
 def test_comparability_warnings() -> None:
     a = summarize(fixture_file("h200_eager_3steps.sqlite"))
     b = summarize(fixture_file("nsysai_mfu_2gpu_after.sqlite"))
-    w = "\n".join(diff_census(a, b, ("x", "y")).warnings)
-    assert "different GPU counts: x used 1, y used 2" in w
-    assert "different numbers of steps: x 3, y 0" in w
-    assert "different nsys versions" in w
+    d = diff_census(a, b, ("x", "y"))
+    assert d.comparability.problems == (
+        "y has no step ranges: whole captures are compared, not steps",
+        "different GPUs (x: 1 × NVIDIA H200; y: 2 × unknown)",
+    )
+    assert d.comparability.notes == (
+        "different nsys versions: x 2025.3.2.0, y 2026.2.1.210",
+        "y is a sliced export: some kernels have no launching API row",
+    )
+    assert d.warnings == (*d.comparability.problems, *d.comparability.notes)
+    why = explain_diff(d)
+    assert why[0] == "not directly comparable: " + "; ".join(d.comparability.problems)
 
 
 def test_cli_diff_formats() -> None:

@@ -195,5 +195,7 @@ def test_incomparable_sides_are_said_first_and_voided_sentences_withheld() -> No
     first = doc["explanation"][0]
     assert first.startswith("not directly comparable: graph traced CUDA graphs")
     assert "graph has no step ranges: whole captures are compared" in first
-    assert "different GPUs (node: NVIDIA H200; graph: NVIDIA GeForce RTX 3060)" in first
+    assert "different GPUs (node: 1 × NVIDIA H200; graph: 1 × NVIDIA GeForce RTX 3060)" in first
+    assert first == "not directly comparable: " + "; ".join(doc["comparability"]["problems"])
+    assert len(doc["comparability"]["problems"]) == 3
     assert not any("kernels" in s and "Triton" in s for s in doc["explanation"])

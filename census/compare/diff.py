@@ -1,7 +1,8 @@
 """Census x Census -> CensusDiff: an outer join by name, then buckets, all per step.
 
-Per-step means are compared when both captures have steps; otherwise whole captures, with a
-warning. Field names are fixed (`a`, `b`, `delta`, `pct`); user labels live in `labels`.
+Per-step means are compared when both captures have steps; otherwise whole captures. What makes
+the sides not comparable is checked once (census.compare.comparable) and carried on the diff.
+Field names are fixed (`a`, `b`, `delta`, `pct`); user labels live in `labels`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from census.compare.comparable import Comparability, check_comparable
 from census.compare.stats import t_975
 from census.definitions import (
     CLASS_ORDER,
@@ -85,6 +87,7 @@ class CensusDiff:
     phases: dict[str, dict[str, Delta]] = field(default_factory=dict)
     # mean step time of each side's calibration run without nsys (run.json), when it has one
     uncaptured_ns: tuple[float | None, float | None] = (None, None)
+    comparability: Comparability = field(default_factory=Comparability)
 
     @property
     def noise_ns(self) -> float | None:
@@ -126,15 +129,7 @@ def diff_census(
     uncaptured_ns: tuple[float | None, float | None] = (None, None),
 ) -> CensusDiff:
     per_step = bool(a.steps and b.steps)
-    warnings = comparability_warnings(a, b, labels)
-    if not per_step:
-        warnings.insert(
-            0,
-            "comparing whole captures, not steps: "
-            + " and ".join(lbl for lbl, c in zip(labels, (a, b), strict=True) if not c.steps)
-            + (" have" if not a.steps and not b.steps else " has")
-            + " no step ranges",
-        )
+    comparable = check_comparable(a, b, labels, uncaptured_ns)
     return CensusDiff(
         a=a,
         b=b,
@@ -143,7 +138,8 @@ def diff_census(
         metrics=_metric_deltas(a, b, per_step),
         classes=_class_deltas(a, b, per_step),
         kernels=_kernel_deltas(a, b, per_step),
-        warnings=tuple(warnings + _calibration_warnings(a, b, labels, uncaptured_ns)),
+        warnings=(*comparable.problems, *comparable.notes),
+        comparability=comparable,
         spread=(step_spread(a), step_spread(b)),
         uncaptured_ns=uncaptured_ns,
         phases=_phase_deltas(a, b) if per_step else {},
@@ -162,23 +158,6 @@ def _phase_deltas(a: Census, b: Census) -> dict[str, dict[str, Delta]]:
     return {
         n: {k: Delta(pa.get(n, zero)[k], pb.get(n, zero)[k]) for k in PHASE_KEYS} for n in names
     }
-
-
-def _calibration_warnings(
-    a: Census, b: Census, labels: tuple[str, str], uncaptured: tuple[float | None, float | None]
-) -> list[str]:
-    ua, ub = uncaptured
-    ta, tb = a.per_step_timing(), b.per_step_timing()
-    if ua is None or ub is None or ta is None or tb is None:
-        return []
-    captured = tb["step_time_ns"] - ta["step_time_ns"]
-    if (ub - ua) * captured < 0:
-        return [
-            f"the captured and uncaptured step-time deltas disagree in sign ({labels[1]} − "
-            f"{labels[0]}: {captured / 1e6:+.2f} ms under nsys, {(ub - ua) / 1e6:+.2f} ms in the "
-            "calibration runs): nsys changed the comparison; `census ab` decides"
-        ]
-    return []
 
 
 def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:
@@ -252,28 +231,3 @@ def _bucket(in_a: bool, in_b: bool, ca: float, cb: float, xa: float, xb: float) 
     if ca == cb and abs(xb - xa) <= UNCHANGED_TOLERANCE * max(abs(xa), abs(xb)):
         return "unchanged"
     return "increased" if (xb, cb) > (xa, ca) else "decreased"  # time first, then count
-
-
-def comparability_warnings(a: Census, b: Census, labels: tuple[str, str]) -> list[str]:
-    la, lb = labels
-    out = []
-    ga = [g.name for g in a.source.gpus]
-    gb = [g.name for g in b.source.gpus]
-    if len(ga) != len(gb):
-        out.append(f"different GPU counts: {la} used {len(ga)}, {lb} used {len(gb)}")
-    elif sorted(map(str, ga)) != sorted(map(str, gb)):
-        out.append(f"different GPU models: {la} {ga}, {lb} {gb}")
-    if a.step_count != b.step_count:
-        out.append(f"different numbers of steps: {la} {a.step_count}, {lb} {b.step_count}")
-    elif sorted(s.name for s in a.steps) != sorted(s.name for s in b.steps):
-        out.append(f"different step names in {la} and {lb}")
-    if a.source.nsys_version != b.source.nsys_version:
-        out.append(
-            f"different nsys versions: {la} {a.source.nsys_version}, {lb} {b.source.nsys_version}"
-        )
-    for label, c in zip(labels, (a, b), strict=True):
-        if c.graph_trace_mode:
-            out.append(f"{label} traced CUDA graphs as whole graphs: its graph kernels are hidden")
-        if c.sliced:
-            out.append(f"{label} is a sliced export: some kernels have no launching API row")
-    return out

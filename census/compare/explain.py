@@ -14,7 +14,7 @@ def explain_diff(d: CensusDiff) -> list[str]:
     sentences by the size of their time contribution; sentences that a difference in tracing
     makes meaningless are withheld."""
     unit = "/step" if d.per_step else ""
-    problems, hidden = comparability(d)
+    problems, hidden = d.comparability.problems, d.comparability.hidden
     ranked: list[tuple[float, str]] = []
     for name, make in (
         ("kernels", _kernels),
@@ -32,41 +32,6 @@ def explain_diff(d: CensusDiff) -> list[str]:
     head = [line for line in (_headline(d, unit), _uncaptured(d), _phases(d)) if line]
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
-
-
-def comparability(d: CensusDiff) -> tuple[list[str], set[str]]:
-    """(what differs between the sides' captures, the kinds of sentence that difference voids)."""
-    la, lb = d.labels
-    problems: list[str] = []
-    hidden: set[str] = set()
-    graph = [lbl for lbl, c in zip(d.labels, (d.a, d.b), strict=True) if c.graph_trace_mode]
-    if graph:
-        problems.append(
-            f"{' and '.join(graph)} traced CUDA graphs as whole graphs, hiding their kernels: "
-            "kernel counts, classes, kernel time and launch counts are not compared (capture "
-            "again with --cuda-graph-trace=node)"
-        )
-        hidden |= {"kernels", "launch"}
-    if not d.per_step:
-        missing = [lbl for lbl, c in zip(d.labels, (d.a, d.b), strict=True) if not c.steps]
-        problems.append(f"{' and '.join(missing)} {'have' if len(missing) > 1 else 'has'} no "
-                        "step ranges: whole captures are compared, not steps")  # fmt: skip
-    ga = sorted(str(g.name) for g in d.a.source.gpus)
-    gb = sorted(str(g.name) for g in d.b.source.gpus)
-    if ga != gb:
-        problems.append(f"different GPUs ({la}: {', '.join(ga) or 'none'}; {lb}: "
-                        f"{', '.join(gb) or 'none'})")  # fmt: skip
-    if d.per_step and d.a.step_count != d.b.step_count:
-        problems.append(f"different numbers of steps ({d.a.step_count} and {d.b.step_count}): "
-                        "per-step means are compared")  # fmt: skip
-    ua, ub = d.uncaptured_ns
-    ta, tb = d.a.per_step_timing(), d.b.per_step_timing()
-    if ua and ub and ta and tb:
-        ra, rb = ta["step_time_ns"] / ua, tb["step_time_ns"] / ub
-        if max(ra, rb) / min(ra, rb) > 1.2:
-            problems.append(f"nsys slowed the sides differently (x{ra:.2f} and x{rb:.2f} against "
-                            "their calibration runs): captured step times are not comparable")  # fmt: skip
-    return problems, hidden
 
 
 def _change(delta: Delta, fmt, unit: str) -> str:

@@ -154,6 +154,7 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
         "basis": "per_step" if d.per_step else "capture",
+        "comparability": d.comparability.as_dict(),
         "definitions": KEY_DEFINITIONS,
         "a": summary_json(d.a, top),
         "b": summary_json(d.b, top),

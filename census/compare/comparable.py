@@ -1,0 +1,100 @@
+"""Whether two captures can be compared: one check, made once per diff, whose findings every
+output states first (the explanation's first line, the JSON's `comparability`, the warnings).
+
+Problems void or qualify the comparison (different GPUs, step counts or tracing; a side without
+steps; nsys slowing the sides differently or reversing the calibration runs' delta); notes are
+differences worth knowing that do not (nsys versions, step names, sliced exports). `hidden` names
+the kinds of explanation sentence a problem makes meaningless.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from census.model import Census
+
+# Above this ratio between the two sides' nsys overheads (captured / uncaptured step time), the
+# captured step times are not comparable.
+OVERHEAD_RATIO_LIMIT = 1.2
+
+
+@dataclass(frozen=True)
+class Comparability:
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    hidden: frozenset[str] = frozenset()
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"problems": list(self.problems), "notes": list(self.notes)}
+
+
+def check_comparable(
+    a: Census,
+    b: Census,
+    labels: tuple[str, str],
+    uncaptured_ns: tuple[float | None, float | None] = (None, None),
+) -> Comparability:
+    la, lb = labels
+    sides = ((la, a), (lb, b))
+    problems: list[str] = []
+    notes: list[str] = []
+    hidden: set[str] = set()
+    graph = [label for label, c in sides if c.graph_trace_mode]
+    if graph:
+        problems.append(
+            f"{' and '.join(graph)} traced CUDA graphs as whole graphs, hiding their kernels: "
+            "kernel counts, classes, kernel time and launch counts are not compared (capture "
+            "again with --cuda-graph-trace=node)"
+        )
+        hidden |= {"kernels", "launch"}
+    missing = [label for label, c in sides if not c.steps]
+    if missing:
+        problems.append(f"{' and '.join(missing)} {'have' if len(missing) > 1 else 'has'} no "
+                        "step ranges: whole captures are compared, not steps")  # fmt: skip
+    ga, gb = _gpus(a), _gpus(b)
+    if ga != gb:
+        problems.append(f"different GPUs ({la}: {ga}; {lb}: {gb})")
+    if a.steps and b.steps and a.step_count != b.step_count:
+        problems.append(f"different numbers of steps ({a.step_count} and {b.step_count}): "
+                        "per-step means are compared")  # fmt: skip
+    elif a.steps and b.steps and sorted(s.name for s in a.steps) != sorted(s.name for s in b.steps):
+        notes.append(f"different step names in {la} and {lb}")
+    problems += _overhead_problems(a, b, labels, uncaptured_ns)
+    if a.source.nsys_version != b.source.nsys_version:
+        notes.append(f"different nsys versions: {la} {a.source.nsys_version}, "
+                     f"{lb} {b.source.nsys_version}")  # fmt: skip
+    notes += [f"{label} is a sliced export: some kernels have no launching API row"
+              for label, c in sides if c.sliced]  # fmt: skip
+    return Comparability(tuple(problems), tuple(notes), frozenset(hidden))
+
+
+def _gpus(c: Census) -> str:
+    """`2 × NVIDIA H200`, or `none`."""
+    counts: dict[str, int] = {}
+    for g in c.source.gpus:
+        counts[g.name or "unknown"] = counts.get(g.name or "unknown", 0) + 1
+    return ", ".join(f"{n} × {name}" for name, n in sorted(counts.items())) or "none"
+
+
+def _overhead_problems(
+    a: Census, b: Census, labels: tuple[str, str], uncaptured: tuple[float | None, float | None]
+) -> list[str]:
+    """What the calibration runs (the same programs without nsys) say about the captured step
+    times: nsys slowed the sides differently, or the deltas disagree in sign."""
+    ua, ub = uncaptured
+    ta, tb = a.per_step_timing(), b.per_step_timing()
+    if not ua or not ub or ta is None or tb is None:
+        return []
+    out = []
+    ra, rb = ta["step_time_ns"] / ua, tb["step_time_ns"] / ub
+    if max(ra, rb) / min(ra, rb) > OVERHEAD_RATIO_LIMIT:
+        out.append(f"nsys slowed the sides differently (x{ra:.2f} and x{rb:.2f} against their "
+                   "calibration runs): captured step times are not comparable")  # fmt: skip
+    captured = tb["step_time_ns"] - ta["step_time_ns"]
+    if (ub - ua) * captured < 0:
+        out.append(
+            f"the captured and uncaptured step-time deltas disagree in sign ({labels[1]} − "
+            f"{labels[0]}: {captured / 1e6:+.2f} ms under nsys, {(ub - ua) / 1e6:+.2f} ms in the "
+            "calibration runs): nsys changed the comparison; `census ab` decides"
+        )
+    return out
