@@ -7,6 +7,8 @@
 #   scripts/gpu_check.sh scale    census of a 10^7-kernel export with 1..16 workers, vs nsys stats
 #   scripts/gpu_check.sh ab       census ab on the demo (eager vs compiled, and eager vs eager),
 #                                 and what census.steps timing costs the demo (plain vs census arms)
+#   scripts/gpu_check.sh honest   fresh captures shown at 80 columns: every line fits, busy vs union
+#                                 per step, the idle split's law, zero-length kernels, dashboards
 set -u
 SECTION=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
@@ -102,6 +104,48 @@ PY
   done
   for w in 2 4 8 16; do cmp -s /tmp/b/w1.json /tmp/b/w$w.json && echo "workers=$w output identical to 1"; done
 }
+honest() {
+  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
+  census capture h-eager --demo eager --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  census capture h-compiled --demo compiled --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  step "summary of the eager capture at 80 columns, with the idle split"
+  COLUMNS=80 census summary $P/h-eager --idle | tee "$OUT/h-summary-80.txt"; echo "exit ${PIPESTATUS[0]}"
+  step "diff at 80 columns"
+  COLUMNS=80 census diff $P/h-eager $P/h-compiled --labels eager,compiled --idle | tee "$OUT/h-diff-80.txt"
+  echo "exit ${PIPESTATUS[0]}"
+  census diff $P/h-eager $P/h-compiled --labels eager,compiled --html "$OUT/h-diff.html" > /dev/null; echo "html exit $?"
+  census dashboard $P/h-eager -o "$OUT/h-eager.html"; echo "dashboard exit $?"
+  step "widths, busy vs union per step, the idle law, zero-length kernels, nsys stats kernel counts"
+  python3 - "$OUT" $P/h-eager $P/h-compiled <<'PY'
+import sqlite3, subprocess, sys
+from pathlib import Path
+import census
+out = Path(sys.argv[1])
+for name in ("h-summary-80.txt", "h-diff-80.txt"):
+    lines = (out / name).read_text().splitlines()
+    print(f"{name}: {len(lines)} lines, widest {max(map(len, lines))} columns")
+for folder in map(Path, sys.argv[2:]):
+    c = census.summarize(folder, idle=True)
+    crossing = [(s.name, s.gpu_busy_ns, s.metrics.non_nccl_union_ns) for s in c.steps
+                if s.gpu_busy_ns < s.metrics.non_nccl_union_ns]
+    law = all(s.idle.idle_after_sync_ns + s.idle.idle_launch_ns + s.idle.idle_other_ns
+              == s.gpu_idle_ns for s in c.steps)
+    phase_law = all(sum(p.idle.idle_after_sync_ns + p.idle.idle_launch_ns + p.idle.idle_other_ns
+                        for p in s.phases) == s.gpu_idle_ns for s in c.steps)
+    db = sqlite3.connect(f"file:{folder}/capture.sqlite?mode=ro", uri=True)
+    zero = db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end = start").fetchone()[0]
+    total = db.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    print(f"{folder.name}: {len(c.steps)} steps; busy < union in {len(crossing)} "
+          f"(first: {crossing[:1]}); idle law per step {law}, over phases {phase_law}; "
+          f"kernels {c.totals.kernel_count} (table {total}, zero-length {zero}); "
+          f"per step idle split {c.per_step_timing()}")
+    r = subprocess.run(["nsys", "stats", "-q", "-r", "cuda_gpu_kern_sum", "-f", "csv", "-o", "-",
+                        "--force-export=false", f"{folder}/capture.sqlite"], capture_output=True, text=True)
+    rows = [l.split(",") for l in r.stdout.splitlines()[1:] if l.strip()]
+    print(f"  nsys stats cuda_gpu_kern_sum instances: {sum(int(x[2].strip('\"')) for x in rows)}")
+PY
+}
+if [ "$SECTION" = honest ]; then { honest; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
 if [ "$SECTION" = engine ] || [ "$SECTION" = scale ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log.txt"
