@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS, TIMING_KEYS
+from census.definitions import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, TIMING_KEYS
 from census.model import idle_values
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ def memory(c: Census) -> pd.DataFrame:
 
 def steps(c: Census) -> pd.DataFrame:
     """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
-    gpu_busy_ns, gpu_idle_ns, the idle split (sync_count ... idle_other_ns), nccl_overlap_ns."""
+    gpu_busy_ns, gpu_idle_ns, the idle split (sync_count ... idle_other_ns), nccl_overlap_ns;
+    `attrs["definitions"]` holds each key's rule."""
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
@@ -83,7 +84,10 @@ def steps(c: Census) -> pd.DataFrame:
         for s in c.steps
     ]  # fmt: skip
     cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, *IDLE_KEYS, "nccl_overlap_ns"]
-    return _frame(rows, cols)
+    frame = _frame(rows, cols)
+    # gpu_busy_ns is clipped to the step's window, non_nccl_union_ns is not: each column's rule.
+    frame.attrs["definitions"] = DEFINITIONS
+    return frame
 
 
 def metrics(d: CensusDiff) -> pd.DataFrame:
