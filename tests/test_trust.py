@@ -64,7 +64,16 @@ def test_an_unwritable_target_is_one_line_naming_it(export: Path) -> None:
     [
         (["summary", "X", "--top", "-1"], "--top -1: give 0 or more"),
         (["diff", "X", "X", "--top", "-3"], "--top -3: give 0 or more"),
-        (["ab", "e", "--a", "x", "--b", "y", "--steps", "-2"], "--steps -2: give 0 or more"),
+        (["ab", "e", "--a", "x", "--b", "y", "--steps", "-2"], "--steps -2: give 1 or more"),
+        (["ab", "e", "--demo", "eager,compiled", "--steps", "0"], "--steps 0: give 1 or more"),
+        (["ab", "e", "--a", "x", "--b", "y", "--warmup", "-1"], "--warmup -1: give 0 or more"),
+        (["summary", "X", "--skip-first", "-1"], "--skip-first must be 0 or more"),
+        # Checked before nsys is looked for: a usage error, not "nsys not found" (exit 3).
+        (["capture", "c", "--demo", "eager", "--warmup", "-1"], "--warmup -1: give 0 or more"),
+        (["capture", "c", "--demo", "eager", "--steps", "0"], "--steps 0: give 1 or more"),
+        (["capture", "c", "--demo", "ddp-eager", "--nproc", "0"], "--nproc 0: give 1 or more"),
+        (["demo", "--steps", "-2"], "--steps -2: give 1 or more"),
+        (["demo", "--warmup", "-1"], "--warmup -1: give 0 or more"),
     ],
 )
 def test_negative_counts_are_usage_errors(export: Path, args: list[str], message: str) -> None:

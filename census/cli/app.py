@@ -256,9 +256,9 @@ def parse_labels(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def check_count(option: str, value: int | None) -> None:
-    """Counts given on the command line are 0 or more."""
+def check_count(option: str, value: int | None, least: int = 0) -> None:
+    """Counts given on the command line are `least` or more (checked before any work)."""
     from census.errors import UsageError
 
-    if value is not None and value < 0:
-        raise UsageError(f"{option} {value}: give 0 or more")
+    if value is not None and value < least:
+        raise UsageError(f"{option} {value}: give {least} or more")

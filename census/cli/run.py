@@ -45,6 +45,7 @@ def capture(
     """Run COMMAND (after --) under nsys and print its census."""
     from census.capture.demo import demo_command
 
+    _check_counts(warmup, steps, nproc)
     command = tuple(ctx.args)
     if demo:
         if command:
@@ -78,6 +79,7 @@ def demo(
     from census.render.diff_table import render_diff_table
     from census.render.html import render_diff_html
 
+    _check_counts(warmup, steps)
     reason = cannot_capture(nsys)
     if reason:
         print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
@@ -92,6 +94,15 @@ def demo(
     d, explanation = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options())
     sys.stdout.write(render_diff_table(d, explanation, **terminal()))
     write_report(render_diff_html(d, explanation, sources), report)
+
+
+def _check_counts(warmup: int | None, steps: int | None, nproc: int | None = None) -> None:
+    """Warm-up steps 0 or more, measured steps and GPUs 1 or more: before nsys is looked for."""
+    from census.cli.app import check_count
+
+    check_count("--warmup", warmup)
+    check_count("--steps", steps, least=1)
+    check_count("--nproc", nproc, least=1)
 
 
 @app.command()
@@ -165,14 +176,12 @@ def ab(
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
-    from census.cli.app import check_count
     from census.experiments import ABSpec, run_ab
 
     fmt = "json" if as_json else fmt
     if fmt not in ("table", "markdown", "json"):
         raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
-    for option, value in (("--warmup", warmup), ("--steps", steps)):
-        check_count(option, value)
+    _check_counts(warmup, steps)
     if html:
         from census.paths import check_output
 
