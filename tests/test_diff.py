@@ -101,6 +101,16 @@ def test_calibration_runs_are_compared_beside_the_captures(h200) -> None:
     assert any("disagree in sign" in w for w in d.warnings)
     agree = diff_census(h200.a, h200.b, h200.labels, uncaptured_ns=(9.5e6, 9e6))
     assert not any("disagree in sign" in w for w in agree.warnings)
+    # beyond the captures' noise, a delta nsys reversed still gets no verdict, only a qualified
+    # account, after the line that says why
+    quiet = replace(d, spread=tuple(replace(s, sd_ns=1.0) for s in d.spread))
+    why = explain_diff(quiet)
+    assert why[0].startswith("not directly comparable: ") and "disagree in sign" in why[0]
+    assert why[1].startswith(
+        "under nsys only, compiled's steps are shorter than eager's: step time -996.0 µs/step "
+        "(-6.9%) = GPU busy -1.20 ms + GPU idle +204.3 µs; mostly less GPU work; not a verdict"
+    )
+    assert not any("is faster than" in line for line in why)
 
 
 def test_launch_time_with_the_same_calls_says_so(h200) -> None:

@@ -226,12 +226,17 @@ def summarize_shown(path: Path, options: Any, quiet: bool = False):
 
 
 def overhead_text(folder: Path, census: Any) -> str | None:
-    """The capture-overhead line of a capture folder with a calibration, else None."""
+    """The capture-overhead sentence of a capture folder with a calibration (wrapped to the
+    terminal), else None."""
+    import textwrap
+
     from census.capture.run import capture_overhead
     from census.render.table import render_overhead
 
     overhead = capture_overhead(folder, census.per_step_timing())
-    return None if overhead is None else render_overhead(overhead)
+    if overhead is None:
+        return None
+    return textwrap.fill(render_overhead(overhead), width=terminal()["width"])
 
 
 def write_report(text: str, target: Path) -> None:

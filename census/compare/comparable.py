@@ -4,7 +4,8 @@ output states first (the explanation's first line, the JSON's `comparability`, t
 Problems void or qualify the comparison (different GPUs, step counts or tracing; a side without
 steps; nsys slowing the sides differently or reversing the calibration runs' delta); notes are
 differences worth knowing that do not (nsys versions, step names, sliced exports). `hidden` names
-the kinds of explanation sentence a problem makes meaningless.
+the kinds of explanation sentence a problem makes meaningless (`verdict`: the captured step
+times say nothing about which side is faster).
 """
 
 from __future__ import annotations
@@ -59,7 +60,10 @@ def check_comparable(
                         "per-step means are compared")  # fmt: skip
     elif a.steps and b.steps and sorted(s.name for s in a.steps) != sorted(s.name for s in b.steps):
         notes.append(f"different step names in {la} and {lb}")
-    problems += _overhead_problems(a, b, labels, uncaptured_ns)
+    overhead = _overhead_problems(a, b, labels, uncaptured_ns)
+    if overhead:  # the captured step-time delta is no verdict on speed
+        problems += overhead
+        hidden.add("verdict")
     if a.source.nsys_version != b.source.nsys_version:
         notes.append(f"different nsys versions: {la} {a.source.nsys_version}, "
                      f"{lb} {b.source.nsys_version}")  # fmt: skip

@@ -66,6 +66,13 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
         if noise is not None
         else "one capture per side, no spread to judge by"
     )
+    if "verdict" in d.comparability.hidden:  # nsys distorted the step times: no verdict
+        shorter = "shorter" if step.delta < 0 else "longer"
+        return (
+            f"under nsys only, {lb}'s steps are {shorter} than {la}'s: step time "
+            f"{_change(step, fmt_ns, unit)} = {split}; mostly {share}; not a verdict on speed, "
+            "since nsys distorted the step times (see above): `census ab` decides"
+        )
     return (
         f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = {split}; "
         f"mostly {share} ({basis}; `census ab` gives a verdict that repeated runs back)"
