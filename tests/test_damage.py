@@ -48,8 +48,8 @@ def test_a_folder_of_unrelated_exports_is_refused_naming_them(mixed: Path) -> No
     expected = (
         f"Error: {mixed}: 2 exports (h200.sqlite, mfu.sqlite) in a folder that is not a census "
         "capture (no run.json naming its ranks); they differ (nsys 2025.3.2.0 vs 2026.2.1.210; "
-        "GPUs NVIDIA H200 vs unknown): pass --ranks to read them as the ranks of one run, or "
-        "give one export"
+        "GPUs NVIDIA H200 vs unknown; hosts modal vs vm): pass --ranks to read them as the ranks "
+        "of one run, or give one export"
     )
     for args in (["summary", str(mixed)], ["diff", str(mixed), str(mixed)],
                  ["dashboard", str(mixed), "-o", str(mixed.parent / "d.html")]):  # fmt: skip

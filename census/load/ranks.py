@@ -68,12 +68,12 @@ def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
 
 
 def _differences(files: list[Path]) -> str:
-    """How a folder's exports differ (nsys versions, GPU models), as a clause; '' when alike or
-    when one cannot be read (reading it will then say why)."""
+    """How a folder's exports differ (nsys versions, GPU models, hosts), as a clause; '' when
+    alike or when one cannot be read (reading it will then say why)."""
     from census.load import schema as sc
     from census.load.readonly import open_readonly
 
-    versions, gpus = set(), set()
+    versions, gpus, hosts = set(), set(), set()
     for path in files:
         try:
             conn = open_readonly(path)
@@ -89,6 +89,7 @@ def _differences(files: list[Path]) -> str:
                 gpus.add(", ".join(names) or "none")
             else:
                 gpus.add("unknown")
+            hosts.add(_host(conn, schema) or "unknown")
         except sqlite3.Error:
             return ""
         finally:
@@ -98,4 +99,18 @@ def _differences(files: list[Path]) -> str:
         parts.append("nsys " + " vs ".join(sorted(versions)))
     if len(gpus) > 1:
         parts.append("GPUs " + " vs ".join(sorted(gpus)))
+    if len(hosts) > 1:
+        parts.append("hosts " + " vs ".join(sorted(hosts)))
     return f"; they differ ({'; '.join(parts)})" if parts else ""
+
+
+def _host(conn: sqlite3.Connection, schema) -> str | None:
+    """The host name nsys recorded for the capture."""
+    table = "TARGET_INFO_SYSTEM_ENV"
+    if not schema.has(table):
+        return None
+    columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
+    if not {"name", "value"} <= columns:
+        return None
+    row = conn.execute(f"SELECT value FROM {table} WHERE name = 'Hostname' LIMIT 1").fetchone()
+    return None if row is None else str(row[0])
