@@ -145,7 +145,11 @@ for folder in map(Path, sys.argv[2:]):
     print(f"  nsys stats cuda_gpu_kern_sum instances: {sum(int(x[2].strip('\"')) for x in rows)}")
 PY
 }
-if [ "$SECTION" = honest ]; then { honest; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
+if [ "$SECTION" = honest ]; then
+  { honest; } 2>&1 | tee "$OUT/log.txt"
+  tar -cJf "$OUT/h-captures.tar.xz" -C $P h-eager h-compiled 2>/dev/null
+  exit 0
+fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
 if [ "$SECTION" = engine ] || [ "$SECTION" = scale ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log.txt"
