@@ -199,6 +199,8 @@ def test_incomparable_sides_are_said_first_and_voided_sentences_withheld() -> No
         out = " ".join(r.stdout.split())
         assert "not directly comparable: graph traced CUDA graphs as whole graphs" in out, fmt
         assert "kernels (" not in out and "over 0 calls" not in out
+        if fmt != "json":  # JSON also carries it as data (comparability, warnings)
+            assert out.count("traced CUDA graphs as whole graphs") == 1, fmt  # once, first
     doc = json.loads(runner.invoke(app, ["diff", str(eager), str(graph), "--format", "json",
                                          "--labels", "node,graph"]).stdout)  # fmt: skip
     first = doc["explanation"][0]

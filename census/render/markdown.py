@@ -66,8 +66,9 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
     if kernels:
         out += [f"#### Top {len(kernels)} kernel changes", ""]
         out += [_kernel_table(h["kernels"], kernels), ""]
-    if d.warnings:
-        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in d.warnings] + [""]
+    rest = [w for w in d.warnings if w not in d.comparability.problems]  # said in Why already
+    if rest:
+        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in rest] + [""]
     return "\n".join(out)
 
 
