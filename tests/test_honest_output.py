@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -156,6 +156,7 @@ def test_every_real_kernel_name_stays_distinct_when_shortened(fixture) -> None:
     st.lists(st.text(st.sampled_from("ab<>, xy"), max_size=34), min_size=1, max_size=12),
     st.integers(MIN_NAME, 60),
 )
+@example(parts=[" ", " ", "  "], width=24)  # equal names stay equal beside one that differs
 def test_short_names_tell_different_names_apart(parts, width: int) -> None:
     """Long shared prefixes and suffixes around a small difference, in any width: names that
     differ are shown differently, and none is wider than the column."""

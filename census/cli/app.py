@@ -90,8 +90,6 @@ def guard_stdout() -> None:
 def _silence_stdout() -> None:
     """After a broken pipe: point stdout at /dev/null, so that Python's flush at exit does not
     print a second error."""
-    import os
-
     with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from census.errors import InputError
+from census.load import schema as sc
 
 _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
@@ -70,7 +71,7 @@ def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
 def _differences(files: list[Path]) -> str:
     """How a folder's exports differ (nsys versions, GPU models, hosts), as a clause; '' when
     alike or when one cannot be read (reading it will then say why)."""
-    from census.load import schema as sc
+    from census.load.profile import read_gpus
     from census.load.readonly import open_readonly
 
     versions, gpus, hosts = set(), set(), set()
@@ -82,13 +83,8 @@ def _differences(files: list[Path]) -> str:
         try:
             schema = sc.read_schema(conn)
             versions.add(schema.nsys_version or "?")
-            if schema.has(sc.GPU_INFO) and "name" in schema.columns.get(sc.GPU_INFO, frozenset()):
-                names = sorted(
-                    {str(n) for (n,) in conn.execute(f'SELECT name FROM "{sc.GPU_INFO}"')}
-                )
-                gpus.add(", ".join(names) or "none")
-            else:
-                gpus.add("unknown")
+            names = sorted({name or "unknown" for _, name in read_gpus(conn, schema, set())})
+            gpus.add(", ".join(names) or "unknown")
             hosts.add(_host(conn, schema) or "unknown")
         except sqlite3.Error:
             return ""
@@ -104,13 +100,11 @@ def _differences(files: list[Path]) -> str:
     return f"; they differ ({'; '.join(parts)})" if parts else ""
 
 
-def _host(conn: sqlite3.Connection, schema) -> str | None:
+def _host(conn: sqlite3.Connection, schema: sc.Schema) -> str | None:
     """The host name nsys recorded for the capture."""
-    table = "TARGET_INFO_SYSTEM_ENV"
-    if not schema.has(table):
+    if not (schema.has_column(sc.SYSTEM_ENV, "name") and schema.has_column(sc.SYSTEM_ENV, "value")):
         return None
-    columns = {r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')}
-    if not {"name", "value"} <= columns:
-        return None
-    row = conn.execute(f"SELECT value FROM {table} WHERE name = 'Hostname' LIMIT 1").fetchone()
+    row = conn.execute(
+        f"SELECT value FROM \"{sc.SYSTEM_ENV}\" WHERE name = 'Hostname' LIMIT 1"
+    ).fetchone()
     return None if row is None else str(row[0])

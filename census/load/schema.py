@@ -17,6 +17,7 @@ GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NVTX = "NVTX_EVENTS"
 STRINGS = "StringIds"
 GPU_INFO = "TARGET_INFO_GPU"
+SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"  # name/value pairs: Hostname, ...
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 KNOWN_MAJOR_VERSIONS = (2, 3)
@@ -80,7 +81,7 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
     )
     columns = {
         t: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{t}")'))
-        for t in (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO)
+        for t in (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV)
         if t in tables
     }
     meta: dict[str, str] = {}

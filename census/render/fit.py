@@ -68,9 +68,12 @@ def short_names(names: list[str], width: int) -> list[str]:
                 for i in group:
                     shown[i] = _cut(source[i], width, at)
     for group in _collisions(names, shown):
-        for k, i in enumerate(group[1:], start=2):
-            tag = f" #{k}"
-            shown[i] = _cut(shown[i], width - len(tag)) + tag
+        order = list(dict.fromkeys(names[i] for i in group))  # equal names keep equal texts
+        for i in group:
+            k = order.index(names[i]) + 1
+            if k > 1:
+                tag = f" #{k}"
+                shown[i] = _cut(shown[i], width - len(tag)) + tag
     return shown
 
 
@@ -90,59 +93,37 @@ def _column_width(head: str, cells: list[str]) -> int:
 
 
 def fit_tables(
-    title: str,
-    head: list[str],
-    rows: list[list[str]],
-    width: int,
-    keys: int = 1,
-    left: int | None = None,
+    title: str, head: list[str], rows: list[list[str]], width: int, left: int = 1
 ) -> list[tuple[str, Table]]:
-    """(title, table) of one or more rich tables of `rows` that fit `width` columns. The first `keys` columns
-    are names (left-aligned; the first is shortened if needed and repeated in every part); the
-    rest are values, never cut and never wrapped (right-aligned unless among the first `left`
-    columns)."""
-    left = keys if left is None else left
+    """(title, table) of one or more rich tables of `rows` that fit `width` columns. The first
+    column holds names: shortened if needed (to MIN_NAME at least) and repeated in every part;
+    the others hold values, never cut (right-aligned unless among the first `left` columns)."""
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in head]
-    value_widths = [
-        _column_width(h, list(c)) for h, c in zip(head[keys:], cols[keys:], strict=True)
-    ]
-    key_widths = [max([len(head[i]), *(len(c) for c in cols[i])]) for i in range(keys)]
-    fixed_keys = sum(w + 3 for w in key_widths[1:])
+    widths = [_column_width(h, list(c)) for h, c in zip(head[1:], cols[1:], strict=True)]
+    natural = max([len(head[0]), *(len(c) for c in cols[0])])
 
-    def cost(widths: list[int], name: int) -> int:
-        return 1 + name + 3 + fixed_keys + sum(w + 3 for w in widths)
+    def cost(group: list[int], name: int) -> int:  # rich's box: a border and two pads a column
+        return 1 + name + 3 + sum(widths[j] + 3 for j in group)
 
-    name_natural = key_widths[0] if keys else 0
-    groups: list[list[int]] = []
-    current: list[int] = []
-    for i in range(len(value_widths)):
-        if (
-            current
-            and cost([value_widths[j] for j in (*current, i)], min(name_natural, MIN_NAME)) > width
-        ):
-            groups.append(current)
-            current = []
-        current.append(i)
-    groups.append(current)
-    name_width = min(
-        [name_natural, *(width - cost([value_widths[j] for j in g], 0) for g in groups)]
-    )
-    name_width = max(name_width, min(name_natural, MIN_NAME))
-    names = short_names([r[0] for r in rows], name_width) if keys else []
+    groups: list[list[int]] = [[]]
+    for i in range(len(widths)):
+        if groups[-1] and cost([*groups[-1], i], min(natural, MIN_NAME)) > width:
+            groups.append([])
+        groups[-1].append(i)
+    name_width = min([natural, *(width - cost(g, 0) for g in groups)])
+    name_width = max(name_width, min(natural, MIN_NAME))
+    names = short_names([r[0] for r in rows], name_width)
     tables: list[tuple[str, Table]] = []
     for part, group in enumerate(groups, start=1):
         suffix = f" ({part}/{len(groups)})" if len(groups) > 1 else ""
         t = Table()
         # Fixed widths: what was measured here is what rich draws, so every part fits.
-        for i in range(keys):
-            w = name_width if i == 0 else key_widths[i]
-            t.add_column(escape(head[i]), no_wrap=True, width=w)
+        t.add_column(escape(head[0]), no_wrap=True, width=name_width)
         for j in group:
-            justify = "left" if keys + j < left else "right"
-            t.add_column(escape(head[keys + j]), justify=justify, width=value_widths[j])
-        for r, row in enumerate(rows):
-            key_cells = [names[r], *row[1:keys]] if keys else []
-            t.add_row(*(escape(c) for c in key_cells), *(escape(row[keys + j]) for j in group))
+            justify = "left" if 1 + j < left else "right"
+            t.add_column(escape(head[1 + j]), justify=justify, width=widths[j])
+        for name, row in zip(names, rows, strict=True):
+            t.add_row(escape(name), *(escape(row[1 + j]) for j in group))
         tables.append((title + suffix, t))
     return tables
 
