@@ -208,6 +208,11 @@ def test_kernel_change_colours_have_a_legend_and_the_waterfall_has_values(pair) 
     assert waterfall["data"][0]["text"] == ["11.70 ms", "-645.5 µs", "-1.90 ms", "9.15 ms"]
 
 
+def test_the_terminal_summary_names_what_the_user_gave() -> None:
+    r = runner.invoke(app, ["summary", "--sample", "eager"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and r.stdout.startswith("sample:eager  nsys 2025.3.2.0 · ")
+
+
 def test_dashboard_subtitles_name_what_the_user_gave(tmp_path: Path) -> None:
     out = tmp_path / "s.html"
     r = runner.invoke(app, ["dashboard", "sample:eager", "-o", str(out)])

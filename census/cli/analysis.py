@@ -105,7 +105,8 @@ def summary(
         return
     from census.render.table import render_summary
 
-    sys.stdout.write(render_summary(census, top, **terminal(), all_steps=all_steps))
+    shown = profile or f"sample:{sample}"  # as the user named it, not a cache path
+    sys.stdout.write(render_summary(census, top, **terminal(), all_steps=all_steps, source=shown))
     line = overhead_text(path, census)
     if line:
         print(line)

@@ -18,11 +18,13 @@ def render_summary(
     width: int | None = None,
     color: bool = False,
     all_steps: bool = False,
+    source: str | None = None,
 ) -> str:
     """The terminal summary of one capture: census table, steps (with more than SHOWN_STEPS
     steps: the first and last few and the tail steps, unless `all_steps`), tail steps, phases,
-    classes, kernels, memory."""
-    return rich_text(lambda console: _draw_summary(census, console, top, all_steps), width, color)
+    classes, kernels, memory. `source`: what the user named it (else the export's path)."""
+    return rich_text(lambda console: _draw_summary(census, console, top, all_steps, source),
+                     width, color)  # fmt: skip
 
 
 SHOWN_STEPS = 12  # above this, the steps table shows the first and last EDGE_STEPS and outliers
@@ -90,11 +92,13 @@ WINDOW_ROWS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns
                "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
 
 
-def _draw_summary(census: Census, console: Console, top: int, all_steps: bool) -> None:
+def _draw_summary(
+    census: Census, console: Console, top: int, all_steps: bool, source: str | None = None
+) -> None:
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
     console.print(
-        f"[bold]{escape(src.path)}[/bold]  nsys {src.nsys_version or '?'} · schema "
+        f"[bold]{escape(source or src.path)}[/bold]  nsys {src.nsys_version or '?'} · schema "
         f"{src.schema_version or '?'} · GPUs {gpus} · {census.step_count} step(s)"
     )
     per_step = census.per_step()
