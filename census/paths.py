@@ -35,49 +35,41 @@ def atomic_target(target: Path) -> Iterator[Path]:
 
 
 def check_output(target: Path, inputs: Iterable[Path] = ()) -> None:
-    """Refuse a target that is an input, a directory, a device or anything but a regular file
-    (a one-line UsageError naming the target), before any work is done."""
+    """Refuse a target that is an input, a directory, a device or anything but a regular file,
+    or that cannot be written (a one-line UsageError naming the target), before any work."""
     from census.errors import UsageError
 
-    too_long = _name_too_long(target)
-    if too_long:
-        raise UsageError(f"{target}: {too_long}; choose a shorter output name")
     try:
-        present = target.exists() or target.is_symlink()
-    except OSError as exc:
-        raise UsageError(f"{target}: cannot write there ({exc.strerror or exc})") from None
-    if present:
-        if not target.is_file():
-            kind = "a directory" if target.is_dir() else "not a regular file (a device, a FIFO?)"
-            raise UsageError(f"{target}: is {kind}; census writes reports to regular files only")
-        for source in inputs:
-            with contextlib.suppress(OSError):
-                if source.exists() and os.path.samefile(target, source):
-                    raise UsageError(
-                        f"{target}: is an input of this command; choose another output"
-                    )
+        problem = _output_problem(target, inputs)
+    except OSError as exc:  # a path the system refuses (a component too long, a link loop)
+        problem = f"cannot write there ({exc.strerror or exc})"
+    if problem:
+        raise UsageError(f"{target}: {problem}")
+
+
+def _output_problem(target: Path, inputs: Iterable[Path]) -> str | None:
     parent = target.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{target}: cannot write there ({parent} is not a writable directory)")
-
-
-def _name_too_long(path: Path) -> str | None:
-    """Why the file system cannot hold a file of this name, or None."""
-    parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     try:
         limit = os.pathconf(parent, "PC_NAME_MAX")
     except (OSError, ValueError):
         limit = 255
-    size = len(os.fsencode(path.name))
-    return (
-        f"file name too long ({size} bytes; this file system allows {limit})"
-        if size > limit
-        else None
-    )
+    size = len(os.fsencode(target.name))
+    if size > limit:
+        return (f"file name too long ({size} bytes; this file system allows {limit}); choose a "
+                "shorter output name")  # fmt: skip
+    if target.exists() or target.is_symlink():
+        if not target.is_file():
+            kind = "a directory" if target.is_dir() else "not a regular file (a device, a FIFO?)"
+            return f"is {kind}; census writes reports to regular files only"
+        for source in inputs:
+            with contextlib.suppress(OSError):
+                if source.exists() and os.path.samefile(target, source):
+                    return "is an input of this command; choose another output"
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write there ({parent} is not a writable directory)"
+    return None
 
 
 def write_atomic(target: Path, data: str | bytes) -> None:

@@ -167,6 +167,10 @@ def test_names_too_long_are_one_line_never_exit_70(tmp_path: Path) -> None:
         f"Error: {long_output}: file name too long (305 bytes; this file system allows 255); "
         "choose a shorter output name"
     )
+    in_long_folder = tmp_path / ("d" * 300) / "x.html"
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(in_long_folder)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == f"Error: {in_long_folder}: cannot write there (File name too long)"
     near_limit = tmp_path / ("c" * 250 + ".html")  # fits; its temporary name must fit too
     r = runner.invoke(app, ["dashboard", str(export), "-o", str(near_limit)])
     assert r.exit_code == 0 and near_limit.is_file()

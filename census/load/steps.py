@@ -48,8 +48,9 @@ def matching_ranges(
         texts = [t for (t,) in conn.execute(f"SELECT DISTINCT {text} {ranges}") if t is not None]
     finally:
         conn.text_factory = factory
-    decoded = {t.decode("utf-8", errors="replace"): t for t in texts}
-    matching = [decoded[t] for t in matching_texts(option, regex, decoded)]
+    decoded = [t.decode("utf-8", errors="replace") for t in texts]
+    found = set(matching_texts(option, regex, dict.fromkeys(decoded)))
+    matching = [raw for raw, text in zip(texts, decoded, strict=True) if text in found]
     conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} (t TEXT PRIMARY KEY)")
     conn.execute(f"DELETE FROM temp.{table}")
     conn.executemany(
