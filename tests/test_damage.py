@@ -114,6 +114,13 @@ def test_a_full_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
     assert r.stderr.strip() == "Error: cannot write to standard output (No space left on device)"
 
 
+def test_help_on_a_full_stdout_is_one_line_and_exit_74() -> None:
+    with open("/dev/full", "w") as full:
+        r = census_process("summary", "--help", stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 74
+    assert r.stderr == "Error: cannot write to standard output (No space left on device)\n"
+
+
 def test_a_closed_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
     export = small_export(tmp_path)
     command = f'exec "{sys.executable}" -m census summary "{export}" >&-'
@@ -126,7 +133,7 @@ def test_a_closed_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
 def test_a_reader_that_stops_early_is_exit_141_even_with_a_failing_gate(fixture) -> None:
     """`census diff ... --fail-if ... | head` must not pass a CI gate by the broken pipe."""
     eager, compiled = fixture("h200_eager_3steps.sqlite"), fixture("h200_compiled_3steps.sqlite")
-    for args in (["summary", str(eager)],
+    for args in (["summary", str(eager)], ["--help"],
                  ["diff", str(eager), str(compiled), "--fail-if", "kernel_count<+0"]):  # fmt: skip
         read, write = os.pipe()
         os.close(read)  # the reader is gone before census writes a byte

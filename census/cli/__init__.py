@@ -7,7 +7,7 @@ read captures (summary, diff, dashboard); run.py those that run programs (captur
 from __future__ import annotations
 
 from census.cli import analysis, run  # noqa: F401  (each registers its commands on the app)
-from census.cli.app import app, guard_stdout
+from census.cli.app import app, guard_stdout, outside_commands
 
 
 def main() -> None:
@@ -18,4 +18,5 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, terminate)
     guard_stdout()
-    app()
+    with outside_commands():  # --help and usage text are written outside any command
+        app()

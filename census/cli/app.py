@@ -95,6 +95,20 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+@contextlib.contextmanager
+def outside_commands() -> Any:
+    """What handle_errors does for a command, for the text click writes itself (--help, usage):
+    a full or closed stdout is one line and exit 74, a reader that stopped early exit 141."""
+    try:
+        yield
+    except ReaderGone as exc:
+        _silence_stdout()
+        raise SystemExit(exc.exit_code) from None
+    except CensusError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+
+
 def _shown(name: Any) -> str:
     """A file name as text, whatever its bytes."""
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
