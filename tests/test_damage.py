@@ -130,6 +130,16 @@ def test_a_closed_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
     assert r.stderr.strip() == "Error: standard output is closed: census has nowhere to write"
 
 
+def test_a_closed_stderr_leaves_stdout_clean(fixture) -> None:
+    """Warnings have nowhere to go: they must not land in the JSON on stdout, nor fail census."""
+    mock = fixture("nsysai_mock.sqlite")  # it warns about two missing tables
+    command = f'exec "{sys.executable}" -m census summary "{mock}" --json 2>&-'
+    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
+                       check=False)  # fmt: skip
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["totals"]["kernel_count"] == 2
+
+
 def test_a_reader_that_stops_early_is_exit_141_even_with_a_failing_gate(fixture) -> None:
     """`census diff ... --fail-if ... | head` must not pass a CI gate by the broken pipe."""
     eager, compiled = fixture("h200_eager_3steps.sqlite"), fixture("h200_compiled_3steps.sqlite")

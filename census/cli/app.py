@@ -75,16 +75,40 @@ class GuardedStdout:
 
 def guard_stdout() -> None:
     """Before any command runs: a closed stdout is one line and exit 74; an open one is
-    guarded."""
+    guarded; a closed stderr becomes /dev/null."""
     from census.errors import EXIT_OUTPUT_FAILED
 
-    if sys.stdout is None:
-        if sys.stderr is not None:
-            print("Error: standard output is closed: census has nowhere to write", file=sys.stderr)
+    # A closed stderr: progress and warnings go to /dev/null, never to stdout or to a file
+    # census opens later (which would take descriptor 2).
+    _fill_fd(2)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 (for the whole process)
+    if sys.stdout is None or not _writable(1):
+        print("Error: standard output is closed: census has nowhere to write", file=sys.stderr)
         raise SystemExit(EXIT_OUTPUT_FAILED)
     with contextlib.suppress(AttributeError, ValueError):  # text whose bytes are not UTF-8 (a
         sys.stdout.reconfigure(errors="backslashreplace")  # file name) is shown, not fatal
     sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
+
+
+def _writable(fd: int) -> bool:
+    """Whether descriptor `fd` is open for writing (a shell that closed it may have let a file
+    it reads take its number)."""
+    import fcntl
+
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
+    except OSError:
+        return False
+
+
+def _fill_fd(fd: int) -> None:
+    """Put /dev/null on a standard descriptor that cannot be written."""
+    if not _writable(fd):
+        null = os.open(os.devnull, os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
 
 
 def _silence_stdout() -> None:
