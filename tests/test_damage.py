@@ -172,6 +172,17 @@ def test_a_file_name_that_is_not_utf8_is_read_and_shown(tmp_path: Path) -> None:
     assert r.stderr.decode() == f"Error: {tmp_path}/gone\\udcff.sqlite: no such file\n"
 
 
+def test_a_newline_or_a_link_loop_in_a_name_is_still_one_line(tmp_path: Path) -> None:
+    odd = tmp_path / "a\nb.sqlite"
+    r = runner.invoke(app, ["summary", str(odd)])
+    assert r.exit_code == 1 and r.stderr == f"Error: {tmp_path}/a\\x0ab.sqlite: no such file\n"
+    loop = tmp_path / "loop.sqlite"
+    loop.symlink_to(loop)
+    r = runner.invoke(app, ["summary", str(loop)])
+    assert r.exit_code == 1
+    assert r.stderr == f"Error: {loop}: Too many levels of symbolic links\n"
+
+
 def test_names_too_long_are_one_line_never_exit_70(tmp_path: Path) -> None:
     export = small_export(tmp_path)
     long_input = tmp_path / ("a" * 300 + ".sqlite")

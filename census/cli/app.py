@@ -129,7 +129,7 @@ def outside_commands() -> Any:
         _silence_stdout()
         raise SystemExit(exc.exit_code) from None
     except CensusError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
+        print(f"Error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
 
 
@@ -138,8 +138,16 @@ def _shown(name: Any) -> str:
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
 
 
+# Control characters (a newline in a file name) shown escaped: every message stays one line.
+_ONE_LINE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c != 0x09}
+
+
+def one_line(text: str) -> str:
+    return text.translate(_ONE_LINE)
+
+
 def fail(message: str, code: int) -> None:
-    print(f"Error: {message}", file=sys.stderr)
+    print(f"Error: {one_line(message)}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -249,7 +257,7 @@ def terminal() -> dict[str, Any]:
 
 def warn(warnings: Any) -> None:
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {one_line(w)}", file=sys.stderr)
 
 
 def summarize_shown(path: Path, options: Any, quiet: bool = False):

@@ -16,8 +16,12 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def open_readonly(path: Path) -> sqlite3.Connection:
     """Open an export read-only, or raise InputError naming the file and the problem."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:  # a loop of links, a name too long, a folder without access
+        raise InputError(f"{path}: {exc.strerror or exc}") from None
     if path.is_dir():
         raise InputError(f"{path}: is a directory, not an nsys SQLite export")
     if not path.is_file():  # a FIFO or a device would block or stream: never read one
