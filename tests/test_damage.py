@@ -233,3 +233,21 @@ def test_a_catastrophic_pattern_stops_in_seconds_naming_the_text(evil: Path, opt
 def test_ordinary_patterns_still_select_steps(evil: Path) -> None:
     r = runner.invoke(app, ["summary", str(evil), "--steps", r"^step\b", "--json"])
     assert r.exit_code == 0 and len(json.loads(r.stdout)["steps"]) == 1
+
+
+def test_many_slow_texts_are_bounded_in_total(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each text under the per-text limit, together over the total: still bounded, and the
+    slowest text is named."""
+    from census.errors import UsageError
+    from census.load import patterns
+
+    monkeypatch.setattr(patterns, "TOTAL_SECONDS", 0.3)
+    texts = ["a" * 22 + f"!{i}" for i in range(200)] + ["a" * 28 + "!"]  # ~9 ms each; ~160 ms
+    started = time.monotonic()
+    with pytest.raises(UsageError) as err:
+        patterns.matching("--steps", "^(a|aa)+$", texts[::-1])
+    assert time.monotonic() - started < 1.0
+    assert str(err.value) == (
+        "--steps '^(a|aa)+$' took over 0.3 s on the export's NVTX texts (the slowest: "
+        "'aaaaaaaaaaaaaaaaaaaaaaaaaaaa!'): simplify the pattern"
+    )

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from census.errors import UsageError
 
 MATCH_SECONDS = 1.0  # per NVTX text; an ordinary pattern takes microseconds
+TOTAL_SECONDS = 30.0  # over all the texts of an export (10^6 distinct texts take about 1 s)
 
 
 def compile_pattern(option: str, pattern: str):
@@ -26,17 +27,36 @@ def compile_pattern(option: str, pattern: str):
 
 
 def matching(option: str, pattern: str, texts: Iterable[str]) -> list[str]:
-    """The texts `pattern` finds a match in, each search bounded by MATCH_SECONDS."""
+    """The texts `pattern` finds a match in: each search bounded by MATCH_SECONDS, all of them
+    by TOTAL_SECONDS."""
+    import time
+
     compiled = compile_pattern(option, pattern)
     out = []
+    deadline = time.monotonic() + TOTAL_SECONDS
+    slowest, slowest_s = "", -1.0
     for text in texts:
+        started = time.monotonic()
+        limit = min(MATCH_SECONDS, deadline - started)
         try:
-            if compiled.search(text, timeout=MATCH_SECONDS):
+            if limit <= 0:
+                raise TimeoutError
+            if compiled.search(text, timeout=limit):
                 out.append(text)
         except TimeoutError:
-            shown = text if len(text) <= 60 else text[:59] + "…"
+            if limit < MATCH_SECONDS:  # the total ran out: name the slowest text seen
+                raise UsageError(f"{option} {pattern!r} took over {TOTAL_SECONDS:g} s on the "
+                                 f"export's NVTX texts (the slowest: {_shown(slowest)}): "
+                                 "simplify the pattern") from None  # fmt: skip
             raise UsageError(
-                f"{option} {pattern!r} took over {MATCH_SECONDS:g} s on the NVTX text {shown!r} "
-                "(catastrophic backtracking): simplify the pattern"
+                f"{option} {pattern!r} took over {MATCH_SECONDS:g} s on the NVTX text "
+                f"{_shown(text)} (catastrophic backtracking): simplify the pattern"
             ) from None
+        took = time.monotonic() - started
+        if took > slowest_s:
+            slowest, slowest_s = text, took
     return out
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:59] + "…")
