@@ -81,13 +81,17 @@ class CensusDiff:
     metrics: dict[str, Delta]
     classes: tuple[ClassDelta, ...]
     kernels: tuple[KernelDelta, ...]  # every name, by |delta time| descending
-    warnings: tuple[str, ...]
     spread: tuple[StepSpread | None, StepSpread | None] = (None, None)
     # phase name -> key -> per-step means of either side (absent: 0), the remainder last
     phases: dict[str, dict[str, Delta]] = field(default_factory=dict)
     # mean step time of each side's calibration run without nsys (run.json), when it has one
     uncaptured_ns: tuple[float | None, float | None] = (None, None)
     comparability: Comparability = field(default_factory=Comparability)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What makes the sides not comparable, then what merely differs."""
+        return (*self.comparability.problems, *self.comparability.notes)
 
     @property
     def noise_ns(self) -> float | None:
@@ -138,7 +142,6 @@ def diff_census(
         metrics=_metric_deltas(a, b, per_step),
         classes=_class_deltas(a, b, per_step),
         kernels=_kernel_deltas(a, b, per_step),
-        warnings=(*comparable.problems, *comparable.notes),
         comparability=comparable,
         spread=(step_spread(a), step_spread(b)),
         uncaptured_ns=uncaptured_ns,

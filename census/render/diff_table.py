@@ -33,9 +33,6 @@ def render_diff_table(
 
 
 def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:
-    def show(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> None:
-        print_fit(console, title, head, rows, left)
-
     la, lb = d.labels
     short = max(len(la), len(lb)) > SHORT_LABEL
     h = headers(d, short)
@@ -44,16 +41,16 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
         console.print(escape(f"A = {la}, B = {lb}"), highlight=False)
     acc = accounting_rows(d)
     for i, (title, rows) in enumerate(headline_groups(d)):
-        show(title, h["headline"], rows)
+        print_fit(console, title, h["headline"], rows)
         if i == 0 and acc:  # under the step-window table it adds up
-            show("Step accounting", h["accounting"], acc)
+            print_fit(console, "Step accounting", h["accounting"], acc)
     phases = phase_rows(d)
     if phases:
-        show("Phases (per step)", h["phases"], phases)
+        print_fit(console, "Phases (per step)", h["phases"], phases)
     console.print("[bold]Why[/bold]")
     for s in explanation:
         console.print(f" • {escape(s)}", highlight=False)
-    show("Kernel classes", h["classes"], class_rows(d))
-    kernels = kernel_rows(d, top, width=None)
+    print_fit(console, "Kernel classes", h["classes"], class_rows(d))
+    kernels = kernel_rows(d, top)
     if kernels:
-        show(f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3)
+        print_fit(console, f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3)

@@ -76,13 +76,13 @@ def class_rows(d: CensusDiff) -> list[list[str]]:
     ]
 
 
-def kernel_rows(d: CensusDiff, top: int, width: int | None = 100) -> list[list[str]]:
+def kernel_rows(d: CensusDiff, top: int) -> list[list[str]]:
+    """The `top` changed kernels, full names (the terminal shortens them to fit)."""
     rows = []
     for k in [k for k in d.kernels if k.bucket != "unchanged"][:top]:
-        name = k.name if width is None or len(k.name) <= width else k.name[: width - 1] + "…"
         rows.append(
             [
-                name,
+                k.name,
                 k.bucket,
                 k.cls,
                 fmt_count(k.count.a),

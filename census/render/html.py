@@ -285,9 +285,8 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
         for k in d.kernels
     ]
     why = "".join(f"<li>{esc(s)}</li>" for s in explanation)
-    # The problems open the explanation already; the page lists the other warnings.
-    rest = [w for w in d.warnings if w not in d.comparability.problems]
-    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in rest)
+    # The problems open the explanation already; the page lists the notes.
+    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.comparability.notes)
     acc = accounting_rows(d)
     phases = phase_rows(d)
     head = (

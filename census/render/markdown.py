@@ -62,13 +62,13 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
         out += ["#### Phases (per step)", "", markdown_table(h["phases"], phases), ""]
     out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation] + [""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
-    kernels = kernel_rows(d, top, width=None)
+    kernels = kernel_rows(d, top)
     if kernels:
         out += [f"#### Top {len(kernels)} kernel changes", ""]
         out += [_kernel_table(h["kernels"], kernels), ""]
-    rest = [w for w in d.warnings if w not in d.comparability.problems]  # said in Why already
-    if rest:
-        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in rest] + [""]
+    notes = d.comparability.notes  # the problems open Why already
+    if notes:
+        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in notes] + [""]
     return "\n".join(out)
 
 

@@ -31,13 +31,6 @@ SHOWN_STEPS = 12  # above this, the steps table shows the first and last EDGE_ST
 EDGE_STEPS = 3
 
 
-def _show(console: Console, title: str, head: list[str], rows: list[list[str]], left: int = 1,
-          caption: str | None = None) -> None:  # fmt: skip
-    print_fit(console, title, head, rows, left)
-    if caption:
-        console.print(escape(caption), highlight=False)
-
-
 def _draw_steps(census: Census, console: Console, all_steps: bool) -> None:
     from census.compare.tails import tail_steps
 
@@ -59,9 +52,9 @@ def _draw_steps(census: Census, console: Console, all_steps: bool) -> None:
         launched.append([name, fmt_count(s.metrics.kernel_count),
                          fmt_ns(s.metrics.non_nccl_union_ns), fmt_ns(s.metrics.launch_api_time_ns)])  # fmt: skip
         last = i
-    _show(console, "Steps: their windows (NVTX range; GPU time clipped to it)",
+    print_fit(console, "Steps: their windows (NVTX range; GPU time clipped to it)",
           ["step", "step time", "GPU busy", "GPU idle"], window)  # fmt: skip
-    _show(console, "Steps: the work launched in each (GPU time not clipped to the step)",
+    print_fit(console, "Steps: the work launched in each (GPU time not clipped to the step)",
           ["step", "kernels", "non-NCCL union", "launch API time"], launched)  # fmt: skip
     console.print(
         f"step time: median {fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max "
@@ -71,7 +64,7 @@ def _draw_steps(census: Census, console: Console, all_steps: bool) -> None:
         highlight=False,
     )
     if tail.outliers:
-        _show(console, "Tail steps against the median step", TAIL_HEAD, _tail_rows(tail))
+        print_fit(console, "Tail steps against the median step", TAIL_HEAD, _tail_rows(tail))
 
 
 TAIL_HEAD = ["step", "time", "over median", "phase that grew", "Δ kernels", "Δ launches",
@@ -105,10 +98,12 @@ def _draw_summary(
     timing = census.per_step_timing()
     if timing:  # the idle split only with --idle
         rows = [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
-        _show(console, WINDOW_TITLE, ["metric", "per step (mean)"], rows)
+        print_fit(console, WINDOW_TITLE, ["metric", "per step (mean)"], rows)
     rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)),
              fmt_metric(k, per_step[k]) if per_step else ""] for k in METRIC_KEYS]  # fmt: skip
-    _show(console, f"Kernel census: {LAUNCHED_TITLE}", ["metric", "total", "per step (mean)"], rows)
+    print_fit(
+        console, f"Kernel census: {LAUNCHED_TITLE}", ["metric", "total", "per step (mean)"], rows
+    )
     if census.steps:
         _draw_steps(census, console, all_steps)
     per_phase = census.per_phase()
@@ -117,26 +112,30 @@ def _draw_summary(
                  fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
                  fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"])]
                 for name, m in per_phase.items()]  # fmt: skip
-        _show(console, "Phases (per step, mean; GPU busy: in the phase's window)", ["phase",
+        print_fit(console, "Phases (per step, mean; GPU busy: in the phase's window)", ["phase",
               "time", "GPU busy", "kernels", "launch calls", "launch API time", "D2D"], rows)  # fmt: skip
     n = census.step_count
     rows = [[c.cls, fmt_count(c.count), fmt_ns(c.time_ns),
              fmt_count(c.step_count / n) if n else "", fmt_ns(c.step_time_ns / n) if n else ""]
             for c in census.classes]  # fmt: skip
-    _show(console, "Kernel classes", ["class", "count", "time", "per step count", "per step time"],
+    print_fit(console, "Kernel classes", ["class", "count", "time", "per step count", "per step time"],
           rows)  # fmt: skip
     rows = [[k.name, k.cls, fmt_count(k.count), fmt_ns(k.time_ns)] for k in census.kernels[:top]]
-    _show(console, f"Top {top} kernels by time", ["kernel", "class", "count", "time"], rows, left=2)
+    print_fit(
+        console, f"Top {top} kernels by time", ["kernel", "class", "count", "time"], rows, left=2
+    )
     if census.collectives:
         rows = [[c.collective, fmt_count(c.count), fmt_ns(c.time_ns),
                  fmt_ns(c.step_time_ns / n) if n else ""] for c in census.collectives]  # fmt: skip
-        _show(console, "NCCL collectives", ["collective", "count", "time", "per step time"], rows,
-              caption=f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}")  # fmt: skip
+        print_fit(console, "NCCL collectives", ["collective", "count", "time", "per step time"],
+                  rows)  # fmt: skip
+        console.print(f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}",
+                      highlight=False)  # fmt: skip
     if census.memory or census.launch_apis:
         rows = [[m.kind, fmt_count(m.count), fmt_bytes(m.bytes), fmt_ns(m.time_ns)]
                 for m in census.memory]  # fmt: skip
         rows += [[a.api, fmt_count(a.count), "", fmt_ns(a.time_ns)] for a in census.launch_apis]
-        _show(
+        print_fit(
             console, "Memory operations and launch APIs", ["what", "count", "bytes", "time"], rows
         )
 
@@ -164,8 +163,10 @@ def _draw_spread(labels: list[str], ranks: list, spread: dict, console: Console)
         rows.append([label, str(c.step_count), fmt_ns(per.get("step_time_ns")),
                      fmt_ns(per.get("gpu_busy_ns")), fmt_ns(per["nccl_kernel_time_ns"]),
                      fmt_ns(per["non_nccl_union_ns"])])  # fmt: skip
-    _show(console, "Ranks (per step)", ["rank", "steps", "step time", "GPU busy in step window",
+    print_fit(console, "Ranks (per step)", ["rank", "steps", "step time", "GPU busy in step window",
           "NCCL kernel time", "non-NCCL union (unclipped)"], rows)  # fmt: skip
     rows = [[LABELS[key], fmt_ns(v.min), fmt_ns(v.median), fmt_ns(v.max), v.max_rank]
             for key, v in spread.items()]  # fmt: skip
-    _show(console, "Spread over ranks", ["metric", "min", "median", "max", "slowest rank"], rows)
+    print_fit(
+        console, "Spread over ranks", ["metric", "min", "median", "max", "slowest rank"], rows
+    )
