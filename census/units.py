@@ -1,4 +1,5 @@
-"""Human units for integer nanoseconds and bytes; the only place numbers meet units."""
+"""Human units for integer nanoseconds and bytes (the only place numbers meet units), and the
+one rule for clipping a long text."""
 
 from __future__ import annotations
 
@@ -54,3 +55,8 @@ def fmt_pct(pct: float | None) -> str:
     if pct is None:
         return ""
     return f"{pct:+.1f}%"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` in at most `width` characters, cut at the end with an ellipsis."""
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from census.errors import UsageError
+from census.units import clip
 
 MATCH_SECONDS = 1.0  # per NVTX text; an ordinary pattern takes microseconds
 TOTAL_SECONDS = 30.0  # over all the texts of an export (10^6 distinct texts take about 1 s)
@@ -59,4 +60,4 @@ def matching(option: str, pattern: str, texts: Iterable[str]) -> list[str]:
 
 
 def _shown(text: str) -> str:
-    return repr(text if len(text) <= 60 else text[:59] + "…")
+    return repr(clip(text, 60))

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from census.errors import InputError
+from census.units import clip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -96,7 +97,7 @@ def _decode_text(raw: bytes) -> str:
 
 def describe_sqlite_error(exc: Exception) -> str:
     text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
-    text = text if len(text) <= 160 else text[:159] + "…"
+    text = clip(text, 160)
     if "locked" in text:
         return "database is locked by another process (is nsys still writing it?)"
     if isinstance(exc, UnicodeDecodeError):

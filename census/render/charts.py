@@ -13,9 +13,10 @@ from typing import Any
 from census.compare.diff import CensusDiff
 from census.definitions import LABELS
 from census.model import Census
-from census.units import fmt_count, fmt_ns
+from census.units import clip, fmt_count, fmt_ns
 
 TOP_CHART = 20
+NAME_CHARS = 60  # kernel names on a chart axis
 # The kernel-change colours, named in the chart's legend.
 CHANGE_COLORS = {
     "added": "#2a9d8f",
@@ -34,10 +35,6 @@ class Chart:
 
 def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
-
-
-def short(name: str, width: int = 60) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def summary_charts(census: Census) -> list[Chart]:
@@ -70,7 +67,7 @@ def summary_charts(census: Census) -> list[Chart]:
     top_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[f"{len(top) - i}. " + esc(short(k.name)) for i, k in enumerate(top)],
+            y=[f"{len(top) - i}. " + esc(clip(k.name, NAME_CHARS)) for i, k in enumerate(top)],
             x=[k.time_ns / 1e6 for k in top],
             hovertext=[esc(k.name) for k in top],
             hoverinfo="text+x",
@@ -188,7 +185,7 @@ def _change_figure(d: CensusDiff) -> Any | None:
         "increased": f"more time in {lb}",
         "decreased": f"less time in {lb}",
     }
-    rows = [f"{len(changed) - i}. " + esc(short(k.name)) for i, k in enumerate(changed)]
+    rows = [f"{len(changed) - i}. " + esc(clip(k.name, NAME_CHARS)) for i, k in enumerate(changed)]
     fig = go.Figure()
     for bucket, color in CHANGE_COLORS.items():
         picked = [(row, k) for row, k in zip(rows, changed, strict=True) if k.bucket == bucket]
