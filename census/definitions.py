@@ -1,7 +1,7 @@
 """Every definition census's numbers follow, named once: the metrics (name, unit, meaning), the
 kernel classes and the NCCL pattern, the launch APIs, the copy kinds, Inductor kernel names.
 
-A leaf: it imports nothing from census, so every stage may use it. The README's metric table is
+A leaf: it imports nothing from census, so every stage may use it. The metric table of docs/definitions.md is
 generated from METRICS (census.render.markdown.render_metric_table) and a test keeps the two
 equal.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves capture on a real GPU: run on the GPU machine from the repository root, with the nsys kit
-# (see README, "Verifying on a GPU"). Writes logs and artefacts to $OUT (default ./gpu-out).
+# (see docs/gpu.md). Writes logs and artefacts to $OUT (default ./gpu-out).
 #   scripts/gpu_check.sh          everything below
 #   scripts/gpu_check.sh ddp      only the torchrun / DDP captures (one rank per visible GPU)
 #   scripts/gpu_check.sh engine   fresh captures read with 1 process and with many workers

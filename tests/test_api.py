@@ -119,10 +119,10 @@ def test_code_hash_covers_every_file_of_the_package(tmp_path: Path, monkeypatch)
         cache.code_hash.cache_clear()
 
 
-def test_readme_metric_table_is_generated_from_the_definitions() -> None:
+def test_docs_metric_table_is_generated_from_the_definitions() -> None:
     from census.render.markdown import render_metric_table
 
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "definitions.md").read_text(encoding="utf-8")
     block = readme.split("<!-- metrics:start -->\n")[1].split("\n<!-- metrics:end -->")[0]
     assert block == render_metric_table()
 

@@ -1,4 +1,4 @@
-"""The failures a hostile or unlucky user meets, each a one-line error with the README's exit
+"""The failures a hostile or unlucky user meets, each a one-line error with the exit
 code, never a traceback, a hang or a wrong answer: folders of unrelated exports, exports in WAL
 mode, a full, closed or abandoned stdout, file names that are not UTF-8 or too long, and
 --steps/--phases patterns that backtrack catastrophically."""

@@ -1,5 +1,5 @@
 """Bad inputs: a one-line error naming the file and a non-zero exit, or a census with a warning.
-Inputs stay byte-identical. Every case here is a row of the README's robustness table."""
+Inputs stay byte-identical. Every case here is a row of the robustness table in docs/robustness.md."""
 
 from __future__ import annotations
 

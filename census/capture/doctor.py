@@ -48,7 +48,12 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
     rc, out = _run([sys.executable, "-c", code])
     if rc != 0:
         checks.append(
-            Check("torch", False, "torch is not importable: pip install 'census[capture]'")
+            Check(
+                "torch",
+                False,
+                "torch is not importable: install PyTorch for this machine's CUDA (PyTorch's own "
+                "instructions), then census into the same environment",
+            )
         )
     else:
         import json
