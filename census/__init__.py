@@ -2,9 +2,10 @@
 
 The public API, imported lazily so that `import census` (and `census --help`) stays fast:
 
-- `census.summarize(path, steps=..., skip_first=...) -> Census`: a `.sqlite`, `.nsys-rep`,
-  capture folder, rank folder or `sample:NAME`.
-- `census.diff(a, b, labels=...) -> CensusDiff`: each side a Census or a path.
+- `census.summarize(path, options=None, *, steps=..., phases=..., ...) -> Census`: a
+  `.sqlite`, `.nsys-rep`, capture folder, rank folder or `sample:NAME`.
+- `census.diff(a, b, labels=None, options=None, *, steps=..., ...) -> CensusDiff`: each side
+  a Census or a path.
 - `census.explain(d) -> list[str]`: the explanation of a diff, headline first.
 - `census.frames`: pandas DataFrames of a Census or CensusDiff for notebooks.
 - `census.steps(loader)`, `census.step(i)`, `census.phase(name)`: NVTX ranges for training loops.
@@ -32,6 +33,11 @@ _LAZY = {
     "CensusDiff": "census.compare.diff",
 }
 __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
+
+
+def __dir__() -> list[str]:
+    """The public API, for `dir(census)` and notebook completion (the names load lazily)."""
+    return sorted({*__all__, *globals()} - {"annotations", "import_module", "Any"})
 
 
 def __getattr__(name: str) -> Any:

@@ -69,21 +69,41 @@ def default_label(path: Path) -> str:
 
 def summarize(
     path: PathLike,
-    steps: str = DEFAULT_STEPS_REGEX,
-    skip_first: int = 0,
+    options: Options | None = None,
     *,
-    phases: str = DEFAULT_PHASES_REGEX,
-    idle: bool = False,
-    ranks: bool = False,
+    steps: str | None = None,
+    skip_first: int | None = None,
+    phases: str | None = None,
+    idle: bool | None = None,
+    ranks: bool | None = None,
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
     a rank folder (the ranks merged; a folder that is not a census capture only with `ranks`)
-    or `sample:NAME`."""
-    return summarize_with(resolve_input(path), Options(steps, skip_first, phases, idle, ranks),
-                          progress, use_cache, workers)  # fmt: skip
+    or `sample:NAME`. `options` (an Options) or the keywords select steps and phases; a keyword
+    given beside `options` overrides that field."""
+    chosen = with_options(options, steps, skip_first, phases, idle, ranks)
+    return summarize_with(resolve_input(path), chosen, progress, use_cache, workers)
+
+
+def with_options(
+    options: Options | None,
+    steps: str | None = None,
+    skip_first: int | None = None,
+    phases: str | None = None,
+    idle: bool | None = None,
+    ranks: bool | None = None,
+) -> Options:
+    """`options` (default Options()) with every keyword that is not None put in its place."""
+    from dataclasses import replace
+
+    if options is not None and not isinstance(options, Options):
+        raise UsageError(f"options must be a census.Options, not {type(options).__name__}")
+    given = {"steps_regex": steps, "skip_first": skip_first, "phases_regex": phases,
+             "idle": idle, "ranks": ranks}  # fmt: skip
+    return replace(options or Options(), **{k: v for k, v in given.items() if v is not None})
 
 
 def summarize_with(
@@ -144,18 +164,20 @@ def diff(
     a: Census | PathLike,
     b: Census | PathLike,
     labels: tuple[str, str] | None = None,
-    steps: str = DEFAULT_STEPS_REGEX,
-    skip_first: int = 0,
-    phases: str = DEFAULT_PHASES_REGEX,
-    idle: bool = False,
-    ranks: bool = False,
+    options: Options | None = None,
+    *,
+    steps: str | None = None,
+    skip_first: int | None = None,
+    phases: str | None = None,
+    idle: bool | None = None,
+    ranks: bool | None = None,
 ) -> CensusDiff:
-    """B against A; each side a Census or anything `summarize` takes. Labels default to the
-    file or folder names."""
+    """B against A; each side a Census or anything `summarize` takes (read with `options` or
+    the keywords, as in `summarize`). Labels default to the file or folder names."""
     from census.compare.diff import diff_census
     from census.model import Census
 
-    options = Options(steps, skip_first, phases, idle, ranks)
+    options = with_options(options, steps, skip_first, phases, idle, ranks)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):

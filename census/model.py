@@ -154,7 +154,7 @@ class Source:
     gpus: tuple[Gpu, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Census:
     source: Source
     totals: Metrics
@@ -172,6 +172,16 @@ class Census:
     @property
     def step_count(self) -> int:
         return len(self.steps)
+
+    def __repr__(self) -> str:
+        from census.notebook import census_repr
+
+        return census_repr(self)
+
+    def _repr_html_(self) -> str:
+        from census.notebook import census_html
+
+        return census_html(self)
 
     def per_step(self) -> dict[str, float] | None:
         """Mean of each metric over the selected steps; None without steps."""

@@ -13,7 +13,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "census"
 
 # Stages in the order data moves; a module may import its own stage or an earlier one.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("census.errors", "census.paths", "census.units", "census.definitions", "census.model"),
+    (
+        "census.errors",
+        "census.paths",
+        "census.units",
+        "census.definitions",
+        "census.model",
+        "census.notebook",
+    ),
     ("census.capture",),
     ("census.load",),
     ("census.census",),

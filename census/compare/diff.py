@@ -72,7 +72,7 @@ class StepSpread:
     sd_ns: float | None  # None with fewer than two steps
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CensusDiff:
     a: Census
     b: Census
@@ -87,6 +87,16 @@ class CensusDiff:
     # mean step time of each side's calibration run without nsys (run.json), when it has one
     uncaptured_ns: tuple[float | None, float | None] = (None, None)
     comparability: Comparability = field(default_factory=Comparability)
+
+    def __repr__(self) -> str:
+        from census.notebook import diff_repr
+
+        return diff_repr(self)
+
+    def _repr_html_(self) -> str:
+        from census.notebook import diff_html
+
+        return diff_html(self)
 
     @property
     def warnings(self) -> tuple[str, ...]:
