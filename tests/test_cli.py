@@ -109,3 +109,16 @@ def test_internal_errors_are_one_line_unless_debug(monkeypatch) -> None:
     )
     r = runner.invoke(app, ["--debug", "summary", "x.sqlite"])
     assert isinstance(r.exception, RuntimeError)
+
+
+def test_help_names_values_by_meaning_not_type() -> None:
+    from typer.testing import CliRunner
+
+    from census.cli.app import app
+
+    for command in ("summary", "diff", "dashboard", "capture", "ab", "demo", "doctor"):
+        out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
+        for typed in ("<str>", "<bool>", "<int>", "<list", "<path>"):
+            assert typed not in out, (command, typed)
+    out = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "200"}).stdout
+    assert "--steps             REGEX" in out and "--fail-if           GATE" in out

@@ -1,7 +1,7 @@
 """The typer app, the options every command shares, and how errors and output leave census.
 
-A CensusError becomes one line on stderr and its exit code (README: Exit codes); data goes to
-stdout, everything else to stderr.
+A CensusError becomes one line on stderr and its exit code (docs/robustness.md: Exit codes); data
+goes to stdout, everything else to stderr.
 """
 
 from __future__ import annotations
@@ -26,7 +26,68 @@ from census.errors import (
     ReaderGone,
 )
 
+# What an option's value is, in --help: a flag shows none, a value its meaning, not its type.
+METAVARS = {
+    "fail_if": "GATE",
+    "labels": "A,B",
+    "fmt": "table|markdown|json",
+    "html": "PATH",
+    "output": "PATH",
+    "report": "PATH",
+    "nsys": "PATH",
+    "trace": "LIST",
+    "sample": "NAME",
+    "demo": "MODE",
+    "a": "COMMAND",
+    "b": "COMMAND",
+}
+
+
+class CommandGroup(typer.core.TyperGroup):
+    """Names every option's value by its meaning in --help (typer shows `<str>` and `<bool>`)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is None or getattr(command, "_metavars_named", False):
+            return command
+        for param in command.params:
+            name_metavar(param)
+        plain_help = command.get_help_option
+
+        def help_option(ctx: Any) -> Any:
+            option = plain_help(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+        command.get_help_option = help_option
+        command._metavars_named = True
+        return command
+
+
+def name_metavar(param: Any) -> None:
+    from typer.core import TyperArgument
+
+    if param.metavar is not None:
+        return
+    descriptor = getattr(param, "type_descriptor", None)
+    if isinstance(param, TyperArgument):
+        param.metavar = param.name.upper()
+        param.display_type_rich = lambda ctx: None  # the name says it; typer adds `<str>`
+    elif getattr(param, "is_flag", False) or getattr(param, "count", False):
+        param.metavar = ""
+    elif param.name in METAVARS:
+        param.metavar = METAVARS[param.name]
+    elif getattr(descriptor, "annotation", None) is int:
+        param.metavar = "N"
+    elif param.name in ("steps", "phases"):
+        param.metavar = "REGEX"
+    else:
+        param.metavar = "TEXT"
+
+
 app = typer.Typer(
+    cls=CommandGroup,
     add_completion=False,
     no_args_is_help=True,
     help="Explain why one PyTorch training run is faster than another, from Nsight Systems.",
