@@ -210,3 +210,19 @@ def test_incomparable_sides_are_said_first_and_voided_sentences_withheld() -> No
     assert first == "not directly comparable: " + "; ".join(doc["comparability"]["problems"])
     assert len(doc["comparability"]["problems"]) == 3
     assert not any("kernels" in s and "Triton" in s for s in doc["explanation"])
+
+
+def test_a_steps_suggestion_needs_numbered_texts() -> None:
+    from census.load.steps import _steps_suggestion
+
+    assert _steps_suggestion([("aten::mm", 18088), ("aten::add", 900)]).startswith(
+        "none looks like a numbered step"
+    )
+    assert (
+        _steps_suggestion([("iter_1", 1), ("iter_2", 1), ("fwd", 9)])
+        == "try --steps '^iter_?[0-9]'"
+    )
+    assert _steps_suggestion([("ProfilerStep#3", 1), ("ProfilerStep#4", 1)]) == (
+        "try --steps '^ProfilerStep\\b'"
+    )
+    assert _steps_suggestion([("layer 1", 5)]).startswith("none looks")  # one number is no series

@@ -109,14 +109,31 @@ def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
     if not counts:
         return message + " (the capture has no NVTX ranges with text)"
     listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
-    words: dict[str, int] = {}
-    for t, n in counts:
-        m = re.match(r"[A-Za-z_]+", t)
+    return f"{message}; its most frequent ranges: {listed}; {_steps_suggestion(counts)}"
+
+
+NUMBERED_TEXT = re.compile(r"(?P<word>[A-Za-z][A-Za-z_]*?)(?P<sep>[ #_:-]*)[0-9]+", re.ASCII)
+
+
+def _steps_suggestion(counts: list[tuple[str, int]]) -> str:
+    """A --steps for the texts that look like numbered steps (`iteration 0`, `iteration 1`, ...:
+    one word, then a number, at least two different numbers); none for operator ranges
+    (`aten::mm` ×18,088 is not a step)."""
+    numbered: dict[str, set[str]] = {}
+    underscored: set[str] = set()
+    for text, _ in counts:
+        m = NUMBERED_TEXT.fullmatch(text)
         if m:
-            words[m.group(0)] = words.get(m.group(0), 0) + n
-    best = max(words, key=lambda w: (words[w], w)) if words else None
-    hint = f"; try --steps '^{best}\\b'" if best else ""
-    return f"{message}; its most frequent ranges: {listed}{hint}"
+            numbered.setdefault(m["word"], set()).add(text)
+            if "_" in m["sep"]:
+                underscored.add(m["word"])
+    words = {w: len(texts) for w, texts in numbered.items() if len(texts) >= 2}
+    if not words:
+        return ("none looks like a numbered step ('step 0', 'step 1', ...): mark the steps with "
+                "census.steps() or NVTX ranges 'step N', or name them with --steps")  # fmt: skip
+    best = max(words, key=lambda w: (words[w], w))
+    pattern = f"^{best}_?[0-9]" if best in underscored else f"^{best}\\b"
+    return f"try --steps '{pattern}'"
 
 
 def _has_text_ids(conn: sqlite3.Connection) -> bool:
