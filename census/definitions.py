@@ -152,6 +152,22 @@ TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
 PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
 
+# What limits a capture's step (census.compare.limiter): from the per-step means of the step
+# windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
+# class of GPU idle time: "sync" (after host syncs), "host (launch)" (inside launch calls),
+# "host (other)" (other host time); "host" when the idle split was not computed.
+GPU_BOUND_SHARE = 0.8
+LIMITER_RULE = (
+    "per-step means of the step windows: 'gpu' when gpu_busy_ns >= 80% of step_time_ns; else the "
+    "largest of idle_after_sync_ns ('sync'), idle_launch_ns ('host (launch)') and idle_other_ns "
+    "('host (other)'); 'host' when the idle split was not computed; null without steps"
+)
+LIMITER_IDLE_CLASSES = (
+    ("idle_after_sync_ns", "sync", "after host syncs"),
+    ("idle_launch_ns", "host (launch)", "inside launch calls"),
+    ("idle_other_ns", "host (other)", "in other host work"),
+)
+
 # Steps: NVTX ranges whose text matches this (census.steps() names them `step N`; PyTorch's
 # profiler schedule names them `ProfilerStep#N`).
 DEFAULT_STEPS_REGEX = r"^(step\b|ProfilerStep#)"

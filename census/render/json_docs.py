@@ -10,12 +10,22 @@ from census import CENSUS_VERSION
 from census.census import rank_spread
 from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
 from census.compare.experiment import Experiment
-from census.definitions import DEFINITIONS, METRIC_KEYS, PHASE_METRICS
+from census.compare.limiter import find_limiter
+from census.definitions import DEFINITIONS, LIMITER_RULE, METRIC_KEYS, PHASE_METRICS
 from census.model import METRIC_VALUES, Arm, Census, idle_values
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
-KEY_DEFINITIONS = {**DEFINITIONS, **{f"phase.{m.name}": m.definition for m in PHASE_METRICS}}
+KEY_DEFINITIONS = {
+    **DEFINITIONS,
+    **{f"phase.{m.name}": m.definition for m in PHASE_METRICS},
+    "limiter": LIMITER_RULE,
+}
+
+
+def _limiter(census: Census) -> str | None:
+    limiter = find_limiter(census)
+    return None if limiter is None else limiter.kind
 
 
 def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
@@ -48,6 +58,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": _tail(census),
+        "limiter": _limiter(census),
         "timing": {
             "steps": [
                 {

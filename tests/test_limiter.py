@@ -1,0 +1,73 @@
+"""The limiter of a capture's step (census.definitions.LIMITER_RULE), on built exports whose
+idle split is known to the nanosecond, and on the bundled H200 sample."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import census
+from census.compare.limiter import find_limiter, limiter_sentence
+from tests.nsysdb import Export
+
+
+def _step(tmp_path: Path, name: str, build) -> census.Census:
+    e = Export()
+    e.range("step 0", 0, 1000)
+    build(e)
+    return census.summarize(e.write(tmp_path / f"{name}.sqlite"), use_cache=False, idle=True)
+
+
+def test_a_gpu_busy_step_is_gpu_bound(tmp_path: Path) -> None:
+    c = _step(tmp_path, "gpu", lambda e: e.launch("k", 10, 100, 900))  # busy 800 of 1000
+    lim = find_limiter(c)
+    assert (lim.kind, lim.busy_share) == ("gpu", 0.8)
+    assert limiter_sentence(lim) == "GPU-bound: GPU busy 80% of the step"
+
+
+def test_idle_after_a_sync_makes_it_sync_bound(tmp_path: Path) -> None:
+    def build(e: Export) -> None:
+        e.launch("k1", 40, 100, 300)
+        e.api("cudaStreamSynchronize_v3020", 120, 310)
+        e.launch("k2", 880, 890, 900)  # idle after the sync: [310, 890] = 580 ns
+
+    lim = find_limiter(_step(tmp_path, "sync", build))
+    assert (lim.kind, lim.cause_ns) == ("sync", 580)
+    assert limiter_sentence(lim) == (
+        "sync-bound: GPU idle 79% of the step, mostly after host syncs (580 ns/step)"
+    )
+
+
+def test_idle_inside_launch_calls_is_host_launch(tmp_path: Path) -> None:
+    def build(e: Export) -> None:
+        e.launch("k1", 0, 10, 110, api_len=400)  # the call [0, 400]: idle [0, 10], [110, 400]
+        e.launch("k2", 400, 700, 800, api_len=300)  # [400, 700] in it; [800, 1000] other
+
+    lim = find_limiter(_step(tmp_path, "launch", build))
+    assert (lim.kind, lim.cause_ns) == ("host (launch)", 600)
+    assert limiter_sentence(lim).startswith("host-bound: GPU idle 80% of the step, mostly inside")
+
+
+def test_other_host_work_and_no_split(tmp_path: Path) -> None:
+    c = _step(tmp_path, "other", lambda e: e.launch("k", 10, 100, 200))
+    lim = find_limiter(c)
+    assert (lim.kind, lim.cause_ns) == ("host (other)", 895)  # 900 idle, 5 in the launch call
+    plain = census.summarize(Path(c.source.path), use_cache=False)
+    assert find_limiter(plain).kind == "host"
+    assert limiter_sentence(find_limiter(plain)) == (
+        "host-bound: GPU idle 90% of the step (--idle says whether in launches, syncs or other "
+        "host work)"
+    )
+
+
+def test_no_steps_no_limiter(tmp_path: Path) -> None:
+    e = Export()
+    e.launch("k", 10, 100, 200)
+    assert find_limiter(census.summarize(e.write(tmp_path / "n.sqlite"), use_cache=False)) is None
+
+
+def test_the_bundled_sample_is_host_bound_in_other_host_work() -> None:
+    lim = find_limiter(census.summarize("sample:eager", idle=True))
+    assert lim.kind == "host (other)"
+    assert limiter_sentence(lim) == (
+        "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step)"
+    )
