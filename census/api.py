@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import UsageError
@@ -71,39 +71,37 @@ def summarize(
     path: PathLike,
     options: Options | None = None,
     *,
-    steps: str | None = None,
-    skip_first: int | None = None,
-    phases: str | None = None,
-    idle: bool | None = None,
-    ranks: bool | None = None,
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
+    **selection: Any,
 ) -> Census:
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
     a rank folder (the ranks merged; a folder that is not a census capture only with `ranks`)
-    or `sample:NAME`. `options` (an Options) or the keywords select steps and phases; a keyword
-    given beside `options` overrides that field."""
-    chosen = with_options(options, steps, skip_first, phases, idle, ranks)
+    or `sample:NAME`. `options` (an Options) or the keywords of SELECTION (`steps=`,
+    `skip_first=`, `phases=`, `idle=`, `ranks=`) select steps and phases; a keyword given beside
+    `options` overrides that field."""
+    chosen = with_options(options, selection)
     return summarize_with(resolve_input(path), chosen, progress, use_cache, workers)
 
 
-def with_options(
-    options: Options | None,
-    steps: str | None = None,
-    skip_first: int | None = None,
-    phases: str | None = None,
-    idle: bool | None = None,
-    ranks: bool | None = None,
-) -> Options:
-    """`options` (default Options()) with every keyword that is not None put in its place."""
+# The keywords summarize and diff take for the fields of Options.
+SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phases_regex",
+             "idle": "idle", "ranks": "ranks"}  # fmt: skip
+
+
+def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
+    """`options` (default Options()) with every SELECTION keyword that is not None in its place."""
     from dataclasses import replace
 
     if options is not None and not isinstance(options, Options):
         raise UsageError(f"options must be a census.Options, not {type(options).__name__}")
-    given = {"steps_regex": steps, "skip_first": skip_first, "phases_regex": phases,
-             "idle": idle, "ranks": ranks}  # fmt: skip
-    return replace(options or Options(), **{k: v for k, v in given.items() if v is not None})
+    unknown = sorted(set(selection) - set(SELECTION))
+    if unknown:
+        raise UsageError(f"unknown keyword {unknown[0]!r}: the step selection is one of "
+                         f"{', '.join(SELECTION)} (or options=census.Options(...))")  # fmt: skip
+    given = {SELECTION[k]: v for k, v in selection.items() if v is not None}
+    return replace(options or Options(), **given)
 
 
 def summarize_with(
@@ -165,19 +163,14 @@ def diff(
     b: Census | PathLike,
     labels: tuple[str, str] | None = None,
     options: Options | None = None,
-    *,
-    steps: str | None = None,
-    skip_first: int | None = None,
-    phases: str | None = None,
-    idle: bool | None = None,
-    ranks: bool | None = None,
+    **selection: Any,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
-    the keywords, as in `summarize`). Labels default to the file or folder names."""
+    the SELECTION keywords, as in `summarize`). Labels default to the file or folder names."""
     from census.compare.diff import diff_census
     from census.model import Census
 
-    options = with_options(options, steps, skip_first, phases, idle, ranks)
+    options = with_options(options, selection)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):

@@ -75,3 +75,5 @@ def test_summarize_and_diff_take_options() -> None:
     assert d.phases == {}
     with pytest.raises(UsageError, match=r"options must be a census\.Options, not str"):
         census.summarize("sample:eager", "^step")
+    with pytest.raises(UsageError, match="unknown keyword 'step': the step selection is one of"):
+        census.summarize("sample:eager", step="^x")
