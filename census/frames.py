@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from census.definitions import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, TIMING_KEYS
+from census.definitions import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model import idle_values
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from census.compare.diff import CensusDiff
+    from census.compare.experiment import Experiment
     from census.model import Census
 
 
@@ -87,6 +88,38 @@ def steps(c: Census) -> pd.DataFrame:
     frame = _frame(rows, cols)
     # gpu_busy_ns is clipped to the step's window, non_nccl_union_ns is not: each column's rule.
     frame.attrs["definitions"] = DEFINITIONS
+    return frame
+
+
+def phases(c: Census) -> pd.DataFrame:
+    """One row per (step, phase) the step holds, the `(outside phases)` remainder included:
+    step (its position among the selected steps), step_name, phase, then the phase keys
+    (the census keys, duration_ns, gpu_busy_ns, the idle split). Summed over a step's rows, every
+    key but non_nccl_union_ns gives the step's own value; the mean over steps of a phase's
+    rows, a phase absent from a step counting 0, is `per_phase`."""
+    rows = [
+        {"step": i, "step_name": s.name, "phase": ph.name, **ph.as_dict()}
+        for i, s in enumerate(c.steps)
+        for ph in s.phases
+    ]
+    return _frame(rows, ["step", "step_name", "phase", *PHASE_KEYS])
+
+
+def arms(exp: Experiment) -> pd.DataFrame:
+    """One row per measured step of every arm of a `census ab` experiment, in run order: arm
+    (its index, the discarded warm arm 0), side (a or b), label, discarded, step (its position
+    in the arm), step_time_ns, clock (gpu: CUDA events; host: the host's clock), recompiles."""
+    rows = [
+        {"arm": a.index, "side": a.side, "label": exp.labels[a.side == "b"],
+         "discarded": a.discarded, "step": i, "step_time_ns": t, "clock": a.clock,
+         "recompiles": a.recompiles}
+        for a in exp.arms
+        for i, t in enumerate(a.step_time_ns)
+    ]  # fmt: skip
+    cols = ["arm", "side", "label", "discarded", "step", "step_time_ns", "clock", "recompiles"]
+    frame = _frame(rows, cols)
+    frame["recompiles"] = frame["recompiles"].astype("Int64")
+    frame.attrs["labels"] = {"a": exp.labels[0], "b": exp.labels[1]}
     return frame
 
 

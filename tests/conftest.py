@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import lzma
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,3 +28,15 @@ def fixture_file(name: str) -> Path:
 @pytest.fixture
 def fixture():
     return fixture_file
+
+
+@pytest.fixture(scope="module")
+def ab_demo(tmp_path_factory) -> Path:
+    """The H200 `census ab --demo eager,compiled` experiment (8 arms, captures of the demo with
+    census.phase ranges; backward launched from autograd's thread)."""
+    folder = tmp_path_factory.mktemp("ab") / "demo"
+    shutil.copytree(DATA / "ab-demo", folder, ignore=shutil.ignore_patterns("*.xz"))
+    for side in ("a", "b"):
+        packed = DATA / "ab-demo" / side / "capture.sqlite.xz"
+        (folder / side / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
+    return folder

@@ -77,3 +77,29 @@ def test_summarize_and_diff_take_options() -> None:
         census.summarize("sample:eager", "^step")
     with pytest.raises(UsageError, match="unknown keyword 'step': the step selection is one of"):
         census.summarize("sample:eager", step="^x")
+
+
+def test_phase_frame_adds_up_to_the_steps_and_per_phase(ab_demo) -> None:
+    c = census.summarize(ab_demo / "a")
+    frame = census.frames.phases(c)
+    assert list(frame.columns[:3]) == ["step", "step_name", "phase"]
+    assert str(frame["kernel_count"].dtype) == "int64"
+    per_phase = c.per_phase()
+    for name, rows in frame.groupby("phase"):
+        assert rows["duration_ns"].sum() / c.step_count == per_phase[name]["duration_ns"], name
+    by_step = frame.groupby("step")["kernel_count"].sum().tolist()
+    assert by_step == [s.metrics.kernel_count for s in c.steps]
+
+
+def test_arm_frame_has_every_measured_step(ab_demo) -> None:
+    from census.experiments import load_experiment
+
+    exp = load_experiment(ab_demo)
+    frame = census.frames.arms(exp)
+    assert len(frame) == sum(len(a.step_time_ns) for a in exp.arms)
+    assert frame.attrs["labels"] == {"a": exp.labels[0], "b": exp.labels[1]}
+    first = exp.arms[1]
+    rows = frame[frame.arm == first.index]
+    assert rows["step_time_ns"].tolist() == list(first.step_time_ns)
+    assert set(rows["label"]) == {exp.labels[first.side == "b"]}
+    assert frame[frame.discarded]["arm"].unique().tolist() == [0]

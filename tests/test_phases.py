@@ -4,8 +4,6 @@ against the slow reference in tests/oracle.py), and the law phases + remainder =
 from __future__ import annotations
 
 import json
-import lzma
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -17,24 +15,12 @@ from typer.testing import CliRunner
 import census
 from census.cli.app import app
 from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
-from tests.conftest import DATA, fixture_file
+from tests.conftest import fixture_file
 from tests.nsysdb import Export
 from tests.oracle import phase_oracle
 
 runner = CliRunner()
 OUT = OUTSIDE_PHASES
-
-
-@pytest.fixture(scope="module")
-def ab_demo(tmp_path_factory) -> Path:
-    """The H200 `census ab --demo eager,compiled` experiment (8 arms, captures of the demo with
-    census.phase ranges; backward launched from autograd's thread)."""
-    folder = tmp_path_factory.mktemp("ab") / "demo"
-    shutil.copytree(DATA / "ab-demo", folder, ignore=shutil.ignore_patterns("*.xz"))
-    for side in ("a", "b"):
-        packed = DATA / "ab-demo" / side / "capture.sqlite.xz"
-        (folder / side / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
-    return folder
 
 
 def phases_of(c: census.Census) -> list[dict[str, dict[str, int]]]:

@@ -12,7 +12,6 @@ import census
 from census.cli.app import app
 from census.compare.tails import tail_steps
 from tests.nsysdb import Export
-from tests.test_phases import ab_demo  # noqa: F401  (the real H200 experiment, a fixture)
 
 runner = CliRunner()
 
@@ -69,7 +68,7 @@ def test_a_long_capture_lists_edges_and_tail_unless_all_steps(tmp_path: Path) ->
     assert "step 10 " in every.stdout and "more" not in every.stdout
 
 
-def test_real_h200_capture_tail_in_json(ab_demo: Path) -> None:  # noqa: F811
+def test_real_h200_capture_tail_in_json(ab_demo: Path) -> None:
     r = runner.invoke(app, ["summary", str(ab_demo / "a"), "--json"])
     doc = json.loads(r.stdout)["tail"]
     times = [s.duration_ns for s in census.summarize(ab_demo / "a").steps]
