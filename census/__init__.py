@@ -7,7 +7,8 @@ The public API, imported lazily so that `import census` (and `census --help`) st
 - `census.diff(a, b, labels=None, options=None, *, steps=..., ...) -> CensusDiff`: each side
   a Census or a path.
 - `census.explain(d) -> list[str]`: the explanation of a diff, headline first.
-- `census.frames`: pandas DataFrames of a Census or CensusDiff for notebooks.
+- `census.load_experiment(folder) -> Experiment`: a `census ab` folder read back.
+- `census.frames`: pandas DataFrames of a Census, a CensusDiff or an Experiment for notebooks.
 - `census.steps(loader)`, `census.step(i)`, `census.phase(name)`: NVTX ranges for training loops.
 - `census.Options`, `census.CensusError` (and its subclasses in census.errors).
 """
@@ -31,6 +32,7 @@ _LAZY = {
     "CensusError": "census.errors",
     "Census": "census.model",
     "CensusDiff": "census.compare.diff",
+    "load_experiment": "census.experiments",
 }
 __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 

@@ -20,7 +20,7 @@ def pair():
 def test_dir_lists_the_public_api() -> None:
     names = set(dir(census))
     for name in ("summarize", "diff", "explain", "frames", "steps", "step", "phase", "Options",
-                 "Census", "CensusDiff", "CensusError"):  # fmt: skip
+                 "Census", "CensusDiff", "CensusError", "load_experiment"):  # fmt: skip
         assert name in names, name
 
 
@@ -92,9 +92,7 @@ def test_phase_frame_adds_up_to_the_steps_and_per_phase(ab_demo) -> None:
 
 
 def test_arm_frame_has_every_measured_step(ab_demo) -> None:
-    from census.experiments import load_experiment
-
-    exp = load_experiment(ab_demo)
+    exp = census.load_experiment(ab_demo)
     frame = census.frames.arms(exp)
     assert len(frame) == sum(len(a.step_time_ns) for a in exp.arms)
     assert frame.attrs["labels"] == {"a": exp.labels[0], "b": exp.labels[1]}
