@@ -3,6 +3,7 @@ as SVG, hostile kernel names shown as text."""
 
 from __future__ import annotations
 
+import html
 import shutil
 import subprocess
 import tempfile
@@ -122,3 +123,19 @@ def test_sample_diff_dashboard_in_a_browser(tmp_path: Path) -> None:
     assert page.stat().st_size < 5 * 1024 * 1024
     dom = check_page(page, figures=4)
     assert "compiled is faster than eager" in dom
+
+
+def test_chart_axis_names_keep_the_part_where_kernels_differ(tmp_path: Path) -> None:
+    from census.render.charts import NAME_CHARS, summary_charts
+
+    stem = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.launch(stem + "std::array<char*, 3ul>>(int, T2, T3)", 10, 100, 200)
+    e.launch(stem + "std::array<char*, 2ul>>(int, T2, T3)", 20, 300, 350)
+    c = summarize(e.write(tmp_path / "two.sqlite"), use_cache=False)
+    (chart,) = [ch for ch in summary_charts(c) if ch.figure is not None and "kernels" in ch.title]
+    names = [html.unescape(n) for n in chart.figure.data[0].y]
+    assert len(set(names)) == 2
+    assert all(len(n.split(". ", 1)[1]) <= NAME_CHARS for n in names)
+    assert any("3ul" in n for n in names) and any("2ul" in n for n in names)

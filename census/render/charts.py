@@ -13,7 +13,8 @@ from typing import Any
 from census.compare.diff import CensusDiff
 from census.definitions import LABELS
 from census.model import Census
-from census.units import clip, fmt_count, fmt_ns
+from census.render.fit import short_names
+from census.units import fmt_count, fmt_ns
 
 TOP_CHART = 20
 NAME_CHARS = 60  # kernel names on a chart axis
@@ -35,6 +36,13 @@ class Chart:
 
 def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _axis_names(names: list[str]) -> list[str]:
+    """Kernel names on a chart axis, numbered from the top, shortened as the terminal does:
+    in the middle of templates, keeping the part where they differ, never two alike."""
+    shown = short_names(names, NAME_CHARS)
+    return [f"{len(names) - i}. " + esc(text) for i, text in enumerate(shown)]
 
 
 def summary_charts(census: Census) -> list[Chart]:
@@ -67,7 +75,7 @@ def summary_charts(census: Census) -> list[Chart]:
     top_fig = go.Figure(
         go.Bar(
             orientation="h",
-            y=[f"{len(top) - i}. " + esc(clip(k.name, NAME_CHARS)) for i, k in enumerate(top)],
+            y=_axis_names([k.name for k in top]),
             x=[k.time_ns / 1e6 for k in top],
             hovertext=[esc(k.name) for k in top],
             hoverinfo="text+x",
@@ -185,7 +193,7 @@ def _change_figure(d: CensusDiff) -> Any | None:
         "increased": f"more time in {lb}",
         "decreased": f"less time in {lb}",
     }
-    rows = [f"{len(changed) - i}. " + esc(clip(k.name, NAME_CHARS)) for i, k in enumerate(changed)]
+    rows = _axis_names([k.name for k in changed])
     fig = go.Figure()
     for bucket, color in CHANGE_COLORS.items():
         picked = [(row, k) for row, k in zip(rows, changed, strict=True) if k.bucket == bucket]
