@@ -9,6 +9,9 @@
 #                                 and what census.steps timing costs the demo (plain vs census arms)
 #   scripts/gpu_check.sh honest   fresh captures shown at 80 columns: every line fits, busy vs union
 #                                 per step, the idle split's law, zero-length kernels, dashboards
+#   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
+#                                 eager and compiled, calibrated: census's GPU spans beside nsys's
+#                                 nvtx_gpu_proj_trace, and the diff
 set -u
 SECTION=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
@@ -145,6 +148,28 @@ for folder in map(Path, sys.argv[2:]):
     print(f"  nsys stats cuda_gpu_kern_sum instances: {sum(int(x[2].strip('\"')) for x in rows)}")
 PY
 }
+runahead() {
+  local R=/tmp/prof-ra
+  for side in eager compiled; do
+    local flag=""; [ $side = compiled ] && flag=--compile
+    step "capture ra-$side: examples/gpu_bound.py $flag (5 warm-up + 12 steps, calibrated)"
+    /usr/bin/time -f "wall %e s" python3 -m census capture ra-$side --warmup 5 --steps 12 \
+      --calibrate -o $R --force -- python3 examples/gpu_bound.py $flag; echo "exit $?"
+    cat $R/ra-$side/run.json
+    step "summary of ra-$side"
+    COLUMNS=100 census summary $R/ra-$side --all-steps; echo "exit $?"
+    census summary $R/ra-$side --json > "$OUT/ra-$side.census.json"
+    step "nsys stats nvtx_gpu_proj_trace of ra-$side"
+    nsys stats -q -r nvtx_gpu_proj_trace -f csv -o - --force-export=false \
+      $R/ra-$side/capture.sqlite > "$OUT/ra-$side.proj.csv" 2>&1; echo "exit $?"
+    head -40 "$OUT/ra-$side.proj.csv"
+    xz -T0 -c $R/ra-$side/capture.sqlite > "$OUT/ra-$side.sqlite.xz"
+    cp $R/ra-$side/run.json "$OUT/ra-$side.run.json"
+  done
+  step "diff eager vs compiled"
+  COLUMNS=100 census diff $R/ra-eager $R/ra-compiled --labels eager,compiled; echo "exit $?"
+}
+if [ "$SECTION" = runahead ]; then { runahead; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
 if [ "$SECTION" = honest ]; then
   { honest; } 2>&1 | tee "$OUT/log.txt"
   tar -cJf "$OUT/h-captures.tar.xz" -C $P h-eager h-compiled 2>/dev/null
