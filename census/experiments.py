@@ -2,15 +2,15 @@
 
 The folder (written atomically, like a capture) holds `ab.json` (the arms and what was run) and,
 when captured, the capture folders `a/` and `b/`. Reading it back recomputes the statistics from
-the arms and the census diff from the captures, so no stale number is stored.
+the arms and the census diff from the captures, so no stale number is stored. `--force` replaces
+only an experiment census made: an `ab.json` that is census's record, beside nothing but its
+captures `a/` and `b/`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from pathlib import Path
 from census.compare.experiment import Experiment
 from census.errors import InputError, UsageError
 from census.model import Arm
+from census.paths import check_output_folder, make_work_folder, replace_folder
 
 RECORD = "ab.json"
 
@@ -67,8 +68,7 @@ def run_ab(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Exper
     arms = run_arms(
         ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.steps), progress
     )
-    spec.out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=spec.out_dir))
+    work = make_work_folder(spec.out_dir, spec.name)
     try:
         if nsys:
             _capture_sides(spec, nsys, work, progress)
@@ -77,9 +77,7 @@ def run_ab(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Exper
                   "capture": note, "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
         (work / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
         work.chmod(0o755)
-        if spec.folder.exists():
-            shutil.rmtree(spec.folder)
-        os.replace(work, spec.folder)
+        replace_folder(work, spec.folder, spec.force, experiment_foreign)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
@@ -93,8 +91,41 @@ def _validate(spec: ABSpec) -> None:
     for side in ("a", "b"):
         if not spec.commands.get(side):
             raise UsageError(f"--{side}: give the command of side {side.upper()}")
-    if spec.folder.exists() and not spec.force:
-        raise UsageError(f"{spec.folder} exists: choose another name or pass --force to replace it")
+    check_output_folder(spec.folder, spec.force, experiment_foreign)
+
+
+def experiment_foreign(folder: Path) -> str | None:
+    """Why `folder` is not an experiment census made; None when it is: an ab.json that is
+    census's record, and beside it only its captures `a/` and `b/`, each one census made."""
+    from census.capture.run import capture_foreign
+
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except NotADirectoryError:
+        return "not a folder"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if not _is_record(folder / RECORD):
+        return f"not a census experiment (no census {RECORD} in it)"
+    others = [n for n in names if n not in (RECORD, "a", "b")]
+    if others:
+        return f"it holds files census did not write ({', '.join(others[:3])})"
+    for side in ("a", "b"):
+        reason = capture_foreign(folder / side) if side in names else None
+        if reason:
+            return f"{side}/: {reason}"
+    return None
+
+
+def _is_record(path: Path) -> bool:
+    """Whether `path` is the ab.json census writes (run_ab)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(record, dict) and isinstance(record.get("labels"), list)
+            and len(record["labels"]) == 2 and isinstance(record.get("arms"), list)
+            and isinstance(record.get("commands"), dict))  # fmt: skip
 
 
 def _capture_sides(spec: ABSpec, nsys: str, work: Path, progress) -> None:

@@ -1,8 +1,10 @@
 """Capture: build the `nsys profile` command (pure, testable) and run it into profiles/NAME/.
 
-A capture is assembled in a hidden `.NAME.partial-*` folder and renamed into place only when
-nsys succeeded, the report was imported and exported, and step ranges were found: an
-interrupted or failed capture never leaves a folder that looks finished.
+A capture is assembled in a hidden `.NAME.partial-PID-HOST-*` folder and renamed into place only
+when nsys succeeded, the report was imported and exported, and step ranges were found: an
+interrupted or failed capture never leaves a folder that looks finished, and one killed outright
+(kill -9) is removed by the next capture or experiment into that folder. `--force` replaces only a
+capture census made: its run.json is census's record and every file in it one census writes.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from pathlib import Path
 from census import __version__
 from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
 from census.errors import CaptureError, UsageError
+from census.paths import check_output_folder, make_work_folder, replace_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
 REPORT_STEM = "capture"
@@ -136,8 +139,44 @@ def validate_spec(spec: CaptureSpec) -> None:
     check_folder_name("capture", spec.name)
     if not spec.command:
         raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
-    if spec.folder.exists() and not spec.force:
-        raise UsageError(f"{spec.folder} exists: choose another name or pass --force to replace it")
+    check_capture_folder(spec.folder, spec.force)
+
+
+def check_capture_folder(folder: Path, force: bool) -> None:
+    """Before any work: the folder can be made, and replaced (--force) only when census made it."""
+    check_output_folder(folder, force, capture_foreign)
+
+
+# What census writes into a capture folder (nsys's reports and exports, one per rank or one).
+_CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|run\.json")
+
+
+def capture_foreign(folder: Path) -> str | None:
+    """Why `folder` is not a capture census made; None when it is: a run.json that is census's
+    record, and no file census does not write."""
+    try:
+        names = sorted(p.name for p in folder.iterdir())
+    except NotADirectoryError:
+        return "not a folder"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if not is_capture_record(folder / "run.json"):
+        return "not a census capture (no census run.json in it)"
+    others = [n for n in names if not _CAPTURE_FILE.fullmatch(n)]
+    if others:
+        return f"it holds files census did not write ({', '.join(others[:3])})"
+    return None
+
+
+def is_capture_record(path: Path) -> bool:
+    """Whether `path` is the run.json census writes (run_info)."""
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (isinstance(info, dict) and isinstance(info.get("census_version"), str)
+            and isinstance(info.get("command"), list)
+            and isinstance(info.get("nsys_command"), list))  # fmt: skip
 
 
 def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None) -> Path:
@@ -145,8 +184,7 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
-    spec.out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{spec.name}.partial-", dir=spec.out_dir))
+    work = make_work_folder(spec.out_dir, spec.name)
     try:
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
@@ -170,9 +208,7 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
             info["ranks"] = {s.removeprefix("rank"): f"{s}.sqlite" for s in stems}
         (work / "run.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
         work.chmod(0o755)  # mkdtemp made it private
-        if spec.folder.exists():
-            shutil.rmtree(spec.folder)
-        os.replace(work, spec.folder)
+        replace_folder(work, spec.folder, spec.force, capture_foreign)
         return spec.folder
     finally:
         if work.exists():

@@ -50,7 +50,7 @@ def _metric_help() -> str:
     from census.definitions import METRICS, TIMING_METRICS
 
     keys = ", ".join(f"{m.name} ({m.unit})" for m in (*METRICS, *TIMING_METRICS))
-    return f"Keys, per capture and per step (README: Definitions): {keys}."
+    return f"Keys, per capture and per step (docs/definitions.md): {keys}."
 
 
 @app.command(epilog=_metric_help())
@@ -264,17 +264,15 @@ def dashboard(
     from census.render.html import render_diff_html, render_summary_html
 
     options = Options(steps, skip_first, phases, idle, ranks)
-    pa = resolve_input(a)
-    if output:
-        check_output(output, [pa, *([resolve_input(b)] if b else [])])
-    if b is None:
+    pa, pb = resolve_input(a), resolve_input(b) if b else None
+    names = _labels(labels, pa, pb) if pb else (default_label(pa),)
+    out = output or Path("reports") / f"{'-vs-'.join(names)}.html"
+    check_output(out, [pa, *([pb] if pb else [])])  # the default target too, before any work
+    if pb is None:
         census = summarize_shown(pa, options)
-        out = output or Path("reports") / f"{default_label(pa)}.html"
-        write_report(render_summary_html(census, default_label(pa), a), out)
+        write_report(render_summary_html(census, names[0], a), out)
     else:
-        pb = resolve_input(b)
         d, explanation = diff_shown(pa, pb, _labels(labels, pa, pb), options)
-        out = output or Path("reports") / f"{d.labels[0]}-vs-{d.labels[1]}.html"
         write_report(render_diff_html(d, explanation, (a, b)), out)
 
 

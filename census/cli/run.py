@@ -74,18 +74,23 @@ def demo(
     from census.api import Options
     from census.capture.demo import DEMO_MODES, demo_command
     from census.capture.doctor import cannot_capture
+    from census.capture.run import check_capture_folder
     from census.cli.analysis import diff_shown
     from census.load.samples import sample_path
+    from census.paths import check_output
     from census.render.diff_table import render_diff_table
     from census.render.html import render_diff_html
 
     _check_counts(warmup, steps)
+    check_output(report)  # every output target before any work
     reason = cannot_capture(nsys)
     if reason:
         print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
         paths = [sample_path("eager"), sample_path("compiled")]
         sources = ("sample:eager (bundled H200 capture)", "sample:compiled (bundled H200 capture)")
     else:
+        for mode in DEMO_MODES:
+            check_capture_folder(output / f"demo-{mode}", force)
         run = (warmup, steps, nsys, "cuda,nvtx", output, force, True)
         paths = [
             capture_shown(f"demo-{m}", demo_command(m, warmup, steps), *run) for m in DEMO_MODES
@@ -121,15 +126,19 @@ def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> Non
 def capture_shown(name, command, warmup, steps, nsys, trace, output, force, calibrate) -> Path:
     """Capture `command` into output/name, keep it only if it holds step ranges, print its
     census; the capture folder."""
+    import dataclasses
+
     from census.api import Options
     from census.capture.nsys import find_nsys
-    from census.capture.run import CaptureSpec, run_capture
+    from census.capture.run import CaptureSpec, run_capture, validate_spec
     from census.load.steps import has_step_ranges
     from census.render.table import render_summary
 
-    spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=find_nsys(nsys),
+    spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, steps=steps, force=force,
                        calibrate=calibrate)  # fmt: skip
+    validate_spec(spec)  # the name and the folder, before nsys is looked for or anything runs
+    spec = dataclasses.replace(spec, nsys=find_nsys(nsys))
     options = Options()
 
     def verify(work: Path) -> None:

@@ -4,6 +4,8 @@ The key is the file's size, mtime and a hash of its first and last MiB (hashing 
 cost more than the census), plus the options and a hash of every Python file of the package. An
 export in SQLite WAL mode with a non-empty `-wal` log beside it is never cached: its content is
 not in the file alone.
+Each write first removes the temporary `.part` files that dead census processes of this host
+left in that cache folder (kill -9 during a write): see census.paths.
 Beside each census, renderings of it (the `summary --json` document) are cached too: for an
 export of tens of thousands of steps, rebuilding and encoding that document costs more than
 reading it back.
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from census.load.codec import from_record, to_record
 from census.model import Census
-from census.paths import cache_dir, write_atomic
+from census.paths import cache_dir, sweep_stale_parts, write_atomic
 
 _EDGE_BYTES = 1 << 20
 
@@ -77,7 +79,7 @@ def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> 
         return from_record(json.loads(entry.read_text(encoding="utf-8")))
     census = compute()
     with contextlib.suppress(OSError):  # an unwritable cache only costs speed
-        write_atomic(entry, json.dumps(to_record(census)))
+        _write(entry, json.dumps(to_record(census)))
     return census
 
 
@@ -98,8 +100,20 @@ def cached_text(
     meta, text = render()
     with contextlib.suppress(OSError):
         header = {"meta": meta, "sha256": _digest(text)}
-        write_atomic(entry, json.dumps(header) + "\n" + text)
+        _write(entry, json.dumps(header) + "\n" + text)
     return meta, text
+
+
+_swept: set[Path] = set()
+
+
+def _write(entry: Path, text: str) -> None:
+    """Write a cache entry; the first write of a process into a folder of the cache removes the
+    `.part` leftovers of dead census processes there."""
+    if entry.parent not in _swept:
+        _swept.add(entry.parent)
+        sweep_stale_parts(entry.parent)
+    write_atomic(entry, text)
 
 
 def _digest(text: str) -> str:
