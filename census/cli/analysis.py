@@ -259,8 +259,10 @@ def dashboard(
     idle: IdleOpt = False,
     ranks: RanksOpt = False,
 ) -> None:
-    """Write a self-contained HTML dashboard for one capture or a diff of two."""
+    """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`
+    experiment folder."""
     from census.api import Options, default_label, resolve_input
+    from census.experiments import is_experiment, load_experiment
     from census.render.html import render_diff_html, render_summary_html
 
     options = Options(steps, skip_first, phases, idle, ranks)
@@ -268,7 +270,11 @@ def dashboard(
     names = _labels(labels, pa, pb) if pb else (default_label(pa),)
     out = output or Path("reports") / f"{'-vs-'.join(names)}.html"
     check_output(out, [pa, *([pb] if pb else [])])  # the default target too, before any work
-    if pb is None:
+    if pb is None and is_experiment(pa):
+        from census.render.html_ab import render_experiment_html
+
+        write_report(render_experiment_html(load_experiment(pa)), out)
+    elif pb is None:
         census = summarize_shown(pa, options)
         write_report(render_summary_html(census, names[0], a), out)
     else:
