@@ -157,10 +157,11 @@ def _arm_record(arm: Arm) -> dict:
             "clock": arm.clock}  # fmt: skip
 
 
-def load_experiment(folder: Path) -> Experiment:
+def load_experiment(folder: Path | str) -> Experiment:
     """The experiment in `folder`: statistics from its arms, the diff of its captures."""
     from census.compare.stats import analyze
 
+    folder = Path(folder)
     path = folder / RECORD
     try:
         record = json.loads(path.read_text(encoding="utf-8"))

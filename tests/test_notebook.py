@@ -92,7 +92,7 @@ def test_phase_frame_adds_up_to_the_steps_and_per_phase(ab_demo) -> None:
 
 
 def test_arm_frame_has_every_measured_step(ab_demo) -> None:
-    exp = census.load_experiment(ab_demo)
+    exp = census.load_experiment(str(ab_demo))  # a str, as a notebook writes it
     frame = census.frames.arms(exp)
     assert len(frame) == sum(len(a.step_time_ns) for a in exp.arms)
     assert frame.attrs["labels"] == {"a": exp.labels[0], "b": exp.labels[1]}
