@@ -303,3 +303,23 @@ def test_torchrun_capture_run_json_from_the_gpu() -> None:
     assert info["world_size"] == 1 and info["ranks"] == {"0": "rank0.sqlite"}
     assert info["nsys_command"][info["nsys_command"].index("--no-python") + 1].endswith("nsys")
     assert "--output=/tmp/prof/ddp-eager/rank%q{RANK}" in info["nsys_command"]
+
+
+def test_calibration_keeps_the_gpu_clock_beside_the_host_clock(tmp_path: Path) -> None:
+    """A run whose record has CUDA-event step times (a GPU run): run.json keeps both clocks, the
+    host's (what NVTX ranges span) and the GPU's (what GPU spans compare with)."""
+    from census.capture.run import calibrate
+
+    record = {"clock": "cuda_events", "step_time_ns": [47, 45, 46], "host_step_time_ns": [5, 4, 6]}
+    write = f"import json, os; json.dump({record!r}, open(os.environ['CENSUS_STEP_TIMES'], 'w'))"
+    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, steps=3)
+    assert calibrate(spec, tmp_path) == {
+        "uncaptured_step_time_ns": [5, 4, 6],
+        "uncaptured_mean_step_time_ns": 5.0,
+        "uncaptured_gpu_step_time_ns": [47, 45, 46],
+        "uncaptured_gpu_mean_step_time_ns": 46.0,
+    }
+    host = {**record, "clock": "host"}
+    write = f"import json, os; json.dump({host!r}, open(os.environ['CENSUS_STEP_TIMES'], 'w'))"
+    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, steps=3)
+    assert calibrate(spec, tmp_path)["uncaptured_gpu_step_time_ns"] is None

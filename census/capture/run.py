@@ -292,9 +292,13 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     env = {**os.environ, **step_env(spec), ENV_STEP_TIMES: str(times)}
     run_command(list(spec.command), env, "calibration run (without nsys)")
     try:
+        record = json.loads(times.read_text(encoding="utf-8"))
         # host time of each step's body: what the captured NVTX step ranges span
-        durations = json.loads(times.read_text(encoding="utf-8"))["host_step_time_ns"]
-    except (OSError, ValueError, KeyError):
+        durations = record["host_step_time_ns"]
+        # and the GPU's time per step (CUDA events), what GPU spans compare with when the host
+        # runs ahead of the GPU
+        gpu = record["step_time_ns"] if record.get("clock") == "cuda_events" else None
+    except (OSError, ValueError, KeyError, TypeError):
         raise CaptureError(
             "calibration run recorded no steps: wrap the training loop in census.steps()",
             list(spec.command),
@@ -304,8 +308,14 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
             times.unlink()
     return {
         "uncaptured_step_time_ns": durations,
-        "uncaptured_mean_step_time_ns": sum(durations) / len(durations) if durations else None,
+        "uncaptured_mean_step_time_ns": _mean(durations),
+        "uncaptured_gpu_step_time_ns": gpu,
+        "uncaptured_gpu_mean_step_time_ns": _mean(gpu),
     }
+
+
+def _mean(values: list[int] | None) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
