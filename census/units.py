@@ -1,5 +1,5 @@
-"""Human units for integer nanoseconds and bytes (the only place numbers meet units), and the
-one rule for clipping a long text."""
+"""Human units for integer nanoseconds and bytes (the only place numbers meet units), the one
+rule for clipping a long text, and the one rule for showing a text census did not write."""
 
 from __future__ import annotations
 
@@ -60,3 +60,14 @@ def fmt_pct(pct: float | None) -> str:
 def clip(text: str, width: int) -> str:
     """`text` in at most `width` characters, cut at the end with an ellipsis."""
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+# C0 controls (tab and newline included), DEL and the C1 controls (U+009B is a terminal's CSI).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character shown as a `\\xNN` escape: a kernel name, an NVTX
+    text, a label or a file name stays one line, cannot send a terminal escape sequence (retitle
+    the window, clear the screen) and cannot break a markdown row. Other text is unchanged."""
+    return text.translate(_CONTROLS)

@@ -1,11 +1,12 @@
 """CI gates on the counters that do not drift: `--fail-if "kernel_count>+0"`.
 
 A gate is KEY OP VALUE. KEY is a census key, a step-timing key, or PHASE.KEY for a phase key
-(`forward.kernel_count`, `"(outside phases).d2d_bytes"`); OP is one of > >= < <=; VALUE a number,
-optionally signed, optionally a percentage. On a diff the gate tests B's change against A (per-step
-means; a percentage is of A's value); on one capture it tests the value (per-step mean when the
-capture has steps, else the total; no percentages). Kernel counts, launch counts and bytes are
-deterministic for a given program, so they make reliable gates; times drift.
+(`forward.kernel_count`, `"(outside phases).d2d_bytes"`); OP is one of > >= < <=; VALUE a number
+in ASCII digits, optionally signed, optionally a percentage. On a diff the gate tests B's change
+against A (per-step means; a percentage is of A's value); on one capture it tests the value
+(per-step mean when the capture has steps, else the total; no percentages). Kernel counts,
+launch counts and bytes are deterministic for a given program, so they make reliable gates;
+times drift.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
     "<": operator.lt,
 }
+# ASCII digits only: Python's \d, int() and float() also take ١٠٠ or １００ for 100.
 _GATE = re.compile(
-    r"^\s*(?P<key>.+?)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[+-]?\d+(?:\.\d+)?)(?P<pct>%?)\s*$"
+    r"^\s*(?P<key>.+?)\s*(?P<op>>=|<=|>|<)\s*(?P<value>[+-]?[0-9]+(?:\.[0-9]+)?)(?P<pct>%?)\s*$",
+    re.ASCII,
 )
 
 
@@ -50,7 +53,8 @@ def parse_gate(text: str) -> Gate:
     m = _GATE.match(text)
     if not m:
         raise UsageError(
-            f"--fail-if {text!r}: write KEY OP VALUE, e.g. 'kernel_count>+0' or 'd2d_bytes>+5%'"
+            f"--fail-if {text!r}: write KEY OP VALUE (VALUE in digits 0-9), e.g. 'kernel_count>+0' "
+            "or 'd2d_bytes>+5%'"
         )
     key, phase = m["key"], None
     if key not in (*METRIC_KEYS, *TIMING_KEYS) and "." in key:

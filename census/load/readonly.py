@@ -1,15 +1,25 @@
 """Open an nsys export read-only, or say in one line why it cannot be read.
 
 Inputs are opened with `mode=ro` and never written; SQLite's own messages become one line.
+Nothing is created beside an input either. An export in SQLite WAL mode would make SQLite create
+its `-wal` and `-shm` files there (or fail, in a read-only folder), so it is opened `immutable`
+when no log with content lies beside it: there is nothing to replay. When one does (a writer at
+work, or one that did not close cleanly), the export's content is the file *and* its log: both
+are copied into a private temporary folder, and the copy is read (and never cached).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from census.errors import InputError
+from census.load.cache import has_live_wal
+from census.load.schema import read_views
 from census.units import clip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -43,18 +53,127 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         raise InputError(
             f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
         )
-    _check_not_truncated(path)
-    uri = f"{path.resolve().as_uri()}?mode=ro"
+    header = _check_not_truncated(path)
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=2.0)
+        conn = sqlite3.connect(_readonly_uri(path, header), uri=True, timeout=2.0)
         conn.text_factory = _decode_text
         conn.execute("PRAGMA temp_store = FILE")
         conn.execute("PRAGMA threads = 2")
         conn.execute("PRAGMA cache_size = -8192")  # 8 MiB: scans read each page once
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        views = read_views(conn)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+    if views:
+        conn.close()
+        one = len(views) == 1
+        what = "is a view, not a table" if one else "are views, not tables"
+        raise InputError(
+            f"{path}: {', '.join(views)} {what} as nsys writes {'it' if one else 'them'}: census "
+            f"reads no views; export the report again, or store {'the' if one else 'each'} view "
+            "as a table (CREATE TABLE ... AS SELECT)"
+        )
     return conn
+
+
+def _readonly_uri(path: Path, header: bytes) -> str:
+    """The URI to open `path` with: `mode=ro`; an export in WAL mode also `immutable=1` (no log
+    to replay), or its private copy with the log."""
+    in_wal_mode = header[18] == 2 and header[19] == 2  # the file format versions say WAL
+    if not in_wal_mode:
+        return f"{path.resolve().as_uri()}?mode=ro"
+    if not has_live_wal(path):
+        return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    return f"{copy_with_wal(path).as_uri()}?mode=ro"
+
+
+# export -> (its state and its log's, the copy, the process that made it). Forked workers
+# inherit this and read the copy their parent made: every pass sees the same content.
+_copies: dict[Path, tuple[tuple, Path, int]] = {}
+_cleaning: set[int] = set()  # the processes that remove their copies at exit
+COPY_TRIES = 3
+
+
+def copy_with_wal(path: Path) -> Path:
+    """A private copy of an export in WAL mode and its log, made once per state of the two; a
+    copy that no longer matches is replaced, and all are removed when census exits."""
+    source = path.resolve()
+    wal = Path(f"{source}-wal")
+    made = _copies.get(source)
+    # A forked worker reads its parent's copy; the parent copies again once either changed.
+    if (
+        made is not None
+        and made[1].exists()
+        and (made[2] != os.getpid() or made[0] == _state(source, wal))
+    ):
+        return made[1]
+    folder = Path(tempfile.mkdtemp(prefix="census-wal-"))
+    if os.getpid() not in _cleaning:
+        _cleaning.add(os.getpid())
+        atexit.register(_remove_copies, os.getpid())
+    try:
+        copy = _copy_unchanged(source, wal, folder / "export.sqlite")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if made is not None and made[2] == os.getpid():  # open connections keep their open files
+        shutil.rmtree(made[1].parent, ignore_errors=True)
+    _copies[source] = (_state(source, wal), copy, os.getpid())
+    return copy
+
+
+def wal_note(path: Path) -> str | None:
+    """The warning for an export read from a private copy with its log (else None)."""
+    made = _copies.get(path.resolve())
+    if made is None:
+        return None
+    log = Path(f"{made[1]}-wal").stat().st_size
+    return (
+        f"in SQLite WAL mode with a {log:,}-byte log beside it (a writer at work, or one that "
+        "did not close cleanly): read with the log, from a private copy of both"
+    )
+
+
+def _copy_unchanged(source: Path, wal: Path, copy: Path) -> Path:
+    """Copy the log, then the file, until neither changed meanwhile (a writer at work)."""
+    for _ in range(COPY_TRIES):
+        before = _state(source, wal)
+        try:
+            shutil.copyfile(wal, f"{copy}-wal")
+            shutil.copyfile(source, copy)
+        except OSError as exc:
+            raise InputError(
+                f"{source}: in SQLite WAL mode with a log beside it, read from a private copy "
+                f"that could not be made ({exc.strerror or exc}): free space in "
+                f"{copy.parent.parent} (or set TMPDIR), or checkpoint the log into the file "
+                "(sqlite3 FILE 'PRAGMA wal_checkpoint')"
+            ) from None
+        if _state(source, wal) == before:
+            return copy
+    raise InputError(
+        f"{source}: in SQLite WAL mode, and it changed while census copied it {COPY_TRIES} "
+        "times: a writer is still at work; try again when it has finished"
+    )
+
+
+def _state(*paths: Path) -> tuple:
+    out = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _remove_copies(pid: int) -> None:
+    if os.getpid() != pid:  # a forked worker leaves its parent's copies alone
+        return
+    for _, copy, owner in _copies.values():
+        if owner == pid:
+            shutil.rmtree(copy.parent, ignore_errors=True)
 
 
 def _is_kineto(path: Path, head: bytes) -> bool:
@@ -74,8 +193,9 @@ def _is_kineto(path: Path, head: bytes) -> bool:
     return start.lstrip().startswith(b"{") and b'"traceEvents"' in start
 
 
-def _check_not_truncated(path: Path) -> None:
-    """The header records the page size and count: a shorter file was cut while copying."""
+def _check_not_truncated(path: Path) -> bytes:
+    """The header records the page size and count: a shorter file was cut while copying.
+    Returns the header."""
     with path.open("rb") as fh:
         header = fh.read(100)
     if len(header) < 100:
@@ -89,6 +209,7 @@ def _check_not_truncated(path: Path) -> None:
         raise InputError(
             f"{path}: truncated SQLite file ({size:,} of {pages * page_size:,} bytes); copy it again"
         )
+    return header
 
 
 def _decode_text(raw: bytes) -> str:

@@ -32,6 +32,10 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
     STRINGS: ("id", "value"),
 }
 
+# Every table census reads. nsys writes each as a table; a view of one (a file edited after the
+# export) has no rowids to read in ranges, and must not read as missing (a silent zero).
+READ_TABLES = (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV, *META_TABLES)
+
 # Why a missing table matters, shown as a warning with the zero it causes.
 MISSING_TABLE_HINTS: dict[str, str] = {
     KERNEL: "no GPU kernels were captured: was nsys run with `-t cuda`?",
@@ -95,6 +99,13 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
     )
+
+
+def read_views(conn: sqlite3.Connection) -> list[str]:
+    """The tables census reads that this database holds as views instead."""
+    marks = ", ".join("?" * len(READ_TABLES))
+    sql = f"SELECT name FROM sqlite_master WHERE type = 'view' AND name COLLATE NOCASE IN ({marks})"
+    return sorted(r[0] for r in conn.execute(sql, READ_TABLES))
 
 
 def looks_like_nsys(schema: Schema) -> bool:

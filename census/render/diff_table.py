@@ -17,6 +17,7 @@ from census.render.diffrows import (
 )
 from census.render.fit import print_fit
 from census.render.text import rich_text
+from census.units import one_line
 
 SHORT_LABEL = 10  # longer side labels are A and B in column heads, named once above the tables
 
@@ -36,9 +37,9 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
     la, lb = d.labels
     short = max(len(la), len(lb)) > SHORT_LABEL
     h = headers(d, short)
-    console.print(escape(basis_line(d)), highlight=False)
+    console.print(escape(one_line(basis_line(d))), highlight=False)
     if short:
-        console.print(escape(f"A = {la}, B = {lb}"), highlight=False)
+        console.print(escape(one_line(f"A = {la}, B = {lb}")), highlight=False)
     acc = accounting_rows(d)
     for i, (title, rows) in enumerate(headline_groups(d)):
         print_fit(console, title, h["headline"], rows)
@@ -49,7 +50,7 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
         print_fit(console, "Phases (per step)", h["phases"], phases)
     console.print("[bold]Why[/bold]")
     for s in explanation:
-        console.print(f" • {escape(s)}", highlight=False)
+        console.print(f" • {escape(one_line(s))}", highlight=False)
     print_fit(console, "Kernel classes", h["classes"], class_rows(d))
     kernels = kernel_rows(d, top)
     if kernels:

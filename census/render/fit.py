@@ -13,10 +13,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from census.units import one_line
+
 MIN_NAME = 24
 ELLIPSIS = "…"
 _CAST = re.compile(r"\((?:unsigned )?(?:int|long|char|bool|short)\)")
-_SCOPE = re.compile(r"(?:\(anonymous namespace\)|<unnamed>|[A-Za-z_]\w*)::")
+# A qualifier is an identifier before `::`. Matching from the start of each word only, and
+# possessively, keeps this linear: a 1 MiB name is one scan, not a retry from every letter.
+_SCOPE = re.compile(r"\(anonymous namespace\)::|<unnamed>::|(?<!\w)(\w++)::")
+_IDENTIFIER_START = re.compile(r"[A-Za-z_]")
 
 
 def simplify(name: str) -> str:
@@ -24,7 +29,17 @@ def simplify(name: str) -> str:
     template arguments and namespace qualifiers."""
     text = " ".join(name.split())
     text = text.removeprefix("void ")
-    return _SCOPE.sub("", _CAST.sub("", text))
+    return _SCOPE.sub(_unqualify, _CAST.sub("", text))
+
+
+def _unqualify(m: re.Match[str]) -> str:
+    """What stays of a qualifier: nothing; of a word that does not start like an identifier,
+    its part before the first letter or underscore (`9ab::` leaves `9`)."""
+    word = m[1]
+    if word is None:
+        return ""
+    start = _IDENTIFIER_START.search(word)
+    return m[0] if start is None else word[: start.start()]
 
 
 def _cut(text: str, width: int, at: int | None = None) -> str:
@@ -98,6 +113,8 @@ def fit_tables(
     """(title, table) of one or more rich tables of `rows` that fit `width` columns. The first
     column holds names: shortened if needed (to MIN_NAME at least) and repeated in every part;
     the others hold values, never cut (right-aligned unless among the first `left` columns)."""
+    title, head = one_line(title), [one_line(h) for h in head]
+    rows = [[one_line(c) for c in r] for r in rows]  # names and texts from the export, labels
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in head]
     widths = [_column_width(h, list(c)) for h, c in zip(head[1:], cols[1:], strict=True)]
     natural = max([len(head[0]), *(len(c) for c in cols[0])])

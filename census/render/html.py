@@ -1,7 +1,7 @@
 """Self-contained HTML dashboards (plotly.js inlined; nothing fetched at view time).
 
 Every name reaches the page as text: HTML-escaped in markup and plotly labels, and as JSON data
-that the kernel table inserts with textContent.
+that the kernel table inserts with textContent; its control characters show as `\\xNN` escapes.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from census.render.diffrows import (
     headline_groups,
     phase_rows,
 )
-from census.units import fmt_count, fmt_metric
+from census.units import fmt_count, fmt_metric, one_line
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -139,6 +139,9 @@ def _plotly_gz_b64() -> str:
 
 
 def page(title: str, subtitle: str, body: str) -> str:
+    # Nothing census writes into the body is a control character (the JSON in it is escaped):
+    # those there come from names and labels, and show as `\xNN`, as in the terminal.
+    title, subtitle, body = one_line(title), one_line(subtitle), one_line(body)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
@@ -214,7 +217,7 @@ def render_summary_html(census: Census, label: str, source: str | None = None) -
     ]
     rows = [
         {
-            "name": k.name,
+            "name": one_line(k.name),
             "cls": k.cls,
             "count": k.count,
             "time_ns": k.time_ns,
@@ -270,7 +273,7 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
     ]
     rows = [
         {
-            "name": k.name,
+            "name": one_line(k.name),
             "cls": k.cls,
             "bucket": k.bucket,
             "count_a": round(k.count.a or 0, 2),

@@ -1,5 +1,5 @@
 """GitHub-flavoured markdown: a diff, pasted into a pull request unchanged, and the metric table
-the README carries."""
+docs/definitions.md carries."""
 
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ from census.render.diffrows import (
     kernel_rows,
     phase_rows,
 )
+from census.units import one_line
 
 _RIGHT = "---:"
 
 
 def _cell(text: str) -> str:
-    # Kernel names carry `|`, `<`, `>` and `*`: keep them literal in a table cell.
+    # Kernel names carry `|`, `<`, `>` and `*`: keep them literal in a table cell; a newline or
+    # another control character in a name or a label would end the row.
     return (
-        text.replace("\\", "\\\\")
+        one_line(text)
+        .replace("\\", "\\\\")
         .replace("|", "\\|")
         .replace("<", "&lt;")
         .replace(">", "&gt;")
@@ -51,7 +54,7 @@ def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
 
 def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
     h = headers(d)
-    out = [f"### {d.labels[0]} vs {d.labels[1]}", "", basis_line(d), ""]
+    out = [one_line(f"### {d.labels[0]} vs {d.labels[1]}"), "", one_line(basis_line(d)), ""]
     acc = accounting_rows(d)
     for i, (title, rows) in enumerate(headline_groups(d)):
         out += [f"#### {title}", "", markdown_table(h["headline"], rows), ""]
@@ -73,7 +76,7 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
 
 
 def render_metric_table() -> str:
-    """The README's table of every census key and step-timing key, from census.definitions."""
+    """The table of every census key and step-timing key, from census.definitions."""
     lines = ["| key | shown as | unit | definition |", "| --- | --- | --- | --- |"]
     lines += [
         f"| `{m.name}` | {m.label} | {m.unit} | {m.definition} |"

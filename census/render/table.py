@@ -9,7 +9,7 @@ from census.definitions import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
 from census.model import Census
 from census.render.fit import print_fit
 from census.render.text import rich_text
-from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
 
 
 def render_summary(
@@ -90,10 +90,11 @@ def _draw_summary(
 ) -> None:
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
-    console.print(
-        f"[bold]{escape(source or src.path)}[/bold]  nsys {src.nsys_version or '?'} · schema "
-        f"{src.schema_version or '?'} · GPUs {gpus} · {census.step_count} step(s)"
-    )
+    about = (
+        f"nsys {src.nsys_version or '?'} · schema {src.schema_version or '?'} · GPUs {gpus} · "
+        f"{census.step_count} step(s)"
+    )  # from the export, as the path is from the user: shown as text
+    console.print(f"[bold]{escape(one_line(source or src.path))}[/bold]  {escape(one_line(about))}")
     per_step = census.per_step()
     timing = census.per_step_timing()
     if timing:  # the idle split only with --idle
