@@ -12,7 +12,7 @@ import html
 from typing import Any
 
 from census.definitions import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
-from census.units import clip, fmt_count, fmt_metric, fmt_ns, fmt_pct
+from census.units import clip, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 REPR_CHARS = 300
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
@@ -102,7 +102,7 @@ def _bounded(kind: str, name: str, body: str) -> str:
 
 def _safe(text: str) -> str:
     """Control characters as escapes: a repr is shown by terminals too."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    return one_line(text)
 
 
 def _esc(text: str) -> str:

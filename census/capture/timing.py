@@ -128,7 +128,9 @@ class StepTimer:
         if now is None:
             return None
         before = self._dynamo or {k: 0 for k in now}
-        return {k: now[k] - before[k] for k in now}
+        # counters that went down were reset inside the window (torch._dynamo.reset()): what
+        # they counted since is all inside it
+        return {k: now[k] - before[k] if now[k] >= before[k] else now[k] for k in now}
 
 
 def _elapsed_ns(start: Any, end: Any) -> int:

@@ -207,8 +207,12 @@ def one_line(text: str) -> str:
     return text.translate(_ONE_LINE)
 
 
-def fail(message: str, code: int) -> None:
+def fail(message: str, code: int, details: str = "") -> None:
+    """The one-line error; then `details`, the end of the output of a program census ran
+    silently (an A/B arm), as lines of their own, each escaped and indented."""
     print(f"Error: {one_line(message)}", file=sys.stderr)
+    for line in details.split("\n") if details else ():
+        print(f"  | {one_line(line)}", file=sys.stderr)
     raise typer.Exit(code)
 
 
@@ -223,7 +227,7 @@ def handle_errors(func: F) -> F:
             _silence_stdout()
             raise typer.Exit(exc.exit_code) from None
         except CensusError as exc:
-            fail(str(exc), exc.exit_code)
+            fail(str(exc), exc.exit_code, getattr(exc, "details", ""))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:  # a write that bypassed the guard

@@ -14,6 +14,10 @@ inside one. The 95% interval is delta ± t(0.975, df) · SE with df = arms − b
 the residuals. The verdict is "faster" or "slower" (B against A) only when the interval excludes 0;
 otherwise "no difference", with the number of arms that would resolve a difference of the observed
 size at the observed spread (80% power). tests/test_stats.py proves the error rates by simulation.
+
+Degenerate arms are said as they are: a delta under 1 ns (the record's unit) is "no difference",
+never "faster by 0 ns"; arms without any spread (SE 0) give an interval of one point, the delta
+itself, which settles any nonzero difference exactly.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ _T_975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624,
           2.109816, 2.100922, 2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
           2.059539, 2.055529, 2.051831, 2.048407, 2.04523, 2.042272)  # fmt: skip
 MAX_ARMS_ADVISED = 400
+RESOLUTION_NS = 1.0  # step times are integer ns: a smaller difference is never claimed
 
 
 def t_975(df: int) -> float:
@@ -81,7 +86,9 @@ class ABStats:
 
     @property
     def pairs_agreeing(self) -> int:
-        """Pairs whose delta has the sign of the estimate."""
+        """Pairs whose delta has the sign of the estimate (is 0, when the estimate is)."""
+        if self.delta_median_ns == 0:
+            return sum(1 for p in self.pairs if p.delta_ns == 0)
         sign = math.copysign(1.0, self.delta_median_ns)
         return sum(1 for p in self.pairs if p.delta_ns * sign > 0)
 
@@ -97,12 +104,16 @@ def analyze(arms: list[Arm]) -> ABStats:
     beta, *_ = np.linalg.lstsq(design, medians, rcond=None)
     df = len(measured) - design.shape[1]
     resid = medians - design @ beta
-    s2 = float(resid @ resid) / df
-    se = math.sqrt(s2 * np.linalg.inv(design.T @ design)[-1, -1])
-    delta = float(beta[-1])
+    # what least squares leaves of an exact 0 (identical arms) is rounding, not a difference
+    tiny = 1e-9 * max(1.0, float(np.max(np.abs(medians))))
+    sd = _exact(math.sqrt(float(resid @ resid) / df), tiny)
+    se = _exact(sd * math.sqrt(np.linalg.inv(design.T @ design)[-1, -1]), tiny)
+    delta = _exact(float(beta[-1]), tiny)
     half = t_975(df) * se
     lo, hi = delta - half, delta + half
-    verdict = "faster" if hi < 0 else "slower" if lo > 0 else "no difference"
+    verdict = "no difference"
+    if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
+        verdict = "faster" if delta < 0 else "slower"
     a, b = _side(measured, "a"), _side(measured, "b")
     pairs = tuple(_pair(measured[i], measured[i + 1]) for i in range(0, len(measured), 2))
     return ABStats(
@@ -111,21 +122,25 @@ def analyze(arms: list[Arm]) -> ABStats:
         pairs=pairs,
         delta_median_ns=delta,
         delta_pct=100.0 * delta / a.median_of_arm_medians_ns
-        if a.median_of_arm_medians_ns
+        if a.median_of_arm_medians_ns > 0
         else None,
         ci95_ns=(lo, hi),
         df=df,
-        residual_sd_ns=math.sqrt(s2),
+        residual_sd_ns=sd,
         verdict=verdict,
-        arms_needed=None if verdict != "no difference" else arms_needed(delta, math.sqrt(s2)),
+        arms_needed=None if verdict != "no difference" else arms_needed(delta, sd),
     )
+
+
+def _exact(x: float, tiny: float) -> float:
+    return 0.0 if abs(x) <= tiny else x
 
 
 def arms_needed(delta_ns: float, sd_ns: float) -> int | None:
     """The fewest measured arms (a multiple of 4) whose interval would exclude 0 with 80%
     probability if B − A were `delta_ns` and the arm-to-arm spread `sd_ns`; None beyond
-    MAX_ARMS_ADVISED (or for a zero difference)."""
-    if delta_ns == 0:
+    MAX_ARMS_ADVISED (or for a difference under RESOLUTION_NS, which is never claimed)."""
+    if abs(delta_ns) < RESOLUTION_NS:
         return None
     for n in range(4, MAX_ARMS_ADVISED + 1, 4):
         se = sd_ns * 2 / math.sqrt(n)

@@ -4,15 +4,27 @@
 Runner's workers are forked, so they inherit what a pass shares (the step index, the API map)
 instead of receiving copies; each opens its own read-only connection and reports the rows it has
 read through a shared counter.
+
+Workers die with census, however it ends: on Linux the kernel kills them when their parent dies
+(PR_SET_PDEATHSIG), elsewhere each watches its parent. A census killed outright (kill -9, the OOM
+killer) cannot remove its spill folder: the folder carries its pid, and the next pass that spills
+removes the folders of pids that are gone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing
 import os
+import re
 import shutil
+import signal
 import sqlite3
+import sys
 import tempfile
+import threading
+import time
 import warnings
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
@@ -20,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from census.paths import owner_tag
 
 MAX_WORKERS = 8
 Progress = Callable[..., None]
@@ -37,8 +51,88 @@ def map_processes(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
     (fn must be a module-level function)."""
     if workers <= 1 or len(jobs) <= 1:
         return [fn(j) for j in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    ctx = multiprocessing.get_context()
+    # a forkserver's children are its own, not census's: they die with it, and it with census
+    parent = None if ctx.get_start_method() == "forkserver" else os.getpid()
+    with ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(parent,)) as pool:
         return list(pool.map(fn, jobs))
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+WATCH_S = 0.5
+
+
+def die_with_parent(parent: int | None) -> None:
+    """First thing in a worker: it ends when census does, even when census is killed outright
+    (kill -9, the OOM killer), and never lives on as an orphan holding the export open."""
+    if parent is None:
+        return
+    if not _kill_on_parent_death():
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the worker could arm either
+        os._exit(1)
+
+
+def _kill_on_parent_death() -> bool:
+    """Ask Linux to SIGKILL this process when its parent dies; False where it cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:  # an orphan is adopted: its parent pid changes
+        time.sleep(WATCH_S)
+    os._exit(1)
+
+
+# A spill folder is census-PID-HOST-RANDOM (census.paths.owner_tag; RANDOM is mkdtemp's 8 of
+# [a-z0-9_]): the process and the host whose it is.
+_SPILL_NAME = re.compile(r"census-(\d{1,10})-([0-9a-f]{8})-[a-z0-9_]{8}")
+
+
+def make_spill_folder() -> str:
+    sweep_spill_folders()
+    return tempfile.mkdtemp(prefix=f"census-{owner_tag()}-")
+
+
+def sweep_spill_folders(folder: str | None = None) -> list[str]:
+    """Remove the temporary folders (a pass's spill folder, an experiment's arm records) that
+    census processes of this host, now gone, left in the temporary folder (killed outright,
+    they could not): only folders named by census's pattern and owned by this user. Returns the
+    folders removed."""
+    folder = folder or tempfile.gettempdir()
+    host = owner_tag().split("-")[1]
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            match = _SPILL_NAME.fullmatch(entry.name)
+            if match is None or match[2] != host or _running(int(match[1])):
+                continue
+            with contextlib.suppress(OSError):
+                if (
+                    entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()
+                ):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(entry.path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid <= 0 or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's process (EPERM), or no pid at all
+        return True
+    return True
 
 
 _inherited: dict = {}  # what forked workers find: the export's path, the pass's shared data
@@ -69,8 +163,9 @@ class Runner:
     def _forked(self, fn, shared, jobs: list, total: int, label: str) -> list:
         ctx = multiprocessing.get_context("fork")
         counter = ctx.Value("q", 0)
-        spill = tempfile.mkdtemp(prefix="census-")
-        _inherited.update(path=self.path, shared=shared, counter=counter, spill=spill)
+        spill = make_spill_folder()
+        _inherited.update(path=self.path, shared=shared, counter=counter, spill=spill,
+                          parent=os.getpid())  # fmt: skip
         # A worker that dies (killed for memory, say) breaks the pool: its job fails with
         # BrokenProcessPool instead of being waited for forever.
         pool = ProcessPoolExecutor(min(self.size, len(jobs)), ctx, initializer=_open_worker)
@@ -98,6 +193,8 @@ class Runner:
 
 def _open_worker() -> None:
     from multiprocessing.reduction import ForkingPickler
+
+    die_with_parent(_inherited["parent"])
 
     from census.load.readonly import open_readonly
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from census.compare.experiment import Experiment, Explanation, explain_parts
 from census.compare.stats import ABStats, Side
 from census.render.text import rich_text
-from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
+from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak alloc",
             "peak resv", "recompiles"]  # fmt: skip
@@ -28,8 +28,10 @@ def e2e_rows(exp: Experiment) -> list[list[str]]:
     """One row a side: median and p95 over all its measured steps, median of its arm medians,
     steps, throughput against A (from the arm medians), peak memory, recompilations."""
     a, b = exp.stats.a, exp.stats.b
-    gain = 100 * (a.median_of_arm_medians_ns / b.median_of_arm_medians_ns - 1)
-    return [_side_row(exp.labels[0], a, "baseline"), _side_row(exp.labels[1], b, f"{gain:+.1f}%")]
+    gain = None  # a step of no time has no throughput to compare
+    if a.median_of_arm_medians_ns > 0 and b.median_of_arm_medians_ns > 0:
+        gain = 100 * (a.median_of_arm_medians_ns / b.median_of_arm_medians_ns - 1)
+    return [_side_row(exp.labels[0], a, "baseline"), _side_row(exp.labels[1], b, fmt_pct(gain))]
 
 
 def delta_line(exp: Experiment) -> str:
@@ -42,10 +44,14 @@ def delta_line(exp: Experiment) -> str:
             f" reserved {_signed_bytes(st.a.peak_reserved_bytes, st.b.peak_reserved_bytes)}"
         )
     return (
-        f"{lb} − {la}: {fmt_ns(st.delta_median_ns, signed=True)}/step ({fmt_pct(st.delta_pct)}), "
+        f"{lb} − {la}: {fmt_ns(st.delta_median_ns, signed=True)}/step{_pct(st.delta_pct)}, "
         f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
         f"(t, {st.df} df, arms as the unit){memory}"
     )
+
+
+def _pct(pct: float | None) -> str:
+    return "" if pct is None else f" ({fmt_pct(pct)})"
 
 
 def _signed_bytes(a: int | None, b: int | None) -> str:
@@ -94,31 +100,31 @@ def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Tab
     """The columns `cols` (default all) that are not empty in every row (no torch: no memory,
     no recompilations); nothing wraps."""
     keep = [i for i in (cols or range(len(head))) if i == 0 or any(r[i] for r in rows)]
-    t = Table(title=title, title_justify="left")
+    t = Table(title=escape(one_line(title)), title_justify="left")
     for i in keep:
         left = head[i] in ("side", "#")
         t.add_column(escape(head[i]), justify="left" if left else "right", no_wrap=True)
     for row in rows:
-        t.add_row(*(escape(row[i]) for i in keep))
+        t.add_row(*(escape(one_line(row[i])) for i in keep))
     return t
 
 
 def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
-    console.print(f"[bold]{escape(parts.verdict)}[/bold]")
+    console.print(f"[bold]{escape(one_line(parts.verdict))}[/bold]")
     for line in parts.warnings:
-        console.print(f"warning: {escape(line)}")
+        console.print(f"warning: {escape(one_line(line))}")
     title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
     rows = e2e_rows(exp)
     # two tables on a terminal: the times, then memory and compilation (markdown has one)
     console.print(_table(title, E2E_HEAD, rows, range(6)))
     if any(r[i] for r in rows for i in (6, 7, 8)):
         console.print(_table("Memory and compilation", E2E_HEAD, rows, (0, 6, 7, 8)))
-    console.print(escape(delta_line(exp)))
-    console.print(escape(pairs_line(exp.stats, exp.labels)))
+    console.print(escape(one_line(delta_line(exp))))
+    console.print(escape(one_line(pairs_line(exp.stats, exp.labels))))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
     if exp.diff is None:
         for line in parts.findings:
-            console.print(escape(line))
+            console.print(escape(one_line(line)))
 
 
 def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
@@ -126,15 +132,15 @@ def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
 
     parts = explain_parts(exp)
     la, lb = exp.labels
-    out = [f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)", "",
-           f"**{parts.verdict}**", ""]  # fmt: skip
-    out += [f"> warning: {w}" for w in parts.warnings]
-    out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", delta_line(exp), "",
-            pairs_line(exp.stats, exp.labels), ""]  # fmt: skip
+    out = [one_line(f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)"),
+           "", one_line(f"**{parts.verdict}**"), ""]  # fmt: skip
+    out += [one_line(f"> warning: {w}") for w in parts.warnings]
+    out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", one_line(delta_line(exp)), "",
+            one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
     if exp.diff is not None:
         out.append(render_diff_markdown(exp.diff, parts.lines, top))
     else:
-        out += parts.findings
+        out += [one_line(line) for line in parts.findings]
     return "\n".join(out)

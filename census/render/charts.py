@@ -14,7 +14,7 @@ from census.compare.diff import CensusDiff
 from census.definitions import LABELS
 from census.model import Census
 from census.render.fit import short_names
-from census.units import fmt_count, fmt_ns
+from census.units import fmt_count, fmt_ns, one_line
 
 TOP_CHART = 20
 NAME_CHARS = 60  # kernel names on a chart axis
@@ -42,7 +42,7 @@ def _axis_names(names: list[str]) -> list[str]:
     """Kernel names on a chart axis, numbered from the top, shortened as the terminal does:
     in the middle of templates, keeping the part where they differ, never two alike."""
     shown = short_names(names, NAME_CHARS)
-    return [f"{len(names) - i}. " + esc(text) for i, text in enumerate(shown)]
+    return [f"{len(names) - i}. " + esc(one_line(text)) for i, text in enumerate(shown)]
 
 
 def summary_charts(census: Census) -> list[Chart]:
