@@ -105,3 +105,22 @@ def test_simulated_slowdown_is_called_slower() -> None:
     rng = np.random.default_rng(11)
     verdicts = [simulate(-0.10, 0.03, rng) for _ in range(100)]
     assert verdicts.count("slower") >= 80
+
+
+def _sentence(a: tuple[int, ...], b: tuple[int, ...]) -> str:
+    from census.compare.experiment import verdict_sentence
+
+    order = arm_order(4)
+    runs = [Arm(s, i, i == 0, a if s == "a" else b) for i, s in enumerate(order)]
+    return verdict_sentence(analyze(runs), ("eager", "compiled"))
+
+
+def test_verdict_sentences_of_degenerate_arms() -> None:
+    assert _sentence((1000,) * 3, (1000,) * 3) == (
+        "no difference between eager and compiled: every arm's median step time is the same "
+        "(1.0 µs) over 4 uncaptured arms"
+    )
+    assert _sentence((1000,) * 3, (1005,) * 3) == (
+        "compiled is slower than eager by 5 ns/step (+0.5%; exact: no spread between arms; 2/2 "
+        "pairs agree), over 4 uncaptured arms"
+    )

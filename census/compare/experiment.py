@@ -36,13 +36,18 @@ def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
     lo, hi = st.ci95_ns
     n = len(st.pairs)
     arms = st.a.arms + st.b.arms
+    if st.delta_median_ns == 0 and st.residual_sd_ns == 0:
+        return (f"no difference between {la} and {lb}: every arm's median step time is the same "
+                f"({fmt_ns(st.a.median_of_arm_medians_ns)}) over {arms} uncaptured arms")  # fmt: skip
     ci = f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+    if st.residual_sd_ns == 0:  # no arm-to-arm spread: the interval is the delta itself
+        ci = "exact: no spread between arms"
+    pct = "" if st.delta_pct is None else f"{fmt_pct(st.delta_pct)}; "
     if st.verdict != "no difference":
         word = "faster" if st.verdict == "faster" else "slower"
         return (
             f"{lb} is {word} than {la} by {fmt_ns(abs(st.delta_median_ns))}/step "
-            f"({fmt_pct(st.delta_pct)}; {ci}; {st.pairs_agreeing}/{n} pairs agree), "
-            f"over {arms} uncaptured arms"
+            f"({pct}{ci}; {st.pairs_agreeing}/{n} pairs agree), over {arms} uncaptured arms"
         )
     more = (
         f"about {st.arms_needed} arms would resolve a difference of this size at this spread"
