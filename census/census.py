@@ -72,6 +72,7 @@ def compute_census(profile: Profile) -> Census:
             nccl_overlap_ns=overlap.get(s.idx, 0),
             phases=phases.get(s.idx, ()),
             idle=IdleSplit(*profile.step_idle[s.idx]) if profile.step_idle else None,
+            **_span(agg.gpu_span.get(s.idx)),
         )
         for s in profile.steps
     )
@@ -118,14 +119,16 @@ def _phases(
 ) -> dict[int, tuple[Phase, ...]]:
     """Per step, its phases by first start and then OUTSIDE_PHASES: each the sum of its
     segments. The remainder's non-NCCL union is the step's less its phases' (a union does not
-    add up; every other key is summed from the remainder's own segments)."""
+    add up; every other key is summed from the remainder's own segments). A phase's GPU span
+    runs from the earliest start to the latest end over its segments' GPU work."""
     agg = profile.segment_aggregates
     if agg is None:
         return {}
     seg_metrics = _metrics_by_key(agg)
     acc: dict[int, dict[str, list]] = {}
     for seg in profile.segments:
-        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics(), [0] * 5])
+        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics(), [0] * 5, None])
+        row[4] = _wider(row[4], agg.gpu_span.get(seg.idx))
         row[0] += seg.end_ns - seg.start_ns
         row[1] += agg.busy_ns.get(seg.idx, 0)
         row[2] = add_metrics(row[2], seg_metrics(seg.idx))
@@ -135,16 +138,30 @@ def _phases(
     split = bool(profile.segment_idle)
     out = {}
     for step, by_name in acc.items():
-        named = [Phase(n, d, m, b, IdleSplit(*i) if split else None)
-                 for n, (d, b, m, i) in by_name.items() if n != OUTSIDE_PHASES]  # fmt: skip
-        d, b, m, i = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics(), [0] * 5])
+        named = [Phase(n, d, m, b, IdleSplit(*i) if split else None, **_span(g))
+                 for n, (d, b, m, i, g) in by_name.items() if n != OUTSIDE_PHASES]  # fmt: skip
+        d, b, m, i, g = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics(), [0] * 5, None])
         union = step_metrics(step).non_nccl_union_ns - sum(
             p.metrics.non_nccl_union_ns for p in named
         )
         rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b,
-                     IdleSplit(*i) if split else None)  # fmt: skip
+                     IdleSplit(*i) if split else None, **_span(g))  # fmt: skip
         out[step] = (*named, rest)
     return out
+
+
+def _span(span: tuple[int, int] | None) -> dict[str, int | None]:
+    """(earliest start, latest end) of the GPU work launched in a range -> gpu_start_ns and
+    gpu_span_ns, None both when it launched none."""
+    if span is None:
+        return {"gpu_start_ns": None, "gpu_span_ns": None}
+    return {"gpu_start_ns": span[0], "gpu_span_ns": span[1] - span[0]}
+
+
+def _wider(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    if a is None or b is None:
+        return a or b
+    return min(a[0], b[0]), max(a[1], b[1])
 
 
 def add_metrics(a: Metrics, b: Metrics) -> Metrics:

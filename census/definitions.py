@@ -82,6 +82,22 @@ METRICS: tuple[Metric, ...] = (
 # keys measure the step's *window*, its NVTX range, whatever work falls into it.
 LAUNCHED_TITLE = "Work launched in the step (GPU time not clipped to the step)"
 WINDOW_TITLE = "Step window (the step's NVTX range; GPU time clipped to it)"
+# The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
+# host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
+# gpu_start_ns, a timestamp.
+_LAUNCHED = "the kernels, memcpys and memsets launched in the step"
+GPU_SPAN_METRICS: tuple[Metric, ...] = (
+    Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
+           "starts in its range, on any thread of its process), not clipped to the range; null "
+           "when it launched none; per_step: the mean over the steps that launched some",
+           "GPU span of the work launched in the step (unclipped)"),
+    Metric("host_lead_ns", "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
+           "how long after the host left the step its GPU work ended (negative: before); null "
+           "when it launched none; per_step: the mean over the steps that launched some",
+           "GPU end after the step's range"),
+)  # fmt: skip
+GPU_START_METRIC = Metric("gpu_start_ns", "ns", f"the earliest start of {_LAUNCHED}; null when "
+                          "it launched none", "GPU start of the work launched in the step")  # fmt: skip
 # Step timing: per step, and their means.
 TIMING_METRICS: tuple[Metric, ...] = (
     Metric("step_time_ns", "ns", "end − start of the step's NVTX range", "step time"),
@@ -94,6 +110,7 @@ TIMING_METRICS: tuple[Metric, ...] = (
         "GPU busy in the step window",
     ),
     Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
+    *GPU_SPAN_METRICS,
 )
 # Per phase of a step: the census keys, plus these.
 PHASE_METRICS: tuple[Metric, ...] = (
@@ -110,6 +127,19 @@ PHASE_METRICS: tuple[Metric, ...] = (
         "the union of all GPU work of the step's process, clipped to the time the phase owns",
         "GPU busy in the phase window",
     ),
+)
+# Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
+PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
+    "memcpys and memsets launched in the time the phase owns in the step (all its segments), not "
+    "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
+    "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
+# Census.host_ran_ahead: the steps' ranges time the host's enqueueing, gpu_span_ns the GPU's work.
+HOST_AHEAD_SHARE = 0.1
+HOST_AHEAD_RULE = (
+    "true when the median host_lead_ns over the steps that launched GPU work is more than "
+    f"{HOST_AHEAD_SHARE:.0%} of the median step_time_ns: the GPU ran the steps' work well after "
+    "their NVTX ranges ended, so the ranges time the host's enqueueing and gpu_span_ns the GPU's "
+    "work; null without steps or when no step launched GPU work"
 )
 # Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
 # gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
@@ -144,10 +174,9 @@ IDLE_METRICS: tuple[Metric, ...] = (
     ),
 )
 METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
-LABELS: dict[str, str] = {m.name: m.label for m in (*METRICS, *TIMING_METRICS, *IDLE_METRICS)}
-DEFINITIONS: dict[str, str] = {
-    m.name: m.definition for m in (*METRICS, *TIMING_METRICS, *IDLE_METRICS)
-}
+_NAMED = (*METRICS, *TIMING_METRICS, GPU_START_METRIC, *IDLE_METRICS)
+LABELS: dict[str, str] = {m.name: m.label for m in _NAMED}
+DEFINITIONS: dict[str, str] = {m.name: m.definition for m in _NAMED}
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
 PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
@@ -304,52 +333,16 @@ _TRITON_KINDS = {
 }
 _TRITON_NAME = re.compile(r"^triton_(?P<kind>[a-z]+)_(?:fused_)?(?P<ops>.*?)(?:_\d+)*$")
 # aten ops whose names hold underscores; everything else is one token.
-_MULTI_TOKEN_OPS = tuple(
-    sorted(
-        (
-            "native_layer_norm_backward",
-            "native_layer_norm",
-            "native_dropout_backward",
-            "native_dropout",
-            "native_batch_norm_backward",
-            "native_batch_norm",
-            "native_group_norm_backward",
-            "native_group_norm",
-            "gelu_backward",
-            "silu_backward",
-            "threshold_backward",
-            "select_backward",
-            "slice_backward",
-            "embedding_dense_backward",
-            "scaled_dot_product",
-            "_log_softmax_backward_data",
-            "_softmax_backward_data",
-            "_log_softmax",
-            "_softmax",
-            "_to_copy",
-            "_unsafe_view",
-            "_scaled_mm",
-            "nll_loss_backward",
-            "nll_loss_forward",
-            "nll_loss",
-            "mse_loss_backward",
-            "mse_loss",
-            "index_put",
-            "scatter_add",
-            "new_zeros",
-            "new_empty",
-            "full_like",
-            "zeros_like",
-            "ones_like",
-            "empty_like",
-            "masked_fill",
-            "add_",
-            "copy_",
-        ),
-        key=len,
-        reverse=True,
-    )
-)
+_MULTI_TOKEN_OPS = tuple(sorted((
+    "native_layer_norm_backward", "native_layer_norm", "native_dropout_backward", "native_dropout",
+    "native_batch_norm_backward", "native_batch_norm", "native_group_norm_backward",
+    "native_group_norm", "gelu_backward", "silu_backward", "threshold_backward", "select_backward",
+    "slice_backward", "embedding_dense_backward", "scaled_dot_product",
+    "_log_softmax_backward_data", "_softmax_backward_data", "_log_softmax", "_softmax", "_to_copy",
+    "_unsafe_view", "_scaled_mm", "nll_loss_backward", "nll_loss_forward", "nll_loss",
+    "mse_loss_backward", "mse_loss", "index_put", "scatter_add", "new_zeros", "new_empty",
+    "full_like", "zeros_like", "ones_like", "empty_like", "masked_fill", "add_", "copy_",
+), key=len, reverse=True))  # fmt: skip
 
 
 def decode_triton(name: str) -> tuple[str, tuple[str, ...]] | None:

@@ -76,15 +76,19 @@ def memory(c: Census) -> pd.DataFrame:
 
 def steps(c: Census) -> pd.DataFrame:
     """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
-    gpu_busy_ns, gpu_idle_ns, the idle split (sync_count ... idle_other_ns), nccl_overlap_ns;
+    gpu_busy_ns, gpu_idle_ns, gpu_span_ns, host_lead_ns, gpu_start_ns (<NA> for a step without
+    GPU work), the idle split (sync_count ... idle_other_ns), nccl_overlap_ns;
     `attrs["definitions"]` holds each key's rule."""
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
-         "gpu_idle_ns": s.gpu_idle_ns, **idle_values(s.idle), "nccl_overlap_ns": s.nccl_overlap_ns}
+         "gpu_idle_ns": s.gpu_idle_ns, "gpu_span_ns": s.gpu_span_ns,
+         "host_lead_ns": s.host_lead_ns, "gpu_start_ns": s.gpu_start_ns, **idle_values(s.idle),
+         "nccl_overlap_ns": s.nccl_overlap_ns}
         for s in c.steps
     ]  # fmt: skip
-    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, *IDLE_KEYS, "nccl_overlap_ns"]
+    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, "gpu_start_ns", *IDLE_KEYS,
+            "nccl_overlap_ns"]  # fmt: skip
     frame = _frame(rows, cols)
     # gpu_busy_ns is clipped to the step's window, non_nccl_union_ns is not: each column's rule.
     frame.attrs["definitions"] = DEFINITIONS

@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
+from census.definitions import (
+    HOST_AHEAD_SHARE,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    OUTSIDE_PHASES,
+    PHASE_KEYS,
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,10 @@ class Phase:
     metrics: Metrics
     gpu_busy_ns: int
     idle: IdleSplit | None = None  # None: not computed (census --idle)
+    # the GPU work launched in the phase's segments of the step: its earliest start, and latest
+    # end − that; None when it launched none (not in as_dict: spans do not add up over phases)
+    gpu_start_ns: int | None = None
+    gpu_span_ns: int | None = None
 
     def as_dict(self) -> dict[str, int | None]:
         return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
@@ -77,6 +88,10 @@ class Step:
     nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
     phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
     idle: IdleSplit | None = None  # None: not computed (census --idle)
+    # the GPU work launched in the step, as the GPU ran it: its earliest start, and latest end −
+    # that; None when the step launched none
+    gpu_start_ns: int | None = None
+    gpu_span_ns: int | None = None
 
     @property
     def duration_ns(self) -> int:
@@ -85,6 +100,16 @@ class Step:
     @property
     def gpu_idle_ns(self) -> int:
         return self.duration_ns - self.gpu_busy_ns
+
+    @property
+    def gpu_end_ns(self) -> int | None:
+        return None if self.gpu_start_ns is None else self.gpu_start_ns + self.gpu_span_ns
+
+    @property
+    def host_lead_ns(self) -> int | None:
+        """How long after the step's range ended its GPU work ended (negative: before)."""
+        end = self.gpu_end_ns
+        return None if end is None else end - self.end_ns
 
 
 @dataclass(frozen=True)
@@ -192,8 +217,15 @@ class Census:
 
     def per_phase(self) -> dict[str, dict[str, float]]:
         """Per phase name, the mean of each phase key over the selected steps (a phase absent
-        from a step counts zero there); empty without phases."""
+        from a step counts zero there), and gpu_span_ns: its mean over the steps where the phase
+        launched GPU work (None if none did); empty without phases."""
         return self._memo("per_phase", self._per_phase)
+
+    def host_ran_ahead(self) -> bool | None:
+        """Whether the host ran ahead of the GPU (definitions.HOST_AHEAD_RULE): the median
+        host_lead_ns over the steps with GPU work is more than HOST_AHEAD_SHARE of the median
+        step time. None without steps, or when no step launched GPU work."""
+        return self._memo("host_ran_ahead", self._host_ran_ahead)
 
     def _memo(self, name: str, compute: Any) -> Any:
         """Means over tens of thousands of steps, computed once (the fields never change)."""
@@ -201,7 +233,7 @@ class Census:
         if name not in memo:
             memo[name] = compute()
         value = memo[name]
-        return None if value is None else dict(value)
+        return dict(value) if isinstance(value, dict) else value
 
     def _per_step(self) -> dict[str, float] | None:
         if not self.steps:
@@ -218,9 +250,18 @@ class Census:
                 for i, v in enumerate(ph.as_dict().values()):
                     row[i] = None if v is None or row[i] is None else row[i] + v
         n = len(self.steps)
+        spans = _mean_spans((ph.name, ph.gpu_span_ns) for s in self.steps for ph in s.phases)
         order = sorted(sums, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
-        return {name: dict(zip(PHASE_KEYS, (None if v is None else v / n for v in sums[name]),
-                               strict=True)) for name in order}  # fmt: skip
+        return {name: {**dict(zip(PHASE_KEYS, (None if v is None else v / n for v in sums[name]),
+                                  strict=True)), "gpu_span_ns": spans.get(name)}
+                for name in order}  # fmt: skip
+
+    def _host_ran_ahead(self) -> bool | None:
+        leads = [s.host_lead_ns for s in self.steps if s.gpu_start_ns is not None]
+        if not leads:
+            return None
+        step_time = statistics.median(s.duration_ns for s in self.steps)
+        return statistics.median(leads) > HOST_AHEAD_SHARE * step_time
 
     def _per_step_timing(self) -> dict[str, float] | None:
         if not self.steps:
@@ -231,12 +272,29 @@ class Census:
         split = all(s.idle is not None for s in self.steps)
         idle = [sum(getattr(s.idle, k) for s in self.steps) / n if split else None
                 for k in IDLE_KEYS]  # fmt: skip
+        launched = [s for s in self.steps if s.gpu_start_ns is not None]
+        spans = sum(s.gpu_span_ns for s in launched)
+        leads = sum(s.host_lead_ns for s in launched)
         return {
             "step_time_ns": duration / n,
             "gpu_busy_ns": busy / n,
             "gpu_idle_ns": (duration - busy) / n,
+            # over the steps that launched GPU work: one without has no span, not a span of 0
+            "gpu_span_ns": spans / len(launched) if launched else None,
+            "host_lead_ns": leads / len(launched) if launched else None,
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
+
+
+def _mean_spans(values: Iterable[tuple[str, int | None]]) -> dict[str, float]:
+    """Per name, the mean of the spans that are not None (names with none are left out)."""
+    sums: dict[str, list[int]] = {}
+    for name, span in values:
+        if span is not None:
+            acc = sums.setdefault(name, [0, 0])
+            acc[0] += span
+            acc[1] += 1
+    return {name: total / count for name, (total, count) in sums.items()}
 
 
 METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order

@@ -140,26 +140,7 @@ def phase_oracle(
     starts exactly where one owned stretch ends and the next begins belongs to the later one."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     names = dict(conn.execute("SELECT id, value FROM StringIds"))
-    ranges = [
-        (s, e, text, tid >> 24)
-        for s, e, text, tid in conn.execute(
-            "SELECT n.start, n.end, COALESCE(n.text, (SELECT value FROM StringIds WHERE id ="
-            " n.textId)), n.globalTid FROM NVTX_EVENTS n WHERE eventType IN (59, 60, 70)"
-            " ORDER BY n.start"
-        )
-        if text and e is not None
-    ]
-    steps = [(s, e, p) for s, e, text, p in ranges if re.search(steps_regex, text)]
-    owned = []  # per step: [(a, b, owner)]
-    for s, e, p in steps:
-        phases = [(ps, min(pe, e), t) for ps, pe, t, pp in ranges
-                  if pp == p and s <= ps <= e and re.search(phases_regex, t)]  # fmt: skip
-        cuts = sorted({s, e, *(x for a, b, _ in phases for x in (a, b))})
-        segs = []
-        for a, b in itertools.pairwise(cuts):
-            owners = [t for ps, pe, t in phases if ps <= a and pe >= b]
-            segs.append((a, b, owners[-1] if owners else "(outside phases)"))
-        owned.append(segs or [(s, e, "(outside phases)")])
+    steps, owned, _ = _owned(conn, steps_regex, phases_regex)
 
     def slot(proc: int, t: int) -> tuple[int, str] | None:
         for i, (s, e, p) in enumerate(steps):
@@ -208,6 +189,99 @@ def phase_oracle(
             steps[i], owned[i], busy.get(p, []), api, sync, lambda o, i=i, **v: add((i, o), **v)
         )
     return out
+
+
+def _owned(
+    conn: sqlite3.Connection, steps_regex: str, phases_regex: str
+) -> tuple[list, list, bool]:
+    """The steps (start, end, process) by start, per step the stretches each phase owns:
+    [(a, b, owner)], the latest-started phase covering a stretch owning it, and whether any
+    phase range starts inside a step."""
+    ranges = [
+        (s, e, text, tid >> 24)
+        for s, e, text, tid in conn.execute(
+            "SELECT n.start, n.end, COALESCE(n.text, (SELECT value FROM StringIds WHERE id ="
+            " n.textId)), n.globalTid FROM NVTX_EVENTS n WHERE eventType IN (59, 60, 70)"
+            " ORDER BY n.start"
+        )
+        if text and e is not None
+    ]
+    steps = [(s, e, p) for s, e, text, p in ranges if re.search(steps_regex, text)]
+    owned = []  # per step: [(a, b, owner)]
+    inside = False
+    for s, e, p in steps:
+        phases = [(ps, min(pe, e), t) for ps, pe, t, pp in ranges
+                  if pp == p and s <= ps <= e and re.search(phases_regex, t)]  # fmt: skip
+        inside = inside or bool(phases)
+        cuts = sorted({s, e, *(x for a, b, _ in phases for x in (a, b))})
+        segs = []
+        for a, b in itertools.pairwise(cuts):
+            owners = [t for ps, pe, t in phases if ps <= a and pe >= b]
+            segs.append((a, b, owners[-1] if owners else "(outside phases)"))
+        owned.append(segs or [(s, e, "(outside phases)")])
+    return steps, owned, inside
+
+
+def span_oracle(
+    path: Path,
+    steps_regex: str = r"^(step\b|ProfilerStep#)",
+    phases_regex: str | None = r"^(forward|backward|optimizer)\b",
+) -> list[dict]:
+    """Per step: gpu_start_ns and gpu_span_ns of the kernels, memcpys and memsets (start and end
+    known, end >= start) whose launching API call (same process and correlationId, any thread,
+    its earliest row) starts in the step, and the same per phase name ("phases", empty when no
+    phase range lies inside any step). A call belongs to the latest-started range (a phase's
+    stretch, or without phases a step) of its process that began at or before it, if that has
+    not ended before it; None for a range without GPU work."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t = _tables(conn)
+    if "NVTX_EVENTS" not in t:
+        return []
+    steps, owned, inside = _owned(conn, steps_regex, phases_regex or "(?!)")
+    if not inside:
+        owned = [[(s, e, None)] for s, e, _ in steps]  # no phases: the steps themselves
+    pieces = [(a, b, p, i, o) for i, (segs, (_, _, p)) in enumerate(zip(owned, steps, strict=True))
+              for a, b, o in segs]  # fmt: skip
+    calls: dict[tuple[int, int], int] = {}
+    if "CUPTI_ACTIVITY_KIND_RUNTIME" in t:
+        for s, tid, corr in conn.execute(
+            "SELECT start, globalTid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+        ):
+            key = (tid >> 24, corr)
+            calls[key] = min(calls.get(key, s), s)
+
+    def piece_at(proc: int, time: int) -> tuple | None:
+        best = None
+        for piece in pieces:  # the latest-started one; on equal starts, the later listed
+            if piece[2] == proc and piece[0] <= time and (best is None or piece[0] >= best[0]):
+                best = piece
+        return best if best is not None and best[1] >= time else None
+
+    spans: dict[tuple, list[int]] = {}
+    for table in ("KERNEL", "MEMCPY", "MEMSET"):
+        if f"CUPTI_ACTIVITY_KIND_{table}" not in t:
+            continue
+        for s, e, pid, corr in conn.execute(
+            f"SELECT start, end, globalPid, correlationId FROM CUPTI_ACTIVITY_KIND_{table}"
+        ):
+            call = calls.get((pid >> 24, corr)) if pid is not None else None
+            if s is None or e is None or e < s or call is None:
+                continue
+            piece = piece_at(pid >> 24, call)
+            if piece is None:
+                continue
+            for key in ((piece[3],), (piece[3], piece[4])):
+                span = spans.setdefault(key, [s, e])
+                span[0], span[1] = min(span[0], s), max(span[1], e)
+
+    def values(key: tuple) -> dict:
+        span = spans.get(key)
+        return {"gpu_start_ns": span and span[0], "gpu_span_ns": span and span[1] - span[0]}
+
+    return [
+        {**values((i,)), "phases": {o: values((i, o)) for _, _, o in segs if o is not None}}
+        for i, segs in enumerate(owned)
+    ]
 
 
 def _idle_oracle(step, owned, gpu, api, sync, add) -> None:

@@ -192,7 +192,7 @@ def test_json_and_frames_carry_phases(ab_demo: Path) -> None:
     doc = json.loads(r.stdout)
     c = census.summarize(path)
     assert doc["per_phase"] == c.per_phase()
-    assert set(doc["per_phase"]["forward"]) == set(PHASE_KEYS)
+    assert set(doc["per_phase"]["forward"]) == {*PHASE_KEYS, "gpu_span_ns"}
     assert doc["steps"][0]["phases"][0]["name"] == "forward"
     assert doc["steps"][0]["phases"][0]["kernel_count"] == c.steps[0].phases[0].metrics.kernel_count
     assert set(METRIC_KEYS) <= set(doc["per_phase"][OUT])

@@ -22,8 +22,11 @@ from census.model import (
     Step,
 )
 
-STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns")
-PHASE_VALUES = len(METRIC_KEYS) + 2  # [name, *census keys, duration_ns, gpu_busy_ns, *idle keys]
+STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", "gpu_start_ns",
+                "gpu_span_ns")  # fmt: skip
+# a phase row: [name, *census keys, duration_ns, gpu_busy_ns, *idle keys, gpu_start_ns,
+# gpu_span_ns]; its idle keys start at PHASE_VALUES after the name
+PHASE_VALUES = len(METRIC_KEYS) + 2
 
 
 def to_record(census: Census) -> dict[str, Any]:
@@ -33,11 +36,13 @@ def to_record(census: Census) -> dict[str, Any]:
     steps = census.steps
     rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
     rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
-    rec["steps"]["phases"] = [[[p.name, *p.as_dict().values()] for p in s.phases] for s in steps]
+    rec["steps"]["phases"] = [[[p.name, *p.as_dict().values(), p.gpu_start_ns, p.gpu_span_ns]
+                               for p in s.phases] for s in steps]  # fmt: skip
     rec["steps"]["idle"] = [None if s.idle is None else list(s.idle.as_dict().values())
                             for s in steps]  # fmt: skip
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
-                    "per_phase": census.per_phase()}  # fmt: skip
+                    "per_phase": census.per_phase(),
+                    "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
     return rec
 
 
@@ -124,10 +129,12 @@ def _frozen(cls: type, items: Any) -> Any:
 
 
 def _phase(row: list) -> Phase:
-    """[name, *census keys, duration_ns, gpu_busy_ns, *idle keys] -> Phase."""
-    name, *values = row
+    """[name, *census keys, duration_ns, gpu_busy_ns, *idle keys, gpu_start_ns, gpu_span_ns]
+    -> Phase."""
+    name, *values, gpu_start_ns, gpu_span_ns = row
     n = len(METRIC_KEYS)
     metrics = _frozen(Metrics, zip(METRIC_KEYS, values[:n], strict=True))
     idle = values[PHASE_VALUES:]
     return Phase(name, values[n], metrics, values[n + 1],
-                 None if idle[0] is None else IdleSplit(*idle))  # fmt: skip
+                 None if idle[0] is None else IdleSplit(*idle), gpu_start_ns,
+                 gpu_span_ns)  # fmt: skip

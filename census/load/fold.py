@@ -4,7 +4,8 @@ Counts and sums add. Unions need one correction at each boundary: range B starts
 than range A ends its starts, so A's union covers everything from B's first start up to A's
 running maximum end M. Hence U(A ∪ B) = U(A) + U(B) − |U(B) ∩ (−∞, M)|, per partition, and
 only B's first kernels (those starting before M) are read again to measure the overlap.
-The same holds for busy time, per process and clipped to each step.
+The same holds for busy time, per process and clipped to each step. The earliest start and
+latest end of the GPU work launched in each step (its GPU span) fold as min and max.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from census.load import schema as sc
 from census.load.columns import RowidRange, read_batches
-from census.load.intervals import INT_NULL, add_into, sweep
+from census.load.intervals import INT_NULL, add_into, merge_spans, sweep
 from census.load.kernels import (
     GpuContext,
     Members,
@@ -116,6 +117,7 @@ def _add(total: PartResult, res: PartResult) -> None:
     for mine, theirs in ((total.high, res.high), (total.busy_high, res.busy_high)):
         for key, v in theirs.items():
             mine[key] = max(mine.get(key, v), v)
+    merge_spans(total.span, ((k, *v) for k, v in res.span.items()))
     total.bad_kernels += res.bad_kernels
     total.devices |= res.devices
     for p, corrs in res.missing.items():

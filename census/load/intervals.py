@@ -78,6 +78,35 @@ def add_into(target: dict, items: Iterable[tuple[Any, Iterable[int]]]) -> None:
                 acc[i] += int(v)
 
 
+# scope -> [earliest start, latest end] of the GPU work launched in it: min and max, so ranges
+# and batches read apart fold exactly
+Spans = dict[int, list[int]]
+
+
+def add_spans(spans: Spans, scope: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+    """Fold the earliest start and latest end per scope of the given rows into `spans`: rows
+    with a scope (not NO_STEP) and a start and end known, end >= start."""
+    rows = (scope != NO_STEP) & (start != INT_NULL) & (end != INT_NULL) & (end >= start)
+    if not rows.any():
+        return
+    keys, code = distinct(scope[rows])
+    lo = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
+    hi = np.full(len(keys), INT_NULL, np.int64)
+    np.minimum.at(lo, code, start[rows])
+    np.maximum.at(hi, code, end[rows])
+    merge_spans(spans, zip(keys.tolist(), lo.tolist(), hi.tolist(), strict=True))
+
+
+def merge_spans(target: Spans, items: Iterable[tuple[int, int, int]]) -> None:
+    """target[scope] = the wider of it and (first, last), for each (scope, first, last)."""
+    for key, first, last in items:
+        span = target.get(key)
+        if span is None:
+            target[key] = [first, last]
+        else:
+            span[0], span[1] = min(span[0], first), max(span[1], last)
+
+
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(sorted distinct values, each value's index among them). Small non-negative integers
     (ids, steps, devices) go through a lookup table: linear, no sort."""

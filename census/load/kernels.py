@@ -28,9 +28,11 @@ from census.load.columns import (
 from census.load.intervals import (
     INT_NULL,
     NO_STEP,
+    Spans,
     StepIndex,
     Swept,
     add_into,
+    add_spans,
     covered_ns,
     distinct,
     exact_sums,
@@ -96,6 +98,7 @@ class PartResult:
     high: dict[UnionKey, int] = field(default_factory=dict)  # running maximum end
     busy_ns: dict[int, int] = field(default_factory=dict)
     busy_high: dict[int, int] = field(default_factory=dict)  # per process
+    span: Spans = field(default_factory=dict)  # GPU work launched in each step or segment
     memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
     bad_kernels: int = 0
     devices: set[int] = field(default_factory=set)
@@ -142,6 +145,7 @@ class PartReader:
         self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
         self._add_groups(pairs, pair, found, step, dur)
         self._add_step_kernels(step, dur, nccl)
+        add_spans(self.res.span, step, b["start"], b["end"])
         extent = timed & (b["dur"] > 0)
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)

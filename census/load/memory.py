@@ -15,7 +15,7 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load import schema as sc
 from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
-from census.load.intervals import INT_NULL, exact_sums, group_rows
+from census.load.intervals import INT_NULL, Spans, add_spans, exact_sums, group_rows, merge_spans
 from census.load.kernels import GpuContext, Members, busy_members, note_missing
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
@@ -30,6 +30,7 @@ class MemoryResult:
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
     # (process index, start, end) batches of intervals that count in busy time; merged: one
     busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    span: Spans = field(default_factory=dict)  # GPU work launched in each step or segment
 
 
 def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
@@ -56,6 +57,7 @@ def read_memory_part(
         found, step = ctx.api.lookup(b["proc"], b["corr"])
         note_missing(res.missing, b["proc"], b["corr"], found)
         res.cells.append(_cells(b, found, step))
+        add_spans(res.span, step, b["start"], b["end"])
         extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
         m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
         res.busy.append((m.code, m.start, m.end))
@@ -97,6 +99,7 @@ def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryRe
     for res in results:
         for p, corrs in res.missing.items():
             out.missing.setdefault(p, []).extend(corrs)
+        merge_spans(out.span, ((k, *v) for k, v in res.span.items()))
     none = [np.zeros(0, np.int64)]
     code, start, end = (
         np.concatenate([batch[i] for res in results for batch in res.busy] or none)

@@ -18,7 +18,7 @@ from census.definitions import NCCL_SQL_LIKE
 from census.load import schema as sc
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.fold import fold
-from census.load.intervals import StepIndex
+from census.load.intervals import StepIndex, merge_spans
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.linking import (
     ApiMap,
@@ -84,6 +84,7 @@ def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     memory, busy = merge_memory(parts, ctx)
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
     gpu.memory = memory.memory
+    merge_spans(gpu.span, ((k, *v) for k, v in memory.span.items()))
     for p, corrs in memory.missing.items():
         gpu.missing.setdefault(p, []).extend(corrs)
     return gpu

@@ -53,6 +53,9 @@ class Aggregates:
     nccl_union_ns: dict[int | None, int] = field(default_factory=dict)
     all_union_ns: dict[int | None, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
+    # step -> (earliest start, latest end) of the kernels, memcpys and memsets launched in it;
+    # a step without such work has no key
+    gpu_span: dict[int, tuple[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -202,6 +205,7 @@ def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates,
                        for kind, st, *rest in seg.memory_groups],
         busy_ns=by_step(seg.busy_ns, int.__add__),
         step_kernels=by_step(seg.step_kernels, tuples),
+        gpu_span=by_step(seg.gpu_span, lambda a, b: (min(a[0], b[0]), max(a[1], b[1]))),
         **{u: steps_of(getattr(seg, u)) for u in unions},
     )  # fmt: skip
     return steps, replace(seg, **{u: segments_of(getattr(seg, u)) for u in unions})
@@ -232,6 +236,7 @@ def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> 
         agg.nccl_union_ns, agg.all_union_ns = nccl, every
     agg.orphan_kernels = sum(g[3] for g in groups if not g[2])
     agg.step_kernels = {k: tuple(v) for k, v in gpu.step_kernels.items()}
+    agg.gpu_span = {k: (first, last) for k, (first, last) in gpu.span.items()}
     return agg
 
 

@@ -11,15 +11,23 @@ from census.census import rank_spread
 from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
 from census.compare.experiment import Experiment
 from census.compare.limiter import find_limiter
-from census.definitions import DEFINITIONS, LIMITER_RULE, METRIC_KEYS, PHASE_METRICS
-from census.model import METRIC_VALUES, Arm, Census, idle_values
+from census.definitions import (
+    DEFINITIONS,
+    HOST_AHEAD_RULE,
+    LIMITER_RULE,
+    METRIC_KEYS,
+    PHASE_METRICS,
+    PHASE_SPAN_METRIC,
+)
+from census.model import METRIC_VALUES, Arm, Census, Phase, idle_values
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
 KEY_DEFINITIONS = {
     **DEFINITIONS,
-    **{f"phase.{m.name}": m.definition for m in PHASE_METRICS},
+    **{f"phase.{m.name}": m.definition for m in (*PHASE_METRICS, PHASE_SPAN_METRIC)},
     "limiter": LIMITER_RULE,
+    "host_ran_ahead": HOST_AHEAD_RULE,
 }
 
 
@@ -51,7 +59,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
                 "start_ns": s.start_ns,
                 "end_ns": s.end_ns,
                 **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
-                "phases": [{"name": p.name, **p.as_dict()} for p in s.phases],
+                "phases": [_phase(p) for p in s.phases],
             }
             for s in census.steps
         ],
@@ -59,6 +67,7 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
         "per_phase": census.per_phase(),
         "tail": _tail(census),
         "limiter": _limiter(census),
+        "host_ran_ahead": census.host_ran_ahead(),
         "timing": {
             "steps": [
                 {
@@ -66,6 +75,9 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
                     "step_time_ns": s.duration_ns,
                     "gpu_busy_ns": s.gpu_busy_ns,
                     "gpu_idle_ns": s.gpu_idle_ns,
+                    "gpu_start_ns": s.gpu_start_ns,
+                    "gpu_span_ns": s.gpu_span_ns,
+                    "host_lead_ns": s.host_lead_ns,
                     **idle_values(s.idle),
                 }
                 for s in census.steps
@@ -130,6 +142,11 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
         },
         "warnings": list(census.warnings),
     }
+
+
+def _phase(p: Phase) -> dict[str, Any]:
+    return {"name": p.name, **p.as_dict(), "gpu_start_ns": p.gpu_start_ns,
+            "gpu_span_ns": p.gpu_span_ns}  # fmt: skip
 
 
 def _tail(census: Census) -> dict[str, Any] | None:
