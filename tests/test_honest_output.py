@@ -210,7 +210,12 @@ def test_kernel_change_colours_have_a_legend_and_the_waterfall_has_values(pair) 
 
 def test_the_terminal_summary_names_what_the_user_gave() -> None:
     r = runner.invoke(app, ["summary", "--sample", "eager"], env={"COLUMNS": "200"})
-    assert r.exit_code == 0 and r.stdout.startswith("sample:eager  nsys 2025.3.2.0 · ")
+    first, second = r.stdout.splitlines()[:2]
+    assert r.exit_code == 0 and second.startswith("sample:eager  nsys 2025.3.2.0 · ")
+    assert first == (  # what limits the step comes first
+        "host-bound: GPU idle 58% of the step (--idle says whether in launches, syncs or other "
+        "host work)"
+    )
 
 
 def test_dashboard_subtitles_name_what_the_user_gave(tmp_path: Path) -> None:

@@ -71,3 +71,31 @@ def test_the_bundled_sample_is_host_bound_in_other_host_work() -> None:
     assert limiter_sentence(lim) == (
         "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step)"
     )
+
+
+def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
+    """The first non-blank line of the diff (terminal, markdown, page) is the verdict; of the
+    summary (terminal, page), what limits the step."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from census.cli.app import app
+    from census.compare.explain import explain_diff
+    from census.render.html import render_diff_html, render_summary_html
+
+    run = CliRunner()
+    verdict = "compiled is faster than eager: step time -2.55 ms/step (-21.8%)"
+    args = ["diff", "sample:eager", "sample:compiled", "--labels", "eager,compiled"]
+    table = run.invoke(app, args, env={"COLUMNS": "200"}).stdout
+    assert table.lstrip().startswith(verdict)
+    markdown = run.invoke(app, [*args, "--format", "markdown"]).stdout
+    assert markdown.lstrip().startswith(f"**{verdict}")
+    a, b = census.summarize("sample:eager"), census.summarize("sample:compiled")
+    d = census.diff(a, b, labels=("eager", "compiled"))
+    page = render_diff_html(d, explain_diff(d))
+    body = page.split("<body>", 1)[1]
+    assert re.sub("<[^>]+>", "", body).lstrip().startswith(verdict)
+    summary = render_summary_html(a, "eager")
+    first = re.sub("<[^>]+>", "", summary.split("<body>", 1)[1]).lstrip()
+    assert first.startswith("host-bound: GPU idle 58% of the step")

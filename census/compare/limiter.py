@@ -45,3 +45,9 @@ def limiter_sentence(limiter: Limiter) -> str:
         return f"host-bound: {idle} (--idle says whether in launches, syncs or other host work)"
     bound = "sync-bound" if limiter.kind == "sync" else "host-bound"
     return f"{bound}: {idle}, mostly {limiter.cause} ({fmt_ns(limiter.cause_ns)}/step)"
+
+
+def summary_lead(census: Census) -> str:
+    """The first line of a summary in every format: what limits the step ("" without steps)."""
+    limiter = find_limiter(census)
+    return "" if limiter is None else limiter_sentence(limiter)

@@ -29,14 +29,23 @@ def render_diff_table(
     width: int | None = None,
     color: bool = False,
 ) -> str:
-    """The terminal diff: basis, headline tables, step accounting, why, classes, kernels."""
+    """The terminal diff: the verdict, why, basis, headline tables, step accounting, phases,
+    classes, kernels."""
     return rich_text(lambda console: _draw_diff(d, explanation, console, top), width, color)
 
 
 def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:
+    """The verdict first (the explanation's headline: what makes the sides not comparable, or
+    the step-time sentence), then the rest of the explanation, then the tables."""
     la, lb = d.labels
     short = max(len(la), len(lb)) > SHORT_LABEL
     h = headers(d, short)
+    if explanation:
+        console.print(f"[bold]{escape(one_line(explanation[0]))}[/bold]", highlight=False)
+    if explanation[1:]:
+        console.print("[bold]Why[/bold]")
+    for s in explanation[1:]:
+        console.print(f" • {escape(one_line(s))}", highlight=False)
     console.print(escape(one_line(basis_line(d))), highlight=False)
     if short:
         console.print(escape(one_line(f"A = {la}, B = {lb}")), highlight=False)
@@ -48,9 +57,6 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
     phases = phase_rows(d)
     if phases:
         print_fit(console, "Phases (per step)", h["phases"], phases)
-    console.print("[bold]Why[/bold]")
-    for s in explanation:
-        console.print(f" • {escape(one_line(s))}", highlight=False)
     print_fit(console, "Kernel classes", h["classes"], class_rows(d))
     kernels = kernel_rows(d, top)
     if kernels:

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from census.compare.diff import CensusDiff
+from census.compare.limiter import summary_lead
 from census.definitions import LABELS
 from census.model import Census
 from census.render.charts import Chart, diff_charts, esc, summary_charts
@@ -41,6 +42,8 @@ th{background:#f0f3f7;cursor:pointer;user-select:none} td.l,th.l{text-align:left
 td.name{font-family:ui-monospace,monospace;font-size:12px;max-width:720px;word-break:break-all}
 .panel h3{font-size:14px;font-weight:600;margin:4px 8px 0} .empty{color:#5b6675;padding:40px 8px}
 .warn{color:#8a5300} ul.why li{margin:4px 0} input#filter{padding:4px 8px;width:320px;margin:6px 0}
+.verdict{font-size:17px;font-weight:600;margin:0 0 14px;padding:8px 12px;background:#fff;
+border-left:4px solid #457b9d}
 """
 
 TABLE_JS = """
@@ -138,13 +141,16 @@ def _plotly_gz_b64() -> str:
     return base64.b64encode(gzip.compress(get_plotlyjs().encode(), mtime=0)).decode()
 
 
-def page(title: str, subtitle: str, body: str) -> str:
+def page(title: str, subtitle: str, body: str, lead: str = "") -> str:
+    """A self-contained page; `lead` (the verdict, or what limits a capture's step) is its first
+    line, above the title."""
     # Nothing census writes into the body is a control character (the JSON in it is escaped):
     # those there come from names and labels, and show as `\xNN`, as in the terminal.
     title, subtitle, body = one_line(title), one_line(subtitle), one_line(body)
+    first = f"<p class='verdict'>{esc(one_line(lead))}</p>" if lead else ""
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{esc(title)}</title><style>{CSS}</style></head><body>{first}"
         f"<h1>{esc(title)}</h1><div class='sub'>{esc(subtitle)}</div>{body}"
         f"<script type='text/plain' id='plotly-gz'>{_plotly_gz_b64()}</script>"
         f"<script>{TABLE_JS}</script><script>{LOADER_JS}</script></body></html>"
@@ -239,7 +245,7 @@ def render_summary_html(census: Census, label: str, source: str | None = None) -
     src = census.source
     gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
     sub = f"{source or label} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
-    return page(f"census: {label}", sub, body)
+    return page(f"census: {label}", sub, body, summary_lead(census))
 
 
 def _phase_table(census: Census) -> str:
@@ -258,7 +264,8 @@ def _phase_table(census: Census) -> str:
 
 
 def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart], str]:
-    """(tables and explanation, charts, kernel table) of a diff's page."""
+    """(explanation and tables, charts, kernel table) of a diff's page: the explanation (its
+    sentences as given: the page shows the headline above its title) before the tables."""
     la, lb = d.labels
     h = headers(d)
     columns = [
@@ -293,7 +300,9 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
     acc = accounting_rows(d)
     phases = phase_rows(d)
     head = (
-        f"<p class='sub'>{esc(basis_line(d))}</p>"
+        (f"<h2>Why</h2><ul class='why'>{why}</ul>" if why else "")
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+        + f"<p class='sub'>{esc(basis_line(d))}</p>"
         + "".join(
             f"<h2>{esc(t)}</h2>"
             + html_table(h["headline"], rows)
@@ -301,8 +310,6 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
             for i, (t, rows) in enumerate(headline_groups(d))
         )  # the step accounting under the step-window table, where it adds up
         + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
-        + f"<h2>Why</h2><ul class='why'>{why}</ul>"
-        + (f"<ul>{warnings}</ul>" if warnings else "")
     )
     return head, diff_charts(d), _kernel_table(columns, rows, "abs_delta")
 
@@ -311,8 +318,9 @@ def render_diff_html(
     d: CensusDiff, explanation: list[str], sources: tuple[str, str] | None = None
 ) -> str:
     """The dashboard of a diff; `sources`: what the user named the two sides (the subtitle)."""
-    head, charts, tail = diff_parts(d, explanation)
+    head, charts, tail = diff_parts(d, explanation[1:])
     la, lb = d.labels
     sa, sb = sources or d.labels
     subtitle = f"{la}: {sa} vs {lb}: {sb}" if sources else f"{la} vs {lb}"
-    return page(f"census: {la} vs {lb}", subtitle, head + figures(charts) + tail)
+    lead = explanation[0] if explanation else ""
+    return page(f"census: {la} vs {lb}", subtitle, head + figures(charts) + tail, lead)

@@ -33,8 +33,7 @@ def render_experiment_html(exp: Experiment) -> str:
     strip.update_layout(height=420)
     figs = [Chart("Step time of every arm, in run order (ms, uncaptured)", strip)]
     head = (
-        f"<p><b>{esc(parts.verdict)}</b></p>"
-        + "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in parts.warnings)
+        "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in parts.warnings)
         + html_table(E2E_HEAD, e2e_rows(exp))
         + f"<p>{esc(delta_line(exp))}</p>"
         + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
@@ -49,4 +48,4 @@ def render_experiment_html(exp: Experiment) -> str:
         head += "".join(f"<p>{esc(line)}</p>" for line in parts.findings)
     title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
     subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
-    return page(title, subtitle, head + figures(figs) + tail)
+    return page(title, subtitle, head + figures(figs) + tail, parts.verdict)

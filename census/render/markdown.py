@@ -54,7 +54,11 @@ def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
 
 def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
     h = headers(d)
-    out = [one_line(f"### {d.labels[0]} vs {d.labels[1]}"), "", one_line(basis_line(d)), ""]
+    out = [f"**{_cell(explanation[0])}**", ""] if explanation else []  # the verdict first
+    out += [one_line(f"### {d.labels[0]} vs {d.labels[1]}"), ""]
+    if explanation[1:]:
+        out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation[1:]] + [""]
+    out += [one_line(basis_line(d)), ""]
     acc = accounting_rows(d)
     for i, (title, rows) in enumerate(headline_groups(d)):
         out += [f"#### {title}", "", markdown_table(h["headline"], rows), ""]
@@ -63,7 +67,6 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
     phases = phase_rows(d)
     if phases:
         out += ["#### Phases (per step)", "", markdown_table(h["phases"], phases), ""]
-    out += ["#### Why", ""] + [f"- {_cell(s)}" for s in explanation] + [""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top)
     if kernels:

@@ -88,6 +88,11 @@ WINDOW_ROWS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns
 def _draw_summary(
     census: Census, console: Console, top: int, all_steps: bool, source: str | None = None
 ) -> None:
+    from census.compare.limiter import summary_lead
+
+    lead = summary_lead(census)
+    if lead:  # what limits the step, first
+        console.print(f"[bold]{escape(lead)}[/bold]", highlight=False)
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
     about = (
