@@ -167,37 +167,47 @@ def diff(
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
     the SELECTION keywords, as in `summarize`). Labels default to the file or folder names."""
-    from census.compare.diff import diff_census
     from census.model import Census
 
     options = with_options(options, selection)
     sides = []
     for side in (a, b):
         if isinstance(side, Census):
-            sides.append((side, Path(side.source.path), None))
+            sides.append((side, Path(side.source.path), False))
         else:
             path = resolve_input(side)
-            sides.append((summarize_with(path, options), path, uncaptured_step_ns(path)))
+            sides.append((summarize_with(path, options), path, True))
     if labels is None:
         labels = (default_label(sides[0][1]), default_label(sides[1][1]))
-    return diff_census(sides[0][0], sides[1][0], labels, (sides[0][2], sides[1][2]))
+    return _diff_sides(sides[0], sides[1], labels)
 
 
-def uncaptured_step_ns(path: Path) -> float | None:
-    """The mean step time of a capture folder's calibration run without nsys (run.json)."""
+def _diff_sides(a: tuple, b: tuple, labels: tuple[str, str]) -> CensusDiff:
+    """(Census, path, read from that path) of each side -> their diff, with the calibration
+    runs' step times on the clock the steps are compared by."""
+    from census.compare.diff import diff_census, step_clock
+
+    clock = step_clock(a[0], b[0])
+    uncaptured = tuple(uncaptured_step_ns(path, clock) if read else None
+                       for _, path, read in (a, b))  # fmt: skip
+    return diff_census(a[0], b[0], labels, uncaptured)  # type: ignore[arg-type]
+
+
+def uncaptured_step_ns(path: Path, clock: str = "host") -> float | None:
+    """The mean step time of a capture folder's calibration run without nsys (run.json): on the
+    host's clock (what NVTX ranges span), or on the GPU's (CUDA events) with clock "gpu"."""
     from census.capture.run import read_run_info
 
     info = read_run_info(path) if path.is_dir() else None
-    value = ((info or {}).get("calibration") or {}).get("uncaptured_mean_step_time_ns")
+    key = "uncaptured_gpu_mean_step_time_ns" if clock == "gpu" else "uncaptured_mean_step_time_ns"
+    value = ((info or {}).get("calibration") or {}).get(key)
     return float(value) if isinstance(value, int | float) else None
 
 
 def diff_paths(a: Path, b: Path, labels: tuple[str, str], options: Options, progress=None):
     """The CensusDiff of two inputs, with their calibration runs when they have them."""
-    from census.compare.diff import diff_census
-
     ca, cb = summarize_with(a, options, progress), summarize_with(b, options, progress)
-    return diff_census(ca, cb, labels, (uncaptured_step_ns(a), uncaptured_step_ns(b)))
+    return _diff_sides((ca, a, True), (cb, b, True), labels)
 
 
 def explain(d: CensusDiff) -> list[str]:

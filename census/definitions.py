@@ -90,7 +90,7 @@ GPU_SPAN_METRICS: tuple[Metric, ...] = (
     Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
            "starts in its range, on any thread of its process), not clipped to the range; null "
            "when it launched none; per_step: the mean over the steps that launched some",
-           "GPU span of the work launched in the step (unclipped)"),
+           "GPU span (first to last GPU op)"),
     Metric("host_lead_ns", "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
            "how long after the host left the step its GPU work ended (negative: before); null "
            "when it launched none; per_step: the mean over the steps that launched some",

@@ -64,12 +64,22 @@ def check_comparable(
     if overhead:  # the captured step-time delta is no verdict on speed
         problems += overhead
         hidden.add("verdict")
+    ahead = [label for label, c in sides if c.host_ran_ahead()]
+    if len(ahead) == 1:
+        notes.append(f"{ahead[0]}'s host ran ahead of its GPU and the other's did not: steps and "
+                     "phases are compared by their GPU spans, not their NVTX ranges")  # fmt: skip
     if a.source.nsys_version != b.source.nsys_version:
         notes.append(f"different nsys versions: {la} {a.source.nsys_version}, "
                      f"{lb} {b.source.nsys_version}")  # fmt: skip
     notes += [f"{label} is a sliced export: some kernels have no launching API row"
               for label, c in sides if c.sliced]  # fmt: skip
     return Comparability(tuple(problems), tuple(notes), frozenset(hidden))
+
+
+def step_clock(a: Census, b: Census) -> str:
+    """ "gpu" when either side's host ran ahead of its GPU (census.definitions.HOST_AHEAD_RULE):
+    both sides' steps are then timed by their GPU spans; else "host" (their NVTX ranges)."""
+    return "gpu" if a.host_ran_ahead() or b.host_ran_ahead() else "host"
 
 
 def _gpus(c: Census) -> str:
@@ -85,16 +95,17 @@ def _overhead_problems(
 ) -> list[str]:
     """What the calibration runs (the same programs without nsys) say about the captured step
     times: nsys slowed the sides differently, or the deltas disagree in sign."""
-    ua, ub = uncaptured
+    ua, ub = uncaptured  # on the clock the steps are compared by (step_clock)
     ta, tb = a.per_step_timing(), b.per_step_timing()
-    if not ua or not ub or ta is None or tb is None:
+    key = "gpu_span_ns" if step_clock(a, b) == "gpu" else "step_time_ns"
+    if not ua or not ub or ta is None or tb is None or not ta[key] or not tb[key]:
         return []
     out = []
-    ra, rb = ta["step_time_ns"] / ua, tb["step_time_ns"] / ub
+    ra, rb = ta[key] / ua, tb[key] / ub
     if max(ra, rb) / min(ra, rb) > OVERHEAD_RATIO_LIMIT:
         out.append(f"nsys slowed the sides differently (x{ra:.2f} and x{rb:.2f} against their "
                    "calibration runs): captured step times are not comparable")  # fmt: skip
-    captured = tb["step_time_ns"] - ta["step_time_ns"]
+    captured = tb[key] - ta[key]
     if (ub - ua) * captured < 0:
         out.append(
             f"the captured and uncaptured step-time deltas disagree in sign ({labels[1]} − "

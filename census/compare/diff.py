@@ -11,7 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from census.compare.comparable import Comparability, check_comparable
+from census.compare.comparable import Comparability, check_comparable, step_clock
 from census.compare.stats import t_975
 from census.definitions import (
     CLASS_ORDER,
@@ -84,9 +84,18 @@ class CensusDiff:
     spread: tuple[StepSpread | None, StepSpread | None] = (None, None)
     # phase name -> key -> per-step means of either side (absent: 0), the remainder last
     phases: dict[str, dict[str, Delta]] = field(default_factory=dict)
-    # mean step time of each side's calibration run without nsys (run.json), when it has one
+    # mean step time of each side's calibration run without nsys (run.json), when it has one:
+    # on the host's clock, or the GPU's (CUDA events) when the step clock is "gpu"
     uncaptured_ns: tuple[float | None, float | None] = (None, None)
     comparability: Comparability = field(default_factory=Comparability)
+    # "gpu" when either side's host ran ahead of its GPU: steps and phases are compared by their
+    # GPU spans (step_key gpu_span_ns), their NVTX ranges timing only the host's enqueueing
+    clock: str = "host"
+
+    @property
+    def step_key(self) -> str:
+        """The metric the steps are timed by: step_time_ns (NVTX ranges) or gpu_span_ns."""
+        return "gpu_span_ns" if self.clock == "gpu" else "step_time_ns"
 
     def __repr__(self) -> str:
         from census.notebook import diff_repr
@@ -116,7 +125,7 @@ class CensusDiff:
 
     @property
     def within_noise(self) -> bool | None:
-        step, noise = self.metrics["step_time_ns"].delta, self.noise_ns
+        step, noise = self.metrics[self.step_key].delta, self.noise_ns
         return None if step is None or noise is None else abs(step) <= noise
 
     def bucket(self, name: str) -> list[KernelDelta]:
@@ -127,10 +136,14 @@ def _scale(c: Census, per_step: bool) -> float:
     return float(c.step_count) if per_step else 1.0
 
 
-def step_spread(c: Census) -> StepSpread | None:
-    if not c.steps:
+def step_spread(c: Census, clock: str = "host") -> StepSpread | None:
+    """The spread of the steps' NVTX durations, or of their GPU spans (clock "gpu")."""
+    if clock == "gpu":
+        times = [s.gpu_span_ns for s in c.steps if s.gpu_span_ns is not None]
+    else:
+        times = [s.duration_ns for s in c.steps]
+    if not times:
         return None
-    times = [s.duration_ns for s in c.steps]
     mean = sum(times) / len(times)
     sd = statistics.stdev(times) if len(times) > 1 else None
     return StepSpread(len(times), mean, sd)
@@ -142,8 +155,11 @@ def diff_census(
     labels: tuple[str, str] = ("A", "B"),
     uncaptured_ns: tuple[float | None, float | None] = (None, None),
 ) -> CensusDiff:
+    """B against A. `uncaptured_ns`: each side's calibration mean on the host's clock, or on the
+    GPU's when either side's host ran ahead (see step_clock)."""
     per_step = bool(a.steps and b.steps)
     comparable = check_comparable(a, b, labels, uncaptured_ns)
+    clock = step_clock(a, b)
     return CensusDiff(
         a=a,
         b=b,
@@ -153,9 +169,10 @@ def diff_census(
         classes=_class_deltas(a, b, per_step),
         kernels=_kernel_deltas(a, b, per_step),
         comparability=comparable,
-        spread=(step_spread(a), step_spread(b)),
+        spread=(step_spread(a, clock), step_spread(b, clock)),
         uncaptured_ns=uncaptured_ns,
         phases=_phase_deltas(a, b) if per_step else {},
+        clock=clock,
     )
 
 
@@ -167,10 +184,9 @@ def _phase_deltas(a: Census, b: Census) -> dict[str, dict[str, Delta]]:
         return {}
     names = [*pa, *(n for n in pb if n not in pa)]
     names.sort(key=lambda n: n == OUTSIDE_PHASES)
-    zero = dict.fromkeys(PHASE_KEYS, 0.0)
-    return {
-        n: {k: Delta(pa.get(n, zero)[k], pb.get(n, zero)[k]) for k in PHASE_KEYS} for n in names
-    }
+    keys = (*PHASE_KEYS, "gpu_span_ns")  # a span is no sum: an absent phase has none, not 0
+    zero = {**dict.fromkeys(PHASE_KEYS, 0.0), "gpu_span_ns": None}
+    return {n: {k: Delta(pa.get(n, zero)[k], pb.get(n, zero)[k]) for k in keys} for n in names}
 
 
 def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:

@@ -39,6 +39,8 @@ def _change(delta: Delta, fmt, unit: str) -> str:
 
 
 def _headline(d: CensusDiff, unit: str) -> str | None:
+    if d.clock == "gpu":
+        return _gpu_headline(d, unit)
     step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
     if step.delta is None or busy.delta is None or idle.delta is None:
         return None
@@ -79,10 +81,48 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
     )
 
 
+HOST_AHEAD = "the host ran ahead of the GPU, so the NVTX ranges time its enqueueing"
+
+
+def _gpu_headline(d: CensusDiff, unit: str) -> str | None:
+    """The headline when either side's host ran ahead: the steps as the GPU ran them."""
+    span, step = d.metrics["gpu_span_ns"], d.metrics["step_time_ns"]
+    if span.delta is None:
+        return None
+    la, lb = d.labels
+    host = f"{HOST_AHEAD} (step time {_change(step, fmt_ns, unit)} there)"
+    noise = d.noise_ns
+    if d.within_noise:
+        return (
+            f"on the GPU, {lb} and {la} are within noise: GPU span {_change(span, fmt_ns, unit)} "
+            f"is inside ±{fmt_ns(noise)}, the 95% spread of the difference of their mean spans; "
+            f"{host}; `census ab` settles it with repeated uncaptured runs"
+        )
+    if "verdict" in d.comparability.hidden:
+        shorter = "shorter" if span.delta < 0 else "longer"
+        return (
+            f"under nsys only, {lb}'s steps are {shorter} on the GPU than {la}'s: GPU span "
+            f"{_change(span, fmt_ns, unit)}; {host}; not a verdict on speed, since nsys "
+            "distorted the step times (see above): `census ab` decides"
+        )
+    verdict = "faster" if span.delta < 0 else "slower"
+    basis = (
+        f"beyond the ±{fmt_ns(noise)} spread of one capture each"
+        if noise is not None
+        else "one capture per side, no spread to judge by"
+    )
+    return (
+        f"{lb} is {verdict} than {la} on the GPU: GPU span {_change(span, fmt_ns, unit)} "
+        f"({basis}); {host}; `census ab` gives a verdict that repeated runs back"
+    )
+
+
 def _phases(d: CensusDiff) -> str | None:
     """The phase that holds most of the step-time change, and what changed in it."""
     if not d.phases:
         return None
+    if d.clock == "gpu":
+        return _gpu_phases(d)
     ranked = sorted(d.phases.items(), key=lambda kv: -abs(kv[1]["duration_ns"].delta or 0))
     name, top = ranked[0]
     dur, busy = top["duration_ns"], top["gpu_busy_ns"]
@@ -93,6 +133,25 @@ def _phases(d: CensusDiff) -> str | None:
         f"{fmt_ns(dur.delta, signed=True)}/step ({fmt_pct(dur.pct)}), GPU busy "
         f"{fmt_ns(busy.delta, signed=True)}, kernels {fmt_count(kernels, signed=True)}, launch "
         f"calls {fmt_count(launches, signed=True)}" + (f"; {others}" if others else "")
+    )
+
+
+def _gpu_phases(d: CensusDiff) -> str | None:
+    """By phase, as the GPU ran them: the phase whose GPU span changed most."""
+    spans = {n: m for n, m in d.phases.items() if m["gpu_span_ns"].delta is not None}
+    if not spans:
+        return None
+    ranked = sorted(spans.items(), key=lambda kv: -abs(kv[1]["gpu_span_ns"].delta or 0))
+    name, top = ranked[0]
+    span, busy = top["gpu_span_ns"], top["gpu_busy_ns"]
+    kernels, launches = top["kernel_count"].delta or 0, top["launch_api_count"].delta or 0
+    others = ", ".join(f"{n} {fmt_ns(v['gpu_span_ns'].delta, signed=True)}" for n, v in ranked[1:])
+    return (
+        f"by phase on the GPU: most of the change is in {name}: GPU span "
+        f"{fmt_ns(span.delta, signed=True)}/step ({fmt_pct(span.pct)}), kernels "
+        f"{fmt_count(kernels, signed=True)}, launch calls {fmt_count(launches, signed=True)}, "
+        f"GPU busy in its host window {fmt_ns(busy.delta, signed=True)}"
+        + (f"; {others}" if others else "")
     )
 
 
@@ -126,15 +185,19 @@ def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 
 def _uncaptured(d: CensusDiff) -> str | None:
-    """Both captures' calibration runs (without nsys) side by side with the captured delta."""
+    """Both captures' calibration runs (without nsys) side by side with the captured delta, on
+    the clock the steps are compared by."""
     ua, ub = d.uncaptured_ns
-    step = d.metrics["step_time_ns"]
+    step = d.metrics[d.step_key]
     if ua is None or ub is None or step.delta is None:
         return None
+    gpu = d.clock == "gpu"
+    clock = ", timed on the GPU" if gpu else ""
+    captured = "GPU span under nsys" if gpu else "under nsys"
     return (
-        f"without nsys (the captures' calibration runs): {d.labels[1]} − {d.labels[0]} = "
+        f"without nsys (the captures' calibration runs{clock}): {d.labels[1]} − {d.labels[0]} = "
         f"{fmt_ns(ub - ua, signed=True)}/step ({fmt_pct(100 * (ub - ua) / ua if ua else None)}) "
-        f"against {fmt_ns(step.delta, signed=True)}/step under nsys"
+        f"against {fmt_ns(step.delta, signed=True)}/step {captured}"
     )
 
 

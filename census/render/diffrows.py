@@ -10,15 +10,17 @@ from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct
 # census.definitions: LAUNCHED_TITLE, WINDOW_TITLE).
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
                "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
-LAUNCHED_KEYS = ("kernel_count", "nccl_kernel_count", "nccl_kernel_time_ns",
+LAUNCHED_KEYS = ("gpu_span_ns", "kernel_count", "nccl_kernel_count", "nccl_kernel_time_ns",
                  "non_nccl_kernel_time_ns", "non_nccl_union_ns", "launch_api_count",
                  "launch_api_time_ns", "graph_launch_count", "d2d_count", "d2d_bytes")  # fmt: skip
 
 
 def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
     """(title, rows) of the step-window metrics, then of the launched-work metrics."""
+    launched = (*LAUNCHED_KEYS[:1], "host_lead_ns", *LAUNCHED_KEYS[1:]) if d.clock == "gpu" \
+        else LAUNCHED_KEYS  # fmt: skip
     groups = [(WINDOW_TITLE, _metric_rows(d, WINDOW_KEYS)),
-              (LAUNCHED_TITLE, _metric_rows(d, LAUNCHED_KEYS))]  # fmt: skip
+              (LAUNCHED_TITLE, _metric_rows(d, launched))]  # fmt: skip
     return [(title, rows) for title, rows in groups if rows]
 
 
@@ -53,6 +55,7 @@ def phase_rows(d: CensusDiff) -> list[list[str]]:
         dur = m["duration_ns"]
         rows.append([
             name, fmt_ns(dur.a), fmt_ns(dur.b), fmt_ns(dur.delta, signed=True),
+            fmt_ns(m["gpu_span_ns"].delta, signed=True),
             fmt_ns(m["gpu_busy_ns"].delta, signed=True),
             fmt_count(m["kernel_count"].delta, signed=True),
             fmt_count(m["launch_api_count"].delta, signed=True),
@@ -101,8 +104,8 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
-        "phases": ["Phase", f"{la} time", f"{lb} time", "Δ time", "Δ GPU busy", "Δ kernels",
-                   "Δ launches", "Δ D2D"],
+        "phases": ["Phase", f"{la} time", f"{lb} time", "Δ time", "Δ GPU span", "Δ GPU busy",
+                   "Δ kernels", "Δ launches", "Δ D2D"],
         "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
                     "Δ time"],
         "kernels": ["Kernel", "Change", "Class", f"{la} count", f"{lb} count", f"{la} time",
@@ -113,8 +116,10 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
 def basis_line(d: CensusDiff) -> str:
     la, lb = d.labels
     if d.per_step:
+        clock = (" The host ran ahead of the GPU: steps are compared by their GPU spans; their "
+                 "NVTX ranges (step time) time the host.") if d.clock == "gpu" else ""  # fmt: skip
         return (
             f"Per step: mean over {d.a.step_count} step(s) of {la} and "
-            f"{d.b.step_count} step(s) of {lb}."
+            f"{d.b.step_count} step(s) of {lb}.{clock}"
         )
     return "Whole captures (at least one side has no step ranges)."

@@ -155,7 +155,10 @@ def _tail(census: Census) -> dict[str, Any] | None:
     tail = tail_steps(census)
     if tail is None:
         return None
-    return {**{k: v for k, v in vars(tail).items() if k != "outliers"},
+    # "clock": "gpu span" when the host ran ahead (the statistics are of the GPU spans), else
+    # "host range" (of the NVTX ranges)
+    return {"clock": tail.clock,
+            **{k: v for k, v in vars(tail).items() if k not in ("outliers", "clock")},
             "outliers": [vars(o) for o in tail.outliers]}  # fmt: skip
 
 
@@ -182,6 +185,7 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
         "basis": "per_step" if d.per_step else "capture",
+        "clock": d.clock,
         "comparability": d.comparability.as_dict(),
         "definitions": KEY_DEFINITIONS,
         "a": summary_json(d.a, top),
