@@ -162,7 +162,8 @@ runahead() {
     step "nsys stats nvtx_gpu_proj_trace of ra-$side"
     nsys stats -q -r nvtx_gpu_proj_trace -f csv -o - --force-export=false \
       $R/ra-$side/capture.sqlite > "$OUT/ra-$side.proj.csv" 2>&1; echo "exit $?"
-    head -40 "$OUT/ra-$side.proj.csv"
+    step "census's GPU spans beside nsys's projection, ra-$side"
+    python3 scripts/proj_compare.py $R/ra-$side/capture.sqlite "$OUT/ra-$side.proj.csv"
     xz -T0 -c $R/ra-$side/capture.sqlite > "$OUT/ra-$side.sqlite.xz"
     cp $R/ra-$side/run.json "$OUT/ra-$side.run.json"
   done
