@@ -236,3 +236,18 @@ def test_a_dashboard_without_kernels_draws_in_a_browser(tmp_path: Path) -> None:
     page.write_text(render_summary_html(summarize(no_kernel_export(tmp_path)), "n"), "utf-8")
     dom = check_page(page, figures=1)
     assert "no kernels in this capture" in dom
+
+
+def test_markdown_shortens_kernel_names_as_the_terminal_does(pair) -> None:
+    from census.render.fit import short_names
+    from census.render.markdown import MARKDOWN_NAME_CHARS, _cell, render_diff_markdown
+
+    d, why = pair
+    text = render_diff_markdown(d, why, top=15)
+    table = text.split("kernel changes", 1)[1].split("\n\n", 2)[1].splitlines()[2:]
+    full = [k.name for k in d.kernels if k.bucket != "unchanged"][:15]
+    shown = short_names(full, MARKDOWN_NAME_CHARS)
+    assert len(table) == 15 and len(set(shown)) == 15
+    assert all(len(name) <= MARKDOWN_NAME_CHARS for name in shown)
+    assert any(len(name) > MARKDOWN_NAME_CHARS for name in full)  # some were cut
+    assert [row.split(" | ")[0] for row in table] == [f"| {_cell(n)}" for n in shown]

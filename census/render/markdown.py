@@ -14,6 +14,7 @@ from census.render.diffrows import (
     kernel_rows,
     phase_rows,
 )
+from census.render.fit import short_names
 from census.units import one_line
 
 _RIGHT = "---:"
@@ -42,8 +43,13 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+MARKDOWN_NAME_CHARS = 80  # kernel names in a pull request's table, shortened as the terminal does
+
+
 def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
     right = [False, False, False, True, True, True, True, True]  # name, change, class: text
+    names = short_names([row[0] for row in rows], MARKDOWN_NAME_CHARS)
+    rows = [[name, *row[1:]] for name, row in zip(names, rows, strict=True)]
     lines = [
         "| " + " | ".join(_cell(h) for h in head) + " |",
         "| " + " | ".join(_RIGHT if r else "---" for r in right) + " |",
