@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from census.compare.experiment import Experiment
 from census.errors import InputError, UsageError
@@ -166,10 +167,10 @@ def load_experiment(folder: Path | str) -> Experiment:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
         labels = tuple(str(x) for x in record["labels"])
-        arms = tuple(_arm_from(a) for a in record["arms"])
+        arms = tuple(_arm_from(a, i) for i, a in enumerate(record["arms"]))
         commands = {str(k): [str(x) for x in v] for k, v in record["commands"].items()}
         stats = analyze(list(arms))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{path}: not a census experiment record ({exc})") from None
     if len(labels) != 2:
         raise InputError(f"{path}: not a census experiment record (labels)")
@@ -184,15 +185,34 @@ def load_experiment(folder: Path | str) -> Experiment:
                       record.get("capture"), record.get("wall_s"))  # fmt: skip
 
 
-def _arm_from(rec: dict) -> Arm:
-    steps = tuple(int(t) for t in rec["step_time_ns"])
-    if rec["side"] not in ("a", "b") or not steps:
-        raise ValueError(f"arm {rec.get('index')}")
-    return Arm(rec["side"], int(rec["index"]), bool(rec["discarded"]), steps,
-               _opt_int(rec["peak_allocated_bytes"]), _opt_int(rec["peak_reserved_bytes"]),
-               _opt_int(rec["recompiles"]), _opt_int(rec["graph_breaks"]),
-               str(rec["clock"]))  # fmt: skip
+# check_record's names of the fields ab.json keeps under other names
+_AB_FIELD = {"dynamo.frames_compiled": "recompiles", "dynamo.graph_breaks": "graph_breaks"}
 
 
-def _opt_int(v) -> int | None:
-    return None if v is None else int(v)
+def _arm_from(rec: Any, position: int) -> Arm:
+    """Arm `position` of ab.json, checked as the arm's own step-times record was
+    (census.capture.arms.check_record): a ValueError naming the arm and its first bad field."""
+    from census.capture.arms import check_record
+
+    if not isinstance(rec, dict):
+        raise ValueError(f"arm {position} is not a JSON object")
+    side, index, discarded = rec.get("side"), rec.get("index"), rec.get("discarded")
+    if side not in ("a", "b") or type(index) is not int or type(discarded) is not bool:
+        raise ValueError(f"arm {position}: its side, index or discarded flag is damaged")
+    record = {key: rec.get(key) for key in
+              ("clock", "step_time_ns", "peak_allocated_bytes", "peak_reserved_bytes")}  # fmt: skip
+    dynamo = {"frames_compiled": rec.get("recompiles"), "graph_breaks": rec.get("graph_breaks")}
+    record["dynamo"] = {k: v for k, v in dynamo.items() if v is not None}
+    try:
+        check_record(record)
+    except ValueError as exc:
+        why = str(exc)
+        for name, ours in _AB_FIELD.items():
+            if why.startswith(name):
+                why = ours + why[len(name) :]
+        raise ValueError(f"arm {position}: {why}") from None
+    if not record["step_time_ns"]:
+        raise ValueError(f"arm {position}: no step times")
+    return Arm(side, index, discarded, tuple(record["step_time_ns"]),
+               record["peak_allocated_bytes"], record["peak_reserved_bytes"],
+               rec.get("recompiles"), rec.get("graph_breaks"), record["clock"])  # fmt: skip

@@ -56,7 +56,10 @@ def _short(name: str) -> str:
     return name
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` may be running: only a pid the system says is gone is False
+    (another user's process, this one and a number that is no pid all count as alive, so
+    that what they own is left alone)."""
     if pid <= 0 or pid == os.getpid():
         return True
     try:
@@ -73,7 +76,7 @@ def _stale(name: str, pattern: re.Pattern[str], only: str | None) -> bool:
     match = pattern.fullmatch(name)
     if not match or (only is not None and match[1] != only):
         return False
-    return match[3] == _host() and not _alive(int(match[2]))
+    return match[3] == _host() and not pid_alive(int(match[2]))
 
 
 def sweep_stale_parts(folder: Path, only: str | None = None) -> None:

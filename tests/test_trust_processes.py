@@ -1,7 +1,7 @@
-"""Never hang, never leave orphans, never an internal error: census's worker processes and the
-arms of `census ab` as real processes (kill -9, Ctrl-C twice, SIGTERM, a child left holding the
-output), an arm's output (200 MiB, bytes that are not UTF-8), damaged step-times records, and
-arms whose statistics are degenerate."""
+"""Never hang, never leave orphans, never an internal error: census's worker processes, the
+arms of `census ab` and a capture's program as real processes (kill -9, Ctrl-C twice, SIGTERM,
+a child left holding the output), their output (200 MiB, bytes that are not UTF-8), damaged
+step-times records and ab.json, and arms whose statistics are degenerate."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.capture.arms import ArmError, arm_order, check_record, run_silently
+from census.capture.arms import arm_order, check_record
+from census.capture.process import ProgramError, run_group
 from census.cli.app import app
 from census.compare.experiment import Experiment
 from census.compare.stats import analyze
@@ -215,14 +216,14 @@ def test_an_arm_that_leaves_a_child_holding_its_output_does_not_hang(tmp_path: P
 # -- an arm's output: read as it comes, a bounded tail kept, any bytes ----------------------------
 LOUD = """
 import sys
-from census.capture.arms import ArmError, run_silently
+from census.capture.process import ProgramError, run_group
 
 arm = [sys.executable, "-c", "import sys; out = sys.stdout.buffer; "
        "[out.write(b'x' * 1023 + b'\\\\n') for _ in range(200 * 1024)]; "
        "out.write(b'almost done\\\\nnot UTF-8: \\\\xff\\\\xfe\\\\n'); sys.exit(3)"]
 try:
-    run_silently(arm, {}, "arm 1 (A)")
-except ArmError as exc:
+    run_group(arm, {}, "arm 1 (A)")
+except ProgramError as exc:
     # VmHWM, this process's peak RSS (ru_maxrss would keep the peak of the process that forked
     # it: Linux carries it across exec)
     status = open("/proc/self/status").read()
@@ -263,12 +264,109 @@ def test_a_failed_arm_prints_its_tail_as_lines(tmp_path: Path) -> None:
 
 def test_an_arm_that_cannot_start_is_a_capture_error(tmp_path: Path) -> None:
     with pytest.raises(Exception, match=r"^arm 1 \(A\) could not start: /no/such/program x: No "):
-        run_silently(["/no/such/program", "x"], {}, "arm 1 (A)")
+        run_group(["/no/such/program", "x"], {}, "arm 1 (A)")
 
 
 def test_an_arm_killed_by_a_signal_says_so() -> None:
-    with pytest.raises(ArmError, match=r"^arm 1 \(A\) failed \(killed by SIGKILL\): "):
-        run_silently(["sh", "-c", "echo bye; kill -9 $$"], {}, "arm 1 (A)")
+    with pytest.raises(ProgramError, match=r"^arm 1 \(A\) failed \(killed by SIGKILL\): "):
+        run_group(["sh", "-c", "echo bye; kill -9 $$"], {}, "arm 1 (A)")
+
+
+# -- a capture's program (under nsys, or its calibration run without): the same runner, shown live
+FAKE_NSYS = str(ROOT / "tests" / "helpers" / "fake_nsys.py")  # runs the program ("crash" mode)
+NOT_UTF8 = "import sys; sys.stdout.buffer.write(b'caf\\xc3\\xa9 \\xff\\xfe\\n'); sys.exit(3)"
+
+
+@pytest.mark.parametrize(
+    ("extra", "what"), [((), "nsys profile"), (("--calibrate",), "calibration run (without nsys)")]
+)
+def test_a_capture_whose_program_prints_bytes_not_utf8_shows_them_escaped(
+    tmp_path: Path, extra: tuple[str, ...], what: str
+) -> None:
+    r = runner.invoke(app, ["capture", "c", "-o", str(tmp_path), "--nsys", FAKE_NSYS, *extra,
+                            "--", sys.executable, "-c", NOT_UTF8],
+                      env={"FAKE_NSYS_MODE": "crash"})  # fmt: skip
+    assert r.exit_code == 4, r.output  # it was 70: a UnicodeDecodeError
+    *_, shown, error = r.stderr.splitlines()
+    assert shown == "café \\xff\\xfe"  # as it came, on stderr
+    assert error.startswith(f"Error: {what} failed (exit 3): ")
+    assert error.endswith(": café \\xff\\xfe")
+    assert list(tmp_path.iterdir()) == []
+
+
+LOUD_CAPTURE = """
+import io, sys
+from census.cli import app
+
+class Tail(io.TextIOBase):  # stderr, of which only the end is kept
+    text = ""
+    def write(self, s):
+        Tail.text = (Tail.text + s)[-4096:]
+        return len(s)
+
+sys.stderr = Tail()
+try:
+    app(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+status = open("/proc/self/status").read()
+print(int(status.split("VmHWM:")[1].split()[0]) // 1024)
+print(code)
+print(Tail.text)
+"""
+
+
+def test_200_mib_of_a_captured_program_s_output_keep_census_small(tmp_path: Path) -> None:
+    script, loud = tmp_path / "census_loud.py", tmp_path / "loud.py"
+    script.write_text(LOUD_CAPTURE)
+    loud.write_text(
+        "import sys; out = sys.stdout.buffer\n"
+        "for _ in range(200 * 1024): out.write(b'x' * 1023 + b'\\n')\n"
+        "out.write(b'almost done\\nnot UTF-8: \\xff\\xfe\\n'); sys.exit(3)\n"
+    )
+    args = ["capture", "c", "-o", tmp_path / "out", "--nsys", FAKE_NSYS, "--", sys.executable, loud]
+    out = subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True,
+                         check=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "FAKE_NSYS_MODE": "crash"}).stdout.decode()  # fmt: skip
+    out = out.rstrip("\n")  # Tail.text ends with one
+    rss_mib, code, *tail = out.splitlines()
+    assert int(rss_mib) < 100, rss_mib  # it held 488 MiB when it kept the whole output
+    assert code == "4"
+    assert tail[-4:-1] == ["x" * 1023, "almost done", "not UTF-8: \\xff\\xfe"]  # shown live
+    assert tail[-1].startswith("Error: nsys profile failed (exit 3): ")
+    assert tail[-1].endswith(": not UTF-8: \\xff\\xfe")
+
+
+@pytest.mark.parametrize("nsys", ["runs the program", "ignores Ctrl-C"])
+def test_ctrl_c_twice_during_a_capture_leaves_no_process_of_it(tmp_path: Path, nsys: str) -> None:
+    """Census sends nsys SIGINT, to write its report, and waits up to 10 s before SIGKILL: a
+    second Ctrl-C cuts that short; either way the program's whole group is gone."""
+    script, marks, tmp = tmp_path / "arm.py", tmp_path / "marks", tmp_path / "tmp"
+    script.write_text(ARM)
+    marks.mkdir()
+    tmp.mkdir()
+    program = [sys.executable, str(script), "stubborn", str(marks)]  # with a child `sleep 300`
+    fake = FAKE_NSYS
+    if nsys == "ignores Ctrl-C":  # an nsys that is itself the stubborn program
+        fake = str(tmp_path / "nsys")
+        Path(fake).write_text(f"#!/bin/sh\nexec {' '.join(program)}\n")
+        Path(fake).chmod(0o755)
+    command = [sys.executable, "-m", "census", "capture", "c", "-o", str(tmp_path / "out"),
+               "--nsys", fake, "--", *program]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp), "FAKE_NSYS_MODE": "crash"}
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE) as proc:
+        assert wait_until(lambda: any(marks.iterdir())), "the program did not start"
+        pids = pids_in(marks)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)  # the second arrives while nsys finishes (fake nsys takes 0.25 s)
+        first = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        assert time.monotonic() - first < 8  # not the 10 s of grace
+        assert proc.stderr is not None
+        assert proc.stderr.read().decode().endswith("Error: interrupted\n")
+    assert wait_until(lambda: not any(alive(p) for p in pids), timeout=10), "orphans left"
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 # -- an arm's step-times record is checked before any number of it is used -----------------------
@@ -346,6 +444,61 @@ def test_ab_stops_at_a_damaged_record_naming_the_arm(tmp_path: Path, b: str, why
         "Error: arm 2 (B, compiled): its step-times record ($CENSUS_STEP_TIMES) is damaged: " + why
     )
     assert not (tmp_path / "exp").exists()
+
+
+# -- an experiment's ab.json, read back, is checked as the arms' own records were -----------------
+@pytest.fixture(scope="module")
+def experiment_record(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A real experiment folder and its ab.json as census wrote it."""
+    out = tmp_path_factory.mktemp("ab")
+    r = ab_with_records(out, '{"clock": "host", "step_time_ns": [1000, 1001, 999]}',
+                        '{"clock": "host", "step_time_ns": [1100, 1101, 1099]}')  # fmt: skip
+    assert r.exit_code == 0, r.output
+    return out / "exp", (out / "exp" / "ab.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("step_time_ns", "1e400", "step_time_ns[1] is Infinity, not a positive integer"),
+        ("step_time_ns", "-5", "step_time_ns[1] is -5, not a positive integer"),
+        ("step_time_ns", '"7"', 'step_time_ns[1] is "7", not a positive integer'),
+        ("step_time_ns", "true", "step_time_ns[1] is true, not a positive integer"),
+        ("step_time_ns", "5.7", "step_time_ns[1] is 5.7, not a positive integer"),
+        ("clock", '"wall"', 'clock is "wall", not "cuda_events" or "host"'),
+        ("peak_reserved_bytes", "-1", "peak_reserved_bytes is -1, not an integer, 0 or more"),
+        ("recompiles", "1e400", "recompiles is Infinity, not an integer, 0 or more"),
+        ("graph_breaks", "1.5", "graph_breaks is 1.5, not an integer, 0 or more"),
+        ("index", "1e400", "its side, index or discarded flag is damaged"),
+        ("discarded", '"false"', "its side, index or discarded flag is damaged"),
+    ],
+)
+def test_a_damaged_ab_json_names_the_arm_and_its_field(
+    experiment_record: tuple[Path, str], field: str, value: str, why: str
+) -> None:
+    folder, text = experiment_record
+    record = json.loads(text)
+    arm = record["arms"][2]
+    if field == "step_time_ns":
+        arm[field][1] = "@"
+    else:
+        arm[field] = "@"
+    (folder / "ab.json").write_text(json.dumps(record).replace('"@"', value))
+    try:
+        r = runner.invoke(app, ["diff", str(folder)])
+    finally:
+        (folder / "ab.json").write_text(text)
+    assert r.exit_code == 1, r.output
+    assert r.stderr.splitlines() == [
+        f"Error: {folder / 'ab.json'}: not a census experiment record (arm 2: {why})"
+    ]
+
+
+def test_an_undamaged_ab_json_reads_back(experiment_record: tuple[Path, str]) -> None:
+    r = runner.invoke(app, ["diff", str(experiment_record[0])])
+    assert r.exit_code == 0 and r.stdout.startswith(
+        "compiled is slower than eager by 100 ns/step"
+    ), r.output
 
 
 # -- degenerate arms: no difference is "no difference", a zero time no division --------------------

@@ -5,29 +5,22 @@ and the GPU's clocks); then the measured arms run in blocks of four, ABBA BAAB A
 is the user's command with $CENSUS_WARMUP, $CENSUS_ACTIVE and $CENSUS_STEP_TIMES set, so that
 census.steps() times the measured steps (census.capture.timing) and writes them down.
 
-An arm runs in its own process group, which is stopped however the arm ends (its exit, a failure,
-Ctrl-C, a second Ctrl-C, SIGTERM): nothing it started outlives it. Its output is read as it comes
-and only its tail is kept, for the error when it fails. Its record is checked field by field
-before any number of it is used.
+An arm runs silently in its own process group (census.capture.process), which is stopped however
+the arm ends: nothing it started outlives it, and only the tail of its output is kept, for the
+error when it fails. Its record is checked field by field before any number of it is used.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import selectors
-import shlex
-import signal
-import subprocess
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from census.capture.process import run_group
 from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
 from census.errors import CaptureError
 from census.model import Arm
@@ -55,15 +48,6 @@ class ArmsSpec:
     env: tuple[tuple[str, str], ...] = ()
 
 
-class ArmError(CaptureError):
-    """An arm failed. Arms run silently, so `details`, the end of its output (real lines), is
-    printed after the one-line error."""
-
-    def __init__(self, message: str, command: list[str], tail: str) -> None:
-        super().__init__(message, command, tail)
-        self.details = tail
-
-
 def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None) -> list[Arm]:
     """Every arm in run order, the warm one first (discarded)."""
     order = arm_order(spec.arms)
@@ -89,7 +73,7 @@ def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> 
         env[ENV_ACTIVE] = str(spec.steps)
     named = label if label == side.upper() else f"{side.upper()}, {label}"
     what = f"arm {index} ({named}{', the discarded warm arm' if index == 0 else ''})"
-    run_silently(command, env, what)
+    run_group(command, env, what)  # silently: a failed arm's tail is printed as lines
     record = read_record(times, what, command)
     if record is None or not record.get("step_time_ns"):
         raise CaptureError(
@@ -195,144 +179,3 @@ def _count(value: Any, name: str, positive: bool = False) -> None:
 def _shown(value: Any) -> str:
     """A value as the record spells it (NaN, Infinity, true), clipped."""
     return clip(json.dumps(value), 40)
-
-
-# -- running one arm ----------------------------------------------------------------------------
-TAIL_BYTES = 64 << 10  # of an arm's output kept for its error; the rest is read and dropped
-SHOWN_CHARS, SHOWN_LINES = 3000, 40  # of the tail, in the error
-CHUNK = 64 << 10
-POLL_S = 0.1  # how often a running arm is checked for its exit or a signal
-GRACE_S = 3.0  # between SIGTERM to the arm's group and SIGKILL
-DRAIN_S = 1.0  # for output still in the pipe once the group is stopped
-REAP_S = 10.0  # for the arm's process to be gone after SIGKILL (a GPU context takes a while)
-
-
-def run_silently(command: list[str], env: dict[str, str], what: str) -> None:
-    """Run one arm, its output kept only as a bounded tail; its whole process group is stopped
-    however it ends. A failure raises ArmError: one line, and the tail as `details`."""
-    tail = bytearray()
-    with _signals_recorded() as caught:
-        try:
-            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # fmt: skip
-        except OSError as exc:
-            raise CaptureError(
-                f"{what} could not start: {shlex.join(command)}: {exc.strerror or exc}", command
-            ) from None
-        assert proc.stdout is not None
-        with proc.stdout, selectors.DefaultSelector() as sel:
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            fd, eof = proc.stdout.fileno(), False
-            try:
-                eof = _read(fd, sel, tail, lambda: bool(caught) or _exited(proc))
-                while eof and not caught and not _exited(proc):  # it closed its output
-                    time.sleep(POLL_S / 4)
-            finally:
-                _stop_group(proc, caught)
-                if not eof:  # what it wrote before it was stopped
-                    deadline = time.monotonic() + DRAIN_S
-                    _read(fd, sel, tail, lambda: time.monotonic() > deadline)
-    if proc.returncode != 0:
-        text = _tail_text(tail)
-        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
-        raise ArmError(
-            f"{what} failed ({_ended(proc.returncode)}): {' '.join(command)}: {last.strip()}",
-            command,
-            text,
-        )
-
-
-def _read(fd: int, sel: selectors.BaseSelector, tail: bytearray, until: Callable[[], bool]) -> bool:
-    """Append the arm's output to `tail` (keeping its last TAIL_BYTES) until `until()`, or
-    until the pipe's end (then True)."""
-    while not until():
-        if not sel.select(POLL_S):
-            continue
-        chunk = os.read(fd, CHUNK)
-        if not chunk:
-            return True
-        tail += chunk
-        if len(tail) > 2 * TAIL_BYTES:
-            del tail[:-TAIL_BYTES]
-    return False
-
-
-def _tail_text(tail: bytearray) -> str:
-    """The last lines of the output as text: bytes that are not UTF-8 escaped (`\\xff`); of a
-    line a carriage return rewrote (a progress bar), what a terminal showed."""
-    whole = bytes(tail[-TAIL_BYTES:]).decode("utf-8", errors="backslashreplace")
-    text = whole[-SHOWN_CHARS:]
-    lines = [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in text.split("\n")]
-    if len(text) < len(whole) and len(lines) > 1:
-        lines = lines[1:]  # the first line is cut
-    return "\n".join(lines[-SHOWN_LINES:]).strip("\n")
-
-
-def _ended(code: int | None) -> str:
-    if code is None:
-        return "still running after SIGKILL"
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name}"
-    return f"exit {code}"
-
-
-def _exited(proc: subprocess.Popen) -> bool:
-    """Whether the arm's process has ended, without reaping it: its pid, the id of its group,
-    stays reserved until the group is stopped."""
-    if not hasattr(os, "waitid"):
-        return proc.poll() is not None
-    try:
-        flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
-        return os.waitid(os.P_PID, proc.pid, flags) is not None
-    except ChildProcessError:
-        return True
-
-
-def _stop_group(proc: subprocess.Popen, caught: list[int]) -> None:
-    """SIGTERM to the arm's whole group, a moment for its process to exit, then SIGKILL to what
-    is left of the group. A signal meanwhile (a second Ctrl-C) cuts the moment short."""
-    signals = len(caught)
-    _signal_group(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + GRACE_S
-    while not _exited(proc) and len(caught) == signals and time.monotonic() < deadline:
-        time.sleep(0.02)
-    _signal_group(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(REAP_S)
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-INTERRUPTS = tuple(
-    getattr(signal, s) for s in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, s)
-)
-
-
-@contextlib.contextmanager
-def _signals_recorded() -> Iterator[list[int]]:
-    """While an arm runs, Ctrl-C, SIGTERM and SIGHUP are recorded in the yielded list instead of
-    raising, so that no exception can cut the stopping of the arm's group short; the first is
-    delivered again once the block is left (a Ctrl-C then raises KeyboardInterrupt). Signals
-    census ignores stay ignored; outside the main thread nothing changes."""
-    caught: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield caught
-        return
-    previous = {}
-    for signum in INTERRUPTS:
-        handler = signal.getsignal(signum)
-        if handler is not signal.SIG_IGN:
-            previous[signum] = handler
-            signal.signal(signum, lambda n, _frame: caught.append(n))
-    try:
-        yield caught
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-    if caught:
-        signal.raise_signal(caught[0])

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.process import run_group
 from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
 from census.errors import CaptureError, UsageError
 from census.paths import check_output_folder, make_work_folder, replace_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
 REPORT_STEM = "capture"
-TAIL_CHARS = 3000
 
 
 @dataclass(frozen=True)
@@ -243,47 +243,17 @@ def check_outputs(work: Path, cmd: list[str], multi: bool = False) -> list[str]:
     return reports
 
 
+# nsys stops the program and writes its report on SIGINT: the time it is given before SIGKILL
+NSYS_GRACE_S = 10.0
+
+
 def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = True) -> str:
-    """Run in its own process group, its output on stderr when `echo`; Ctrl-C stops the whole
-    group and raises KeyboardInterrupt; a failure raises CaptureError with the output's tail."""
-    out_lines: list[str] = []
-    with subprocess.Popen(
-        cmd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    ) as proc:
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                out_lines.append(line)
-                if echo:
-                    print(line, end="", file=sys.stderr)
-            proc.wait()
-        except KeyboardInterrupt:
-            _stop_group(proc)
-            raise
-    output = "".join(out_lines)
-    if proc.returncode != 0:
-        tail = output[-TAIL_CHARS:]
-        last = next((ln for ln in reversed(tail.splitlines()) if ln.strip()), "no output")
-        raise CaptureError(
-            f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}: {last.strip()}", cmd, tail
-        )
-    return output
-
-
-def _stop_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    """Run in its own process group (census.capture.process), its output on stderr as it comes
+    when `echo`; return the tail of the output. On Ctrl-C, SIGTERM or SIGHUP the whole group
+    gets SIGINT and NSYS_GRACE_S to finish (a second Ctrl-C cuts that short), then SIGKILL, and
+    the signal is delivered again (Ctrl-C: KeyboardInterrupt); a failure raises CaptureError
+    with the output's tail."""
+    return run_group(cmd, env, what, echo, signal.SIGINT, NSYS_GRACE_S)
 
 
 def calibrate(spec: CaptureSpec, work: Path) -> dict:

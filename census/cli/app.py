@@ -25,6 +25,7 @@ from census.errors import (
     CensusError,
     ReaderGone,
 )
+from census.units import one_line  # every message and line of details stays one line
 
 # What an option's value is, in --help: a flag shows none, a value its meaning, not its type.
 METAVARS = {
@@ -197,14 +198,6 @@ def outside_commands() -> Any:
 def _shown(name: Any) -> str:
     """A file name as text, whatever its bytes."""
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
-
-
-# Control characters (a newline in a file name) shown escaped: every message stays one line.
-_ONE_LINE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c != 0x09}
-
-
-def one_line(text: str) -> str:
-    return text.translate(_ONE_LINE)
 
 
 def fail(message: str, code: int, details: str = "") -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from census.paths import owner_tag
+from census.paths import owner_tag, pid_alive
 
 MAX_WORKERS = 8
 Progress = Callable[..., None]
@@ -111,7 +111,7 @@ def sweep_spill_folders(folder: str | None = None) -> list[str]:
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
             match = _SPILL_NAME.fullmatch(entry.name)
-            if match is None or match[2] != host or _running(int(match[1])):
+            if match is None or match[2] != host or pid_alive(int(match[1])):
                 continue
             with contextlib.suppress(OSError):
                 if (
@@ -121,18 +121,6 @@ def sweep_spill_folders(folder: str | None = None) -> list[str]:
                     shutil.rmtree(entry.path, ignore_errors=True)
                     removed.append(entry.path)
     return removed
-
-
-def _running(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (OSError, OverflowError):  # another user's process (EPERM), or no pid at all
-        return True
-    return True
 
 
 _inherited: dict = {}  # what forked workers find: the export's path, the pass's shared data
