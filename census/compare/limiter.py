@@ -1,11 +1,14 @@
 """What limits one capture's step: the GPU, or the host (launching, syncing, or other work).
 
 The rule is census.definitions.LIMITER_RULE: from the per-step means of the step windows, "gpu"
-when the GPU is busy most of the step, else the largest class of the GPU's idle time.
+when the GPU is busy most of the step, else the largest class of the GPU's idle time. When the
+host ran ahead of the GPU (Census.host_ran_ahead), the summary says so first: its step and phase
+times are then the GPU's spans, the NVTX ranges timing only the host's enqueueing.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from census.definitions import GPU_BOUND_SHARE, LIMITER_IDLE_CLASSES
@@ -47,7 +50,30 @@ def limiter_sentence(limiter: Limiter) -> str:
     return f"{bound}: {idle}, mostly {limiter.cause} ({fmt_ns(limiter.cause_ns)}/step)"
 
 
+def steps_ahead(census: Census) -> int:
+    """How many steps the host ran ahead of the GPU: the median host lead over the median GPU
+    span (both over the steps that launched GPU work), rounded, at least 1."""
+    launched = [s for s in census.steps if s.gpu_span_ns is not None]
+    span = statistics.median(s.gpu_span_ns for s in launched)
+    lead = statistics.median(s.host_lead_ns for s in launched)
+    return max(1, round(lead / span)) if span > 0 else 1
+
+
+def ahead_sentence(census: Census) -> str:
+    """`the host ran ahead of the GPU by ~6 steps: ...`, for a census whose host ran ahead."""
+    n = steps_ahead(census)
+    return (
+        f"the host ran ahead of the GPU by ~{n} step{'s' if n > 1 else ''}: step and phase times "
+        "below are the GPU's (GPU span: first to last GPU op launched in the range)"
+    )
+
+
 def summary_lead(census: Census) -> str:
-    """The first line of a summary in every format: what limits the step ("" without steps)."""
+    """The first line of a summary in every format: that the host ran ahead of the GPU, if it
+    did, then what limits the step, joined by "; " ("" without steps)."""
     limiter = find_limiter(census)
-    return "" if limiter is None else limiter_sentence(limiter)
+    if limiter is None:
+        return ""
+    if census.host_ran_ahead():
+        return f"{ahead_sentence(census)}; {limiter_sentence(limiter)}"
+    return limiter_sentence(limiter)

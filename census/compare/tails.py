@@ -5,11 +5,16 @@ A step is an outlier when it is slower than median + 3 × 1.4826 × MAD (the rob
 MAD is the median absolute deviation of step times, 1.4826 × MAD the standard deviation it
 implies for normal data) or slower than 1.5 × the median; with a MAD of 0 only the second test
 applies. A changed kernel count in one step points at recompilation or a data-dependent path.
+
+The clock: the step's NVTX range ("host range"), unless the host ran ahead of the GPU
+(Census.host_ran_ahead), when the ranges time the host's enqueueing: then each step's GPU span
+("gpu span"), and the phase that grew by its GPU span; steps without GPU work are left out.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from census.model import Census, Step, percentile
@@ -17,50 +22,62 @@ from census.model import Census, Step, percentile
 MAD_SIGMA = 1.4826
 TAIL_SIGMAS = 3
 TAIL_RATIO = 1.5
+HOST_RANGE, GPU_SPAN = "host range", "gpu span"  # Tail.clock
 
 
 @dataclass(frozen=True)
 class Outlier:
     index: int  # position among the selected steps
     name: str
-    step_time_ns: int
-    excess_ns: float  # over the median step time
+    step_time_ns: int  # its NVTX range
+    excess_ns: float  # over the median, on the tail's clock
     phase: str | None  # the phase that grew most against its median, if the step has phases
     phase_delta_ns: float | None
     kernel_count_delta: float
     launch_count_delta: float
     gpu_busy_delta_ns: float
     gpu_idle_delta_ns: float
+    gpu_span_ns: int | None = None  # its GPU span (None: it launched no GPU work)
 
 
 @dataclass(frozen=True)
 class Tail:
-    steps: int
+    steps: int  # the steps counted: with the "gpu span" clock, those that launched GPU work
     median_ns: float
     p95_ns: float
     max_ns: int
     mad_ns: float
     threshold_ns: float
     outliers: tuple[Outlier, ...]
+    clock: str = HOST_RANGE  # HOST_RANGE or GPU_SPAN: which time of a step these are
 
 
 def tail_steps(c: Census) -> Tail | None:
+    """The tail of the steps' times, on the GPU spans when the host ran ahead, else on the NVTX
+    ranges; None without steps."""
     if not c.steps:
         return None
-    times = [s.duration_ns for s in c.steps]
+    clock = GPU_SPAN if c.host_ran_ahead() else HOST_RANGE
+    step_time, phase_time = CLOCKS[clock]
+    counted = [(i, s) for i, s in enumerate(c.steps) if step_time(s) is not None]
+    times = [step_time(s) for _, s in counted]
     median = statistics.median(times)
     mad = statistics.median(abs(t - median) for t in times)
     ratio = TAIL_RATIO * median
     threshold = min(median + TAIL_SIGMAS * MAD_SIGMA * mad, ratio) if mad else ratio
-    typical = _median_step(c.steps)
+    typical = _median_step([s for _, s in counted], phase_time)
     outliers = tuple(
-        _outlier(i, s, median, typical) for i, s in enumerate(c.steps) if s.duration_ns > threshold
+        _outlier(i, s, step_time(s) - median, typical, phase_time)
+        for i, s in counted
+        if step_time(s) > threshold
     )
-    return Tail(len(times), median, percentile(times, 95), max(times), mad, threshold, outliers)
+    return Tail(len(times), median, percentile(times, 95), max(times), mad, threshold, outliers,
+                clock)  # fmt: skip
 
 
-def _median_step(steps) -> dict[str, float]:
-    """Per key, the median over the steps (a phase absent from a step counts 0)."""
+def _median_step(steps: list[Step], phase_time: Callable) -> dict[str, float]:
+    """Per key, the median over the steps (a phase absent from a step counts 0 on the host's
+    clock; on the GPU's, a phase's median is over the steps where it launched GPU work)."""
     names = {p.name for s in steps for p in s.phases}
     out = {
         "kernel_count": statistics.median(s.metrics.kernel_count for s in steps),
@@ -69,29 +86,57 @@ def _median_step(steps) -> dict[str, float]:
         "gpu_idle_ns": statistics.median(s.gpu_idle_ns for s in steps),
     }
     for name in names:
-        out[f"phase:{name}"] = statistics.median(_phase_time(s, name) for s in steps)
+        times = [t for s in steps if (t := phase_time(s, name)) is not None]
+        if times:
+            out[f"phase:{name}"] = statistics.median(times)
     return out
 
 
-def _phase_time(s: Step, name: str) -> int:
+def _phase_duration(s: Step, name: str) -> int:
     return sum(p.duration_ns for p in s.phases if p.name == name)
 
 
-def _outlier(i: int, s: Step, median: float, typical: dict[str, float]) -> Outlier:
-    grew = sorted(
-        ((_phase_time(s, p.name) - typical[f"phase:{p.name}"], p.name) for p in s.phases),
-        reverse=True,
-    )
+def _phase_span(s: Step, name: str) -> int | None:
+    return next((p.gpu_span_ns for p in s.phases if p.name == name), None)
+
+
+def _step_duration(s: Step) -> int:
+    return s.duration_ns
+
+
+def _step_span(s: Step) -> int | None:
+    return s.gpu_span_ns
+
+
+# clock -> (a step's time, a phase's time in a step; None: not on that clock)
+CLOCKS: dict[str, tuple[Callable[[Step], int | None], Callable[[Step, str], int | None]]] = {
+    HOST_RANGE: (_step_duration, _phase_duration),
+    GPU_SPAN: (_step_span, _phase_span),
+}
+
+
+def _grew(s: Step, typical: dict[str, float], phase_time: Callable) -> list[tuple[float, str]]:
+    """(growth against the median step, phase), largest first, for the phases of `s` with a
+    time on the clock (a step counted on the clock gives each such phase a median)."""
+    times = ((phase_time(s, p.name), p.name) for p in s.phases)
+    return sorted(((t - typical[f"phase:{n}"], n) for t, n in times if t is not None), reverse=True)
+
+
+def _outlier(
+    i: int, s: Step, excess: float, typical: dict[str, float], phase_time: Callable
+) -> Outlier:
+    grew = _grew(s, typical, phase_time)
     phase_delta, phase = grew[0] if grew else (None, None)
     return Outlier(
         index=i,
         name=s.name,
         step_time_ns=s.duration_ns,
-        excess_ns=s.duration_ns - median,
+        excess_ns=excess,
         phase=phase,
         phase_delta_ns=phase_delta,
         kernel_count_delta=s.metrics.kernel_count - typical["kernel_count"],
         launch_count_delta=s.metrics.launch_api_count - typical["launch_api_count"],
         gpu_busy_delta_ns=s.gpu_busy_ns - typical["gpu_busy_ns"],
         gpu_idle_delta_ns=s.gpu_idle_ns - typical["gpu_idle_ns"],
+        gpu_span_ns=s.gpu_span_ns,
     )

@@ -209,10 +209,7 @@ def render_summary_html(census: Census, label: str, source: str | None = None) -
         )
     ]
     if timing:
-        cards = [
-            (f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
-            for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
-        ] + cards
+        cards = _timing_cards(timing, bool(census.host_ran_ahead())) + cards
     columns = [
         {"key": "name", "label": "kernel", "left": True},
         {"key": "cls", "label": "class", "left": True},
@@ -248,8 +245,23 @@ def render_summary_html(census: Census, label: str, source: str | None = None) -
     return page(f"census: {label}", sub, body, summary_lead(census))
 
 
+def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[str, str]]:
+    """The step's cards: its window's, then its GPU span; when the host ran ahead of the GPU,
+    the GPU span and the host's lead first, and the step time named as the host's."""
+    window = [(f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
+              for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")]  # fmt: skip
+    span = ("GPU span (per step)", fmt_metric("gpu_span_ns", timing["gpu_span_ns"]))
+    if not ahead:
+        return [*window, span]
+    lead = ("host lead: GPU end after the step's range (per step)",
+            fmt_metric("host_lead_ns", timing["host_lead_ns"], signed=True))  # fmt: skip
+    host = ("step time: the host's NVTX range (per step)", window[0][1])
+    return [span, lead, host, *window[1:]]
+
+
 def _phase_table(census: Census) -> str:
-    """Per phase, per step (mean): its time, GPU busy, idle split, kernels, launches, D2D."""
+    """Per phase, per step (mean): its time, GPU busy, idle split, kernels, launches, D2D and
+    GPU span (first when the host ran ahead of the GPU, the phase's time then the host's)."""
     per = census.per_phase()
     if not per:
         return ""
@@ -260,7 +272,14 @@ def _phase_table(census: Census) -> str:
              fmt_metric("x_ns", m["idle_other_ns"]), fmt_count(m["kernel_count"]),
              fmt_count(m["launch_api_count"]), fmt_metric("d2d_bytes", m["d2d_bytes"])]
             for name, m in per.items()]  # fmt: skip
-    return "<h2>Phases (per step, mean)</h2>" + html_table(head, rows)
+    spans = [fmt_metric("gpu_span_ns", m["gpu_span_ns"]) for m in per.values()]
+    if census.host_ran_ahead():
+        head = ["phase", "GPU span", "host time", *head[2:]]
+        rows = [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
+    else:
+        head = [*head, "GPU span"]
+        rows = [[*r, span] for r, span in zip(rows, spans, strict=True)]
+    return "<h2>Phases (per step, mean; GPU span: unclipped)</h2>" + html_table(head, rows)
 
 
 def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart], str]:

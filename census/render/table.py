@@ -32,57 +32,107 @@ EDGE_STEPS = 3
 
 
 def _draw_steps(census: Census, console: Console, all_steps: bool) -> None:
-    from census.compare.tails import tail_steps
+    from census.compare.tails import GPU_SPAN, tail_steps
 
     tail = tail_steps(census)
     assert tail is not None
+    ahead = bool(census.host_ran_ahead())
     n = len(census.steps)
     outliers = {o.index for o in tail.outliers}
     shown = range(n) if all_steps or n <= SHOWN_STEPS else sorted(
         {*range(EDGE_STEPS), *range(n - EDGE_STEPS, n), *outliers})  # fmt: skip
+    launched_head = ["step", "kernels", "non-NCCL union", "launch API time", "GPU span",
+                     *(["host lead"] if ahead else [])]  # fmt: skip
     window, launched = [], []
     last = -1
     for i in shown:
         if i > last + 1:
             window.append([f"… {i - last - 1} more", "", "", ""])
-            launched.append([f"… {i - last - 1} more", "", "", ""])
+            launched.append([f"… {i - last - 1} more", *[""] * (len(launched_head) - 1)])
         s = census.steps[i]
         name = s.name + (" (tail)" if i in outliers else "")
         window.append([name, fmt_ns(s.duration_ns), fmt_ns(s.gpu_busy_ns), fmt_ns(s.gpu_idle_ns)])
         launched.append([name, fmt_count(s.metrics.kernel_count),
-                         fmt_ns(s.metrics.non_nccl_union_ns), fmt_ns(s.metrics.launch_api_time_ns)])  # fmt: skip
+                         fmt_ns(s.metrics.non_nccl_union_ns), fmt_ns(s.metrics.launch_api_time_ns),
+                         fmt_ns(s.gpu_span_ns),
+                         *([fmt_ns(s.host_lead_ns, signed=True)] if ahead else [])])  # fmt: skip
         last = i
     print_fit(console, "Steps: their windows (NVTX range; GPU time clipped to it)",
-          ["step", "step time", "GPU busy", "GPU idle"], window)  # fmt: skip
+          ["step", _step_time_label(ahead), "GPU busy", "GPU idle"], window)  # fmt: skip
     print_fit(console, "Steps: the work launched in each (GPU time not clipped to the step)",
-          ["step", "kernels", "non-NCCL union", "launch API time"], launched)  # fmt: skip
+          launched_head, launched)  # fmt: skip
+    left_out = n - tail.steps  # with the GPU's clock, the steps that launched no GPU work
     console.print(
-        f"step time: median {fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max "
-        f"{fmt_ns(tail.max_ns)}; tail above {fmt_ns(tail.threshold_ns)}: "
-        f"{len(tail.outliers)} of {n} step(s)"
+        f"{'GPU span' if tail.clock == GPU_SPAN else 'step time'}: median "
+        f"{fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max {fmt_ns(tail.max_ns)}; tail "
+        f"above {fmt_ns(tail.threshold_ns)}: {len(tail.outliers)} of {tail.steps} step(s)"
+        + (f" ({left_out} without GPU work left out)" if left_out else "")
         + ("" if all_steps or n <= SHOWN_STEPS else "; --all-steps lists every step"),
         highlight=False,
     )
     if tail.outliers:
-        print_fit(console, "Tail steps against the median step", TAIL_HEAD, _tail_rows(tail))
+        head, rows = _tail_table(tail, tail.clock == GPU_SPAN)
+        print_fit(console, "Tail steps against the median step", head, rows)
+
+
+def _step_time_label(ahead: bool) -> str:
+    """The NVTX range's time: the host's enqueueing, when the host ran ahead of the GPU."""
+    return "step time (host)" if ahead else "step time"
 
 
 TAIL_HEAD = ["step", "time", "over median", "phase that grew", "Δ kernels", "Δ launches",
              "Δ GPU busy", "Δ GPU idle"]  # fmt: skip
+# On the GPU's clock the step windows time the host's enqueueing: their Δ GPU busy and idle are
+# left out (the JSON keeps them).
+TAIL_HEAD_GPU = ["step", "GPU span", "over median", "phase that grew (GPU span)", "Δ kernels",
+                 "Δ launches"]  # fmt: skip
 
 
-def _tail_rows(tail) -> list[list[str]]:
-    return [
-        [o.name, fmt_ns(o.step_time_ns), fmt_ns(o.excess_ns, signed=True),
+def _tail_table(tail, gpu: bool) -> tuple[list[str], list[list[str]]]:
+    """The tail steps' rows, on the GPU's clock (`gpu`) or the host's."""
+    rows = [
+        [o.name, fmt_ns(o.gpu_span_ns if gpu else o.step_time_ns), fmt_ns(o.excess_ns, signed=True),
          "" if o.phase is None else f"{o.phase} {fmt_ns(o.phase_delta_ns, signed=True)}",
          fmt_count(o.kernel_count_delta, signed=True), fmt_count(o.launch_count_delta, signed=True),
-         fmt_ns(o.gpu_busy_delta_ns, signed=True), fmt_ns(o.gpu_idle_delta_ns, signed=True)]
+         *([] if gpu else [fmt_ns(o.gpu_busy_delta_ns, signed=True),
+                           fmt_ns(o.gpu_idle_delta_ns, signed=True)])]
         for o in tail.outliers
     ]  # fmt: skip
+    return (TAIL_HEAD_GPU if gpu else TAIL_HEAD), rows
+
+
+def _phase_rows(census: Census, ahead: bool) -> tuple[list[str], list[list[str]]]:
+    """The phase table: per phase, per step (mean); its GPU span first when the host ran ahead
+    (the phase's time is then the host's)."""
+    head = ["phase", "time", "GPU busy", "kernels", "launch calls", "launch API time", "D2D"]
+    rows = [[name, fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
+             fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
+             fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"])]
+            for name, m in census.per_phase().items()]  # fmt: skip
+    spans = [fmt_ns(m["gpu_span_ns"]) for m in census.per_phase().values()]
+    if ahead:
+        head = ["phase", "GPU span", "host time", *head[2:]]
+        return head, [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
+    return [*head, "GPU span"], [[*r, span] for r, span in zip(rows, spans, strict=True)]
 
 
 WINDOW_ROWS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
                "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
+SPAN_ROW = "GPU span (first to last GPU op)"
+LEAD_ROW = "host lead (GPU end − step end)"
+
+
+def _census_rows(census: Census) -> list[list[str]]:
+    """The census keys, total and per step; then the work launched in the step as the GPU ran
+    it, per step only (a span does not add up over steps)."""
+    per_step = census.per_step()
+    rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)),
+             fmt_metric(k, per_step[k]) if per_step else ""] for k in METRIC_KEYS]  # fmt: skip
+    timing = census.per_step_timing()
+    if timing:
+        rows += [[SPAN_ROW, "", fmt_ns(timing["gpu_span_ns"])],
+                 [LEAD_ROW, "", fmt_ns(timing["host_lead_ns"], signed=True)]]  # fmt: skip
+    return rows
 
 
 def _draw_summary(
@@ -100,26 +150,20 @@ def _draw_summary(
         f"{census.step_count} step(s)"
     )  # from the export, as the path is from the user: shown as text
     console.print(f"[bold]{escape(one_line(source or src.path))}[/bold]  {escape(one_line(about))}")
-    per_step = census.per_step()
     timing = census.per_step_timing()
+    ahead = bool(census.host_ran_ahead())
     if timing:  # the idle split only with --idle
-        rows = [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
+        labels = {**LABELS, "step_time_ns": _step_time_label(ahead)}
+        rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
         print_fit(console, WINDOW_TITLE, ["metric", "per step (mean)"], rows)
-    rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)),
-             fmt_metric(k, per_step[k]) if per_step else ""] for k in METRIC_KEYS]  # fmt: skip
-    print_fit(
-        console, f"Kernel census: {LAUNCHED_TITLE}", ["metric", "total", "per step (mean)"], rows
-    )
+    print_fit(console, f"Kernel census: {LAUNCHED_TITLE}", ["metric", "total", "per step (mean)"],
+              _census_rows(census))  # fmt: skip
     if census.steps:
         _draw_steps(census, console, all_steps)
-    per_phase = census.per_phase()
-    if per_phase:
-        rows = [[name, fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
-                 fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
-                 fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"])]
-                for name, m in per_phase.items()]  # fmt: skip
-        print_fit(console, "Phases (per step, mean; GPU busy: in the phase's window)", ["phase",
-              "time", "GPU busy", "kernels", "launch calls", "launch API time", "D2D"], rows)  # fmt: skip
+    if census.per_phase():
+        head, rows = _phase_rows(census, ahead)
+        print_fit(console, "Phases (per step, mean; GPU busy: in the phase's window; GPU span: "
+                  "unclipped)", head, rows)  # fmt: skip
     n = census.step_count
     rows = [[c.cls, fmt_count(c.count), fmt_ns(c.time_ns),
              fmt_count(c.step_count / n) if n else "", fmt_ns(c.step_time_ns / n) if n else ""]
