@@ -184,7 +184,9 @@ def start_ab(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
     return proc, marks
 
 
-@pytest.mark.parametrize("signals", [(signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)])
+@pytest.mark.parametrize(
+    "signals", [(signal.SIGINT, signal.SIGINT), (signal.SIGTERM,), (signal.SIGHUP,)]
+)
 def test_ctrl_c_twice_or_sigterm_leaves_no_process_of_the_arm(
     tmp_path: Path, signals: tuple[int, ...]
 ) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.arms import read_record
 from census.capture.process import run_group
 from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
 from census.errors import CaptureError, UsageError
@@ -260,22 +261,22 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without nsys; census.steps records each step's wall time."""
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec), ENV_STEP_TIMES: str(times)}
-    run_command(list(spec.command), env, "calibration run (without nsys)")
+    what = "calibration run (without nsys)"
+    run_command(list(spec.command), env, what)
     try:
-        record = json.loads(times.read_text(encoding="utf-8"))
-        # host time of each step's body: what the captured NVTX step ranges span
-        durations = record["host_step_time_ns"]
-        # and the GPU's time per step (CUDA events), what GPU spans compare with when the host
-        # runs ahead of the GPU
-        gpu = record["step_time_ns"] if record.get("clock") == "cuda_events" else None
-    except (OSError, ValueError, KeyError, TypeError):
-        raise CaptureError(
-            "calibration run recorded no steps: wrap the training loop in census.steps()",
-            list(spec.command),
-        ) from None
+        record = read_record(times, what, list(spec.command))  # checked as an arm's record is
     finally:
         with contextlib.suppress(OSError):
             times.unlink()
+    if not record or not record.get("host_step_time_ns"):
+        raise CaptureError(
+            "calibration run recorded no steps: wrap the training loop in census.steps()",
+            list(spec.command),
+        )
+    # host time of each step's body: what the captured NVTX step ranges span; and the GPU's time
+    # per step (CUDA events), what GPU spans compare with when the host runs ahead of the GPU
+    durations = record["host_step_time_ns"]
+    gpu = record["step_time_ns"] if record.get("clock") == "cuda_events" else None
     return {
         "uncaptured_step_time_ns": durations,
         "uncaptured_mean_step_time_ns": _mean(durations),

@@ -13,10 +13,12 @@ from census.cli.app import app, guard_stdout, outside_commands
 def main() -> None:
     import signal
 
-    def terminate(signum, frame) -> None:  # SIGTERM ends census as Ctrl-C does: exit 130,
-        raise KeyboardInterrupt  # workers killed, temporary folders removed
+    def terminate(signum, frame) -> None:  # SIGTERM and SIGHUP end census as Ctrl-C does:
+        raise KeyboardInterrupt  # exit 130, workers killed, temporary folders removed
 
     signal.signal(signal.SIGTERM, terminate)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, terminate)  # a closed terminal; nohup's SIG_IGN is kept
     guard_stdout()
     with outside_commands():  # --help and usage text are written outside any command
         app()
