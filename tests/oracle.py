@@ -143,7 +143,9 @@ def phase_oracle(
     steps, owned, _ = _owned(conn, steps_regex, phases_regex)
 
     def slot(proc: int, t: int) -> tuple[int, str] | None:
-        for i, (s, e, p) in enumerate(steps):
+        # the later of two steps that meet at t: the one that begins there (as for stretches)
+        for i in reversed(range(len(steps))):
+            s, e, p = steps[i]
             if p == proc and s <= t <= e:
                 return i, [o for a, b, o in owned[i] if a <= t][-1]
         return None

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -46,6 +46,19 @@ def spans_of(c: census.Census) -> list[dict]:
                     for p in s.phases}}
         for s in c.steps
     ]  # fmt: skip
+
+
+def same_spans(census_spans: list[dict], oracle_spans: list[dict]) -> bool:
+    """Equal, but for an "(outside phases)" remainder without GPU work that one side lists (a
+    step its phases cover whole keeps a remainder of no time in the census)."""
+
+    def trimmed(steps: list[dict]) -> list[dict]:
+        empty = {"gpu_start_ns": None, "gpu_span_ns": None}
+        return [{**s, "phases": {n: v for n, v in s["phases"].items()
+                                 if not (n == "(outside phases)" and v == empty)}}
+                for s in steps]  # fmt: skip
+
+    return trimmed(census_spans) == trimmed(oracle_spans)
 
 
 def summarize(path: Path, **options) -> census.Census:
@@ -296,6 +309,7 @@ def test_workers_and_batches_give_the_single_process_spans(
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@example(phases=[(1000, 300)], calls=[])  # a phase that covers step 1 whole
 @given(
     phases=st.lists(st.tuples(st.integers(0, 1200), st.integers(0, 400)), max_size=4),
     calls=st.lists(st.tuples(st.integers(-50, 1350), st.integers(0, 900), st.integers(-3, 300),
@@ -317,8 +331,10 @@ def test_spans_agree_with_the_oracle_on_any_export(tmp_path: Path, phases, calls
             e.set(64, t, start, start + run)
     with tempfile.TemporaryDirectory(dir=tmp_path) as folder:  # a fresh file for every example
         path = e.write(Path(folder) / "any.sqlite")
-        assert spans_of(summarize(path)) == span_oracle(path)
-        assert spans_of(summarize(path, phases="")) == span_oracle(path, phases_regex=None)
+        assert same_spans(spans_of(summarize(path)), span_oracle(path))
+        assert same_spans(
+            spans_of(summarize(path, phases="")), span_oracle(path, phases_regex=None)
+        )
 
 
 # -- (7) real captures ----------------------------------------------------------------------------
