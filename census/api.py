@@ -230,7 +230,8 @@ def summary_document(
 
     def render() -> tuple[dict, str]:
         census = summarize_with(path, options, progress)
-        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing()}
+        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
+                "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
         return meta, json.dumps(summary_json(census, top))
 
     return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)

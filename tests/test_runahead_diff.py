@@ -111,3 +111,22 @@ def test_sides_that_differ_in_running_ahead_are_a_note(tmp_path: Path) -> None:
     )
     same = census.diff(a, a, labels=("x", "y"))
     assert same.clock == "host" and same.comparability.notes == ()
+
+
+def test_the_capture_overhead_is_read_on_the_gpu_clock(captures: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "eager"
+    folder.mkdir()
+    (folder / "capture.sqlite").write_bytes((captures / "eager" / "capture.sqlite").read_bytes())
+    info = json.loads((captures / "eager" / "run.json").read_text())
+    info["calibration"]["uncaptured_gpu_mean_step_time_ns"] = 47 * MS
+    (folder / "run.json").write_text(json.dumps(info))
+    run = CliRunner()
+    out = run.invoke(app, ["summary", str(folder)], env={"COLUMNS": "200"}).stdout
+    assert out.splitlines()[-1] == (
+        "capture overhead on the GPU: GPU span 46.70 ms/step inside nsys vs 47.00 ms/step "
+        "uncaptured (CUDA events) (x0.99): nsys narrows or widens the gaps you compare"
+    )
+    for args in (["--json"], ["--json", "--top", "3"]):
+        doc = json.loads(run.invoke(app, ["summary", str(folder), *args]).stdout)
+        assert doc["capture"]["clock"] == "gpu"
+        assert doc["capture"]["uncaptured_mean_step_time_ns"] == 47 * MS

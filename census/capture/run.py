@@ -362,14 +362,21 @@ def read_run_info(folder: Path) -> dict | None:
     return info
 
 
-def capture_overhead(folder: Path, per_step_timing: dict[str, float] | None) -> dict | None:
-    """Captured NVTX step time against the calibration run's uncaptured step time."""
+def capture_overhead(
+    folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
+) -> dict | None:
+    """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
+    against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
+    against the CUDA-event clock."""
     info = read_run_info(folder) if folder.is_dir() else None
-    uncaptured = ((info or {}).get("calibration") or {}).get("uncaptured_mean_step_time_ns")
-    if not isinstance(uncaptured, int | float) or not uncaptured or not per_step_timing:
+    gpu = clock == "gpu"
+    key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
+    uncaptured = ((info or {}).get("calibration") or {}).get(key)
+    captured = (per_step_timing or {}).get("gpu_span_ns" if gpu else "step_time_ns")
+    if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
         return None
-    captured = per_step_timing["step_time_ns"]
     return {
+        "clock": clock,
         "captured_mean_step_time_ns": captured,
         "uncaptured_mean_step_time_ns": uncaptured,
         "overhead_ratio": captured / uncaptured,

@@ -21,6 +21,7 @@ from census.cli.app import (
     TopOpt,
     app,
     check_count,
+    clock_of,
     dumps,
     enforce,
     handle_errors,
@@ -99,7 +100,7 @@ def summary(
         from census.capture.run import capture_overhead
         from census.render.json_docs import summary_json
 
-        overhead = capture_overhead(path, census.per_step_timing())
+        overhead = capture_overhead(path, census.per_step_timing(), clock_of(census))
         print(dumps({**summary_json(census, top), "capture": overhead}, indent=2))
         enforce(check_summary(gates, census))
         return
@@ -122,7 +123,7 @@ def _summary_json_text(path: Path, options, top: int) -> None:
     with stage_progress(f"census of {path.name}") as progress:
         meta, text = summary_document(path, options, top, progress)
     warn(meta["warnings"])
-    overhead = capture_overhead(path, meta["timing"])
+    overhead = capture_overhead(path, meta["timing"], "gpu" if meta["host_ran_ahead"] else "host")
     sys.stdout.write(f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}\n")
 
 

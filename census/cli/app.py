@@ -327,6 +327,11 @@ def summarize_shown(path: Path, options: Any, quiet: bool = False):
         return summarize_with(path, options, progress)
 
 
+def clock_of(census: Any) -> str:
+    """The clock a capture's steps are read by: the GPU's when its host ran ahead."""
+    return "gpu" if census.host_ran_ahead() else "host"
+
+
 def overhead_text(folder: Path, census: Any) -> str | None:
     """The capture-overhead sentence of a capture folder with a calibration (wrapped to the
     terminal), else None."""
@@ -335,7 +340,7 @@ def overhead_text(folder: Path, census: Any) -> str | None:
     from census.capture.run import capture_overhead
     from census.render.table import render_overhead
 
-    overhead = capture_overhead(folder, census.per_step_timing())
+    overhead = capture_overhead(folder, census.per_step_timing(), clock_of(census))
     if overhead is None:
         return None
     return textwrap.fill(render_overhead(overhead), width=terminal()["width"])

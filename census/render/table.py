@@ -192,10 +192,17 @@ def _draw_summary(
 
 def render_overhead(overhead: dict) -> str:
     """One line: a capture's step time inside nsys against its calibration run without."""
+    captured = fmt_ns(overhead["captured_mean_step_time_ns"])
+    uncaptured = fmt_ns(overhead["uncaptured_mean_step_time_ns"])
+    ratio = f"(x{overhead['overhead_ratio']:.2f})"
+    if overhead.get("clock") == "gpu":
+        return (
+            f"capture overhead on the GPU: GPU span {captured}/step inside nsys vs {uncaptured}"
+            f"/step uncaptured (CUDA events) {ratio}: nsys narrows or widens the gaps you compare"
+        )
     return (
-        f"capture overhead: {fmt_ns(overhead['captured_mean_step_time_ns'])}/step inside nsys vs "
-        f"{fmt_ns(overhead['uncaptured_mean_step_time_ns'])}/step uncaptured "
-        f"(x{overhead['overhead_ratio']:.2f}): nsys narrows or widens the gaps you compare"
+        f"capture overhead: {captured}/step inside nsys vs {uncaptured}/step uncaptured "
+        f"{ratio}: nsys narrows or widens the gaps you compare"
     )
 
 
