@@ -169,6 +169,15 @@ runahead() {
   done
   step "diff eager vs compiled"
   COLUMNS=100 census diff $R/ra-eager $R/ra-compiled --labels eager,compiled; echo "exit $?"
+  COLUMNS=100 census diff $R/ra-eager $R/ra-compiled --labels eager,compiled --format json \
+    > "$OUT/ra-diff.json"
+  step "Ctrl-C twice during a real capture (nsys running the loop for 400 steps)"
+  python3 -m census capture intr --warmup 5 --steps 400 -o $R -- python3 examples/gpu_bound.py &
+  local pid=$!
+  sleep 25; kill -INT $pid; sleep 0.5; kill -INT $pid; wait $pid; echo "census exit $?"
+  sleep 2
+  echo "left running: $(pgrep -fc 'examples/gpu_bound.py|nsys profile' || true)"
+  ls -a $R
 }
 if [ "$SECTION" = runahead ]; then { runahead; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
 if [ "$SECTION" = honest ]; then
