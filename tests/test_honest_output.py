@@ -251,3 +251,11 @@ def test_markdown_shortens_kernel_names_as_the_terminal_does(pair) -> None:
     assert all(len(name) <= MARKDOWN_NAME_CHARS for name in shown)
     assert any(len(name) > MARKDOWN_NAME_CHARS for name in full)  # some were cut
     assert [row.split(" | ")[0] for row in table] == [f"| {_cell(n)}" for n in shown]
+
+
+def test_a_capture_without_steps_has_no_empty_per_step_columns(fixture) -> None:
+    out = runner.invoke(
+        app, ["summary", str(fixture("nsysai_mock.sqlite"))], env={"COLUMNS": "200"}
+    ).stdout
+    assert "per step" not in out
+    assert "│ GPU kernels                │        2 │\n" in out

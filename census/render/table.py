@@ -126,8 +126,10 @@ def _census_rows(census: Census) -> list[list[str]]:
     """The census keys, total and per step; then the work launched in the step as the GPU ran
     it, per step only (a span does not add up over steps)."""
     per_step = census.per_step()
-    rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)),
-             fmt_metric(k, per_step[k]) if per_step else ""] for k in METRIC_KEYS]  # fmt: skip
+    if not per_step:  # no steps: the totals alone, no empty per-step column
+        return [[LABELS[k], fmt_metric(k, getattr(census.totals, k))] for k in METRIC_KEYS]
+    rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)), fmt_metric(k, per_step[k])]
+            for k in METRIC_KEYS]  # fmt: skip
     timing = census.per_step_timing()
     if timing:
         rows += [[SPAN_ROW, "", fmt_ns(timing["gpu_span_ns"])],
@@ -156,8 +158,8 @@ def _draw_summary(
         labels = {**LABELS, "step_time_ns": _step_time_label(ahead)}
         rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
         print_fit(console, WINDOW_TITLE, ["metric", "per step (mean)"], rows)
-    print_fit(console, f"Kernel census: {LAUNCHED_TITLE}", ["metric", "total", "per step (mean)"],
-              _census_rows(census))  # fmt: skip
+    head = ["metric", "total", "per step (mean)"][: 3 if census.steps else 2]
+    print_fit(console, f"Kernel census: {LAUNCHED_TITLE}", head, _census_rows(census))
     if census.steps:
         _draw_steps(census, console, all_steps)
     if census.per_phase():
@@ -166,18 +168,18 @@ def _draw_summary(
                   "unclipped)", head, rows)  # fmt: skip
     n = census.step_count
     rows = [[c.cls, fmt_count(c.count), fmt_ns(c.time_ns),
-             fmt_count(c.step_count / n) if n else "", fmt_ns(c.step_time_ns / n) if n else ""]
+             *((fmt_count(c.step_count / n), fmt_ns(c.step_time_ns / n)) if n else ())]
             for c in census.classes]  # fmt: skip
-    print_fit(console, "Kernel classes", ["class", "count", "time", "per step count", "per step time"],
-          rows)  # fmt: skip
+    head = ["class", "count", "time", *(("per step count", "per step time") if n else ())]
+    print_fit(console, "Kernel classes", head, rows)
     rows = [[k.name, k.cls, fmt_count(k.count), fmt_ns(k.time_ns)] for k in census.kernels[:top]]
     print_fit(
         console, f"Top {top} kernels by time", ["kernel", "class", "count", "time"], rows, left=2
     )
     if census.collectives:
         rows = [[c.collective, fmt_count(c.count), fmt_ns(c.time_ns),
-                 fmt_ns(c.step_time_ns / n) if n else ""] for c in census.collectives]  # fmt: skip
-        print_fit(console, "NCCL collectives", ["collective", "count", "time", "per step time"],
+                 *((fmt_ns(c.step_time_ns / n),) if n else ())] for c in census.collectives]  # fmt: skip
+        print_fit(console, "NCCL collectives", ["collective", "count", "time", "per step time"][: 4 if n else 3],
                   rows)  # fmt: skip
         console.print(f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}",
                       highlight=False)  # fmt: skip
