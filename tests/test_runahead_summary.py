@@ -260,3 +260,22 @@ def test_the_sample_keeps_its_first_line_and_the_host_clock() -> None:
     assert text[4:12:2] == ["step time (per step)", "GPU busy in the step window (per step)",
                             "GPU idle in the step window (per step)", "GPU span (per step)"]  # fmt: skip
     assert text[9] == "11.62 ms"
+
+
+def test_the_page_charts_the_gpu_spans_and_drops_empty_idle_columns(ra_eager: Path) -> None:
+    from census.render.charts import summary_charts
+
+    c = census.summarize(ra_eager, use_cache=False)
+    titles = [ch.title for ch in summary_charts(c)]
+    assert titles[2:4] == [
+        "GPU span of each step: its work as the GPU ran it (ms)",
+        "Host windows: GPU busy + GPU idle in each step's NVTX range (ms)",
+    ]
+    (span,) = [ch for ch in summary_charts(c) if ch.title.startswith("GPU span of each step")]
+    assert [round(y * 1e6) for y in span.figure.data[0].y] == [s.gpu_span_ns for s in c.steps]
+    page = render_summary_html(c, "ra-eager")
+    assert "idle after syncs" not in page
+    with_idle = render_summary_html(census.summarize(ra_eager, use_cache=False, idle=True), "x")
+    assert "idle after syncs" in with_idle
+    plain = [ch.title for ch in summary_charts(census.summarize("sample:eager"))]
+    assert not any(t.startswith("GPU span of each step") for t in plain)

@@ -118,8 +118,15 @@ def _step_charts(census: Census) -> list[Chart]:
     step_fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.15})
     d2d = [s.metrics.d2d_bytes for s in steps]
     d2d_fig = go.Figure(go.Bar(x=names, y=[b / 2**20 for b in d2d]))
+    charts = [Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig)]
+    if census.host_ran_ahead():  # the windows time the host: the steps as the GPU ran them
+        span_fig = go.Figure(go.Bar(x=names, y=[(s.gpu_span_ns or 0) / 1e6 for s in steps]))
+        charts = [
+            Chart("GPU span of each step: its work as the GPU ran it (ms)", span_fig),
+            Chart("Host windows: GPU busy + GPU idle in each step's NVTX range (ms)", step_fig),
+        ]
     return [
-        Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig),
+        *charts,
         Chart(
             "Device-to-device traffic per step (MiB)",
             d2d_fig if any(d2d) else None,

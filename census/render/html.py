@@ -279,6 +279,9 @@ def _phase_table(census: Census) -> str:
     else:
         head = [*head, "GPU span"]
         rows = [[*r, span] for r, span in zip(rows, spans, strict=True)]
+    if all(m["idle_other_ns"] is None for m in per.values()):  # no idle split: no empty columns
+        keep = [i for i, h in enumerate(head) if not h.startswith("idle ")]
+        head, rows = [head[i] for i in keep], [[r[i] for i in keep] for r in rows]
     return "<h2>Phases (per step, mean; GPU span: unclipped)</h2>" + html_table(head, rows)
 
 
