@@ -29,7 +29,7 @@ GAP_NS = 1_000_000
 
 
 def default_source() -> Path:
-    from census.load.samples import sample_path
+    from census.sources.samples import sample_path
 
     return sample_path("eager") / "capture.sqlite"
 

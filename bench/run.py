@@ -137,7 +137,7 @@ def floor(path: Path, columns: dict[str, tuple[str, ...]]) -> float:
 
 
 def samples() -> tuple[Path, Path]:
-    from census.load.samples import sample_path
+    from census.sources.samples import sample_path
 
     return sample_path("eager") / "capture.sqlite", sample_path("compiled") / "capture.sqlite"
 

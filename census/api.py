@@ -2,7 +2,7 @@
 folder, a rank folder, `sample:NAME`) to a Census, a CensusDiff and their JSON documents.
 
 The input is resolved once here, and one Options object says how steps are selected; it is also
-the cache key (with the files' identity and a hash of census's code, census.load.cache).
+the cache key (with the files' identity and a hash of census's code, census.store.cache).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from census.errors import UsageError
 
 if TYPE_CHECKING:
     from census.compare.diff import CensusDiff
-    from census.load.profile import Progress
     from census.model import Census
+    from census.sources.export import Progress
 
 PathLike = str | Path
 
@@ -52,7 +52,7 @@ def resolve_input(name: PathLike) -> Path:
     """`sample:eager` names a bundled capture; anything else is a path."""
     text = str(name)
     if text.startswith("sample:"):
-        from census.load.samples import sample_path
+        from census.sources.samples import sample_path
 
         return sample_path(text.split(":", 1)[1])
     return Path(name)
@@ -111,14 +111,14 @@ def summarize_with(
     use_cache: bool = True,
     workers: int | None = None,
 ) -> Census:
-    from census.load.ranks import is_multi_rank
+    from census.sources.ranks import is_multi_rank
 
     if is_multi_rank(path):
         return summarize_ranks(path, options, progress)[0]
     from census.census import compute_census
-    from census.load.cache import cached_census
-    from census.load.export import resolve_sqlite
-    from census.load.profile import load_profile
+    from census.load.aggregates import load_profile
+    from census.sources.export import resolve_sqlite
+    from census.store.cache import cached_census
 
     sqlite_path = resolve_sqlite(path, progress)
 
@@ -140,7 +140,7 @@ def summarize_ranks(
     ranks are parsed in a process pool, each with the cores left to it."""
     from census.census import merge_census
     from census.load.pool import map_processes
-    from census.load.ranks import rank_files
+    from census.sources.ranks import rank_files
 
     files = rank_files(folder, options.ranks)
     labels = [label for label, _ in files]
@@ -222,9 +222,9 @@ def summary_document(
 ) -> tuple[dict, str]:
     """({"warnings", "timing"}, the `summary --json` document as compact JSON) of one export,
     from the cache when the same export and options were summarized before."""
-    from census.load.cache import cached_text
-    from census.load.export import resolve_sqlite
     from census.render.json_docs import summary_json
+    from census.sources.export import resolve_sqlite
+    from census.store.cache import cached_text
 
     sqlite_path = resolve_sqlite(path, progress)
 
@@ -248,10 +248,10 @@ def diff_document(
     """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
     the same two exports were compared with the same options before."""
     from census.compare.explain import explain_diff
-    from census.load.cache import cached_text
-    from census.load.export import resolve_sqlite
-    from census.load.ranks import is_multi_rank
     from census.render.json_docs import diff_json
+    from census.sources.export import resolve_sqlite
+    from census.sources.ranks import is_multi_rank
+    from census.store.cache import cached_text
 
     def render() -> tuple[dict, str]:
         d = diff_paths(a, b, labels, options, progress)

@@ -22,7 +22,7 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
-from census.load.profile import Aggregates, Profile
+from census.load.aggregates import Aggregates, Profile
 from census.model import (
     METRIC_VALUES,
     ApiStat,

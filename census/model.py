@@ -1,6 +1,6 @@
 """The census data model: frozen dataclasses of integer nanoseconds and bytes.
 
-The JSON contracts live in census.render.json_docs; the cache's codec in census.load.codec.
+The JSON contracts live in census.render.json_docs; the cache's codec in census.store.codec.
 """
 
 from __future__ import annotations

@@ -62,8 +62,8 @@ engine() {
 import sys
 from pathlib import Path
 from census.census import compute_census
-from census.load.profile import load_profile
-from census.load.codec import to_record
+from census.load.aggregates import load_profile
+from census.store.codec import to_record
 path = Path(sys.argv[1])
 def rec(workers, batch):
     stages = []

@@ -10,8 +10,8 @@ import pytest
 
 import census
 from census.definitions import METRIC_KEYS, TIMING_KEYS
-from census.load import cache
 from census.render.json_docs import diff_json, summary_json
+from census.store import cache
 from tests.conftest import REPO, fixture_file
 
 FRAMES_LOADED = (
@@ -106,7 +106,7 @@ def test_code_hash_covers_every_file_of_the_package(tmp_path: Path, monkeypatch)
 
     copy = tmp_path / "census"
     shutil.copytree(REPO / "census", copy, ignore=shutil.ignore_patterns("__pycache__", "*.xz"))
-    monkeypatch.setattr(cache, "__file__", str(copy / "load" / "cache.py"))
+    monkeypatch.setattr(cache, "__file__", str(copy / "store" / "cache.py"))
     cache.code_hash.cache_clear()
     try:
         before = cache.code_hash()

@@ -22,7 +22,7 @@ import census
 from census.capture import steps as cnvtx
 from census.capture.run import CaptureSpec, nsys_profile_command, run_info
 from census.cli.app import app
-from census.load.samples import SAMPLES_DIR
+from census.sources.samples import SAMPLES_DIR
 from tests.conftest import fixture_file
 
 FAKE = str(Path(__file__).parent / "helpers" / "fake_nsys.py")

@@ -14,8 +14,8 @@ import pytest
 from census.api import summarize
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
-from census.load.samples import sample_path
 from census.render.html import render_diff_html, render_summary_html
+from census.sources.samples import sample_path
 from tests.nsysdb import Export
 
 HOSTILE = "<img src=x onerror=alert(1)> & \"quotes\" 'single' </script><b>bold</b>"

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
-from census.load.codec import to_record
+from census.load.aggregates import load_profile
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
-from census.load.profile import load_profile
-from census.load.samples import sample_path
+from census.sources.samples import sample_path
+from census.store.codec import to_record
 from tests.conftest import DATA, FIXTURES
 from tests.nsysdb import Export
 from tests.oracle import _union, oracle
@@ -210,7 +210,7 @@ def test_a_worker_that_dies_fails_the_pass_instead_of_hanging(tmp_path: Path) ->
     from concurrent.futures.process import BrokenProcessPool
 
     from census.load.pool import Runner
-    from census.load.readonly import open_readonly
+    from census.sources.readonly import open_readonly
 
     path = sample_path("eager") / "capture.sqlite"
     runner = Runner(open_readonly(path), path, 2, lambda *a: None)
@@ -222,7 +222,7 @@ INTERRUPTED = """
 import sys, time
 from pathlib import Path
 from census.load.pool import Runner
-from census.load.readonly import open_readonly
+from census.sources.readonly import open_readonly
 
 def nap(conn, shared, job, tick):
     time.sleep(60)

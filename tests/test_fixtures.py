@@ -7,7 +7,7 @@ import pytest
 
 from census.api import summarize
 from census.definitions import METRIC_KEYS
-from census.load.samples import sample_path
+from census.sources.samples import sample_path
 from tests.conftest import fixture_file
 from tests.oracle import oracle
 

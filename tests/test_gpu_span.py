@@ -26,9 +26,9 @@ from census.definitions import (
     HOST_AHEAD_RULE,
     OUTSIDE_PHASES,
 )
-from census.load.codec import from_record, to_record
-from census.load.profile import load_profile
+from census.load.aggregates import load_profile
 from census.render.json_docs import summary_json
+from census.store.codec import from_record, to_record
 from tests.conftest import DATA, fixture_file
 from tests.nsysdb import Export
 from tests.oracle import span_oracle

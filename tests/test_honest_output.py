@@ -18,13 +18,13 @@ from census.cli.app import app
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
 from census.definitions import LABELS
-from census.load.samples import sample_path
 from census.render.diff_table import render_diff_table
 from census.render.fit import MIN_NAME, short_names
 from census.render.html import render_diff_html, render_summary_html
 from census.render.json_docs import diff_json, summary_json
 from census.render.markdown import render_diff_markdown
 from census.render.table import render_summary
+from census.sources.samples import sample_path
 from census.units import fmt_ns
 from tests.nsysdb import Export
 from tests.test_dashboard import CHROMIUM, check_page

@@ -22,10 +22,12 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.notebook",
     ),
     ("census.capture",),
+    ("census.sources",),
     ("census.load",),
     ("census.census",),
     ("census.compare",),
     ("census.render",),
+    ("census.store",),
     ("census.api", "census.experiments", "census.frames"),
     ("census.cli", "census.__main__"),
 )
@@ -130,3 +132,12 @@ def test_files_and_functions_stay_small() -> None:
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 420
     ]
     assert long_files == []
+
+
+def test_only_the_api_calls_the_store() -> None:
+    """The cache of later stages' outputs is the API's business: no stage reads or writes it."""
+    callers = sorted(
+        m for m, deps in _graph().items()
+        if not m.startswith("census.store") and any(d.startswith("census.store") for d in deps)
+    )  # fmt: skip
+    assert callers == ["census.api"]

@@ -14,7 +14,7 @@ import pytest
 
 from census.api import summarize
 from census.definitions import launch_api_kind
-from census.load.samples import sample_path
+from census.sources.samples import sample_path
 from tests.conftest import DATA, fixture_file
 
 STATS = DATA / "nsys_stats"

@@ -11,7 +11,7 @@ from census.api import Options, summarize, summarize_ranks
 from census.census import rank_spread
 from census.cli.app import app
 from census.compare.diff import diff_census
-from census.load.ranks import rank_files
+from census.sources.ranks import rank_files
 from tests.conftest import fixture_file
 
 runner = CliRunner()

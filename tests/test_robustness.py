@@ -165,7 +165,7 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_nsys_rep_is_exported_beside_or_into_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from census.load import export
+    from census.sources import export
 
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"report")
@@ -205,7 +205,7 @@ def test_unreadable_file(tmp_path: Path) -> None:
     Path(p).chmod(0)
     # The unprivileged user may not see this interpreter's site-packages: load needs none of them.
     code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from census.load.readonly import open_readonly; "
+        "import sys; sys.path.insert(0, sys.argv[1]); from census.sources.readonly import open_readonly; "
         "from census.errors import InputError\ntry: open_readonly(__import__('pathlib').Path(sys.argv[2]))\n"
         "except InputError as e: print(e); sys.exit(e.exit_code)"
     )

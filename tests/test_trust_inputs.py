@@ -115,7 +115,7 @@ def test_a_wal_export_in_a_folder_another_user_cannot_write(tmp_path: Path, log:
         path.parent.chmod(0o555)
         code = (
             "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
-            "from census.load.readonly import open_readonly\n"
+            "from census.sources.readonly import open_readonly\n"
             "conn = open_readonly(Path(sys.argv[2]))\n"
             "print(conn.execute('SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()[0])"
         )
@@ -160,7 +160,7 @@ def test_a_live_log_is_read_from_a_private_copy_that_census_removes(tmp_path: Pa
 
 
 def test_a_copy_is_made_once_per_state_and_named_by_a_note(tmp_path: Path) -> None:
-    from census.load.readonly import open_readonly, wal_note
+    from census.sources.readonly import open_readonly, wal_note
 
     path = wal_export(tmp_path / "in", log=True)
     assert wal_note(path) is None

@@ -24,9 +24,9 @@ from census.cli.app import app
 from census.compare.experiment import Experiment
 from census.compare.stats import analyze
 from census.load.pool import sweep_spill_folders
-from census.load.samples import sample_path
 from census.model import Arm
 from census.paths import owner_tag
+from census.sources.samples import sample_path
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads processes from /proc")
 ROOT = Path(__file__).parent.parent
@@ -68,7 +68,7 @@ WORKERS = """
 import os, sys, time
 from pathlib import Path
 import census.load.pool as pool
-from census.load.readonly import open_readonly
+from census.sources.readonly import open_readonly
 
 def nap(conn, shared, job, tick):
     Path(shared, f"{os.getpid()}.pid").write_text("")
@@ -114,7 +114,7 @@ def test_workers_die_with_a_census_killed_outright(tmp_path: Path, mode: str) ->
 def next_pass(tmp: Path) -> None:
     """A summary's passes over a real export with two workers, in a process of its own."""
     code = (
-        "import sys; from pathlib import Path; from census.load.profile import load_profile; "
+        "import sys; from pathlib import Path; from census.load.aggregates import load_profile; "
         "load_profile(Path(sys.argv[1]), r'^step', 0, lambda *a: None, 2, 50)"
     )
     export = sample_path("eager") / "capture.sqlite"

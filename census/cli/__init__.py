@@ -6,7 +6,7 @@ read captures (summary, diff, dashboard); run.py those that run programs (captur
 
 from __future__ import annotations
 
-from census.cli import analysis, run  # noqa: F401  (each registers its commands on the app)
+from census.cli import analysis, programs  # noqa: F401  (each registers its commands on the app)
 from census.cli.app import app, guard_stdout, outside_commands
 
 

@@ -81,7 +81,7 @@ def summary(
     """The kernel census of one capture."""
     from census.api import Options
     from census.compare.gates import check_summary, check_summary_gates
-    from census.load.ranks import is_multi_rank
+    from census.sources.ranks import is_multi_rank
 
     check_count("--top", top)
     path, options = _input(profile, sample), Options(steps, skip_first, phases, idle, ranks)

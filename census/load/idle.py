@@ -25,8 +25,8 @@ import sqlite3
 import numpy as np
 
 from census.definitions import SYNC_APIS, launch_api_kind, normalise_api_name
-from census.load import schema as sc
 from census.load.columns import read_batches, rowid_range
+from census.sources import schema as sc
 
 Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
 GPU_TABLES = (sc.KERNEL, sc.MEMCPY, sc.MEMSET)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import is_nccl, kernel_name
-from census.load import schema as sc
+from census.load.api_calls import ApiMap
 from census.load.columns import (
     BATCH_ROWS,
     TIMED,
@@ -39,7 +39,7 @@ from census.load.intervals import (
     factorize,
     sweep,
 )
-from census.load.linking import ApiMap
+from census.sources import schema as sc
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
 WHOLE = NO_STEP  # the scope of capture-wide unions

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import MEMSET_KIND
-from census.load import schema as sc
 from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
 from census.load.intervals import INT_NULL, Spans, add_spans, exact_sums, group_rows, merge_spans
 from census.load.kernels import GpuContext, Members, busy_members, note_missing
+from census.sources import schema as sc
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
 

@@ -8,19 +8,13 @@ Each pass splits its tables into consecutive rowid ranges, two per worker proces
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from census.definitions import NCCL_SQL_LIKE
-from census.load import schema as sc
-from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
-from census.load.fold import fold
-from census.load.intervals import StepIndex, merge_spans
-from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
-from census.load.linking import (
+from census.load.api_calls import (
     ApiMap,
     ApiNames,
     LaunchTotals,
@@ -30,11 +24,16 @@ from census.load.linking import (
     read_runtime_grouped,
     read_runtime_part,
 )
+from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
+from census.load.intervals import StepIndex, merge_spans
+from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers
+from census.load.range_fold import fold
+from census.sources import schema as sc
+from census.sources.export import Progress
 
 PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more than it saves
-Progress = Callable[..., None]
 
 
 @dataclass

@@ -16,8 +16,8 @@ import sqlite3
 from dataclasses import dataclass
 
 from census.definitions import OUTSIDE_PHASES
-from census.load import schema as sc
 from census.load.steps import StepRange, matching_ranges
+from census.sources import schema as sc
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from census.paths import owner_tag, pid_alive
+from census.sources.export import Progress
 
 MAX_WORKERS = 8
-Progress = Callable[..., None]
 
 
 def default_workers() -> int:
@@ -184,7 +184,7 @@ def _open_worker() -> None:
 
     die_with_parent(_inherited["parent"])
 
-    from census.load.readonly import open_readonly
+    from census.sources.readonly import open_readonly
 
     _inherited["conn"] = open_readonly(_inherited["path"])
     ForkingPickler.register(np.ndarray, _spill_array)

@@ -7,9 +7,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from census.load import schema as sc
 from census.load.patterns import matching as matching_texts
-from census.load.readonly import open_readonly
+from census.sources import schema as sc
+from census.sources.readonly import open_readonly
 
 
 @dataclass(frozen=True)

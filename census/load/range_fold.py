@@ -14,7 +14,6 @@ import sqlite3
 
 import numpy as np
 
-from census.load import schema as sc
 from census.load.columns import RowidRange, read_batches
 from census.load.intervals import INT_NULL, add_into, merge_spans, sweep
 from census.load.kernels import (
@@ -29,6 +28,7 @@ from census.load.kernels import (
     reached,
     window,
 )
+from census.sources import schema as sc
 
 HEAD_BATCH_ROWS = 4096
 

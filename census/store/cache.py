@@ -21,9 +21,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from census.load.codec import from_record, to_record
 from census.model import Census
 from census.paths import cache_dir, sweep_stale_parts, write_atomic
+from census.sources.readonly import has_live_wal
+from census.store.codec import from_record, to_record
 
 _EDGE_BYTES = 1 << 20
 
@@ -50,15 +51,6 @@ def file_key(path: Path) -> str:
             fh.seek(max(_EDGE_BYTES, stat.st_size - _EDGE_BYTES))
             h.update(fh.read(_EDGE_BYTES))
     return h.hexdigest()
-
-
-def has_live_wal(path: Path) -> bool:
-    """Whether SQLite's write-ahead log beside the export holds pages: then the export's content
-    is the file *and* the log, which a writer may still be changing, so it is never cached."""
-    try:
-        return Path(f"{path}-wal").stat().st_size > 0
-    except OSError:
-        return False
 
 
 def _entry(paths: list[Path], options: tuple, kind: str) -> Path | None:

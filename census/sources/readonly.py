@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 from census.errors import InputError
-from census.load.cache import has_live_wal
-from census.load.schema import read_views
+from census.sources.schema import read_views
 from census.units import clip
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -226,3 +225,12 @@ def describe_sqlite_error(exc: Exception) -> str:
     if "malformed" in text or "not a database" in text or "disk I/O" in text:
         return f"corrupt or truncated SQLite file ({text}); export it again"
     return f"cannot read the SQLite file ({text})"
+
+
+def has_live_wal(path: Path) -> bool:
+    """Whether SQLite's write-ahead log beside the export holds pages: then the export's content
+    is the file *and* the log, which a writer may still be changing, so it is never cached."""
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import launch_api_kind
-from census.load import schema as sc
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
 from census.load.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
+from census.sources import schema as sc
 
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
 _MAX = np.iinfo(np.int64).max

@@ -8,7 +8,6 @@ read-only and never written.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,17 +15,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from census.errors import ColumnError, InputError
-from census.load import schema as sc
-from census.load.readonly import describe_sqlite_error, open_readonly
 from census.load.steps import StepRange, read_steps
+from census.sources import schema as sc
+from census.sources.export import Progress
+from census.sources.readonly import describe_sqlite_error, open_readonly
 
 if TYPE_CHECKING:
-    from census.load.linking import LaunchTotals
+    from census.load.api_calls import LaunchTotals
     from census.load.passes import Passes
     from census.load.phases import Segment
-
-# progress(stage) or progress(stage, rows_done, rows_total)
-Progress = Callable[..., None]
 
 
 @dataclass
@@ -165,7 +162,7 @@ def _load(
         count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
         agg.graph_executions = conn.execute(count).fetchone()[0]
     warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
-    gpus = read_gpus(conn, schema, passes.gpu.devices)
+    gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
     return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), tuple(segments),
                    seg_agg if segments else None)  # fmt: skip
 
@@ -268,21 +265,6 @@ def _schema_warnings(schema: sc.Schema) -> list[str]:
         if not schema.has(table):
             out.append(f"no {table} table: {sc.MISSING_TABLE_HINTS[table]}")
     return out
-
-
-def read_gpus(
-    conn: sqlite3.Connection, schema: sc.Schema, devices: set[int]
-) -> tuple[tuple[int, str | None], ...]:
-    """The devices kernels ran on (else those TARGET_INFO_GPU lists), with their names."""
-    names: dict[int, str] = {}
-    if schema.has(sc.GPU_INFO) and {"id", "name"} <= schema.columns.get(sc.GPU_INFO, frozenset()):
-        names = {
-            int(i): str(n)
-            for i, n in conn.execute(f'SELECT id, name FROM "{sc.GPU_INFO}"')
-            if i is not None
-        }
-    found = sorted(devices) or sorted(names)
-    return tuple((d, names.get(d)) for d in found)
 
 
 def _data_warnings(schema: sc.Schema, agg: Aggregates, bad: int) -> list[str]:

@@ -114,3 +114,18 @@ def looks_like_nsys(schema: Schema) -> bool:
         return True
     activity = any(t.startswith("CUPTI_ACTIVITY_KIND_") for t in schema.tables)
     return schema.has(STRINGS) and (activity or schema.has(NVTX))
+
+
+def read_gpus(
+    conn: sqlite3.Connection, schema: Schema, devices: set[int]
+) -> tuple[tuple[int, str | None], ...]:
+    """The devices kernels ran on (else those TARGET_INFO_GPU lists), with their names."""
+    names: dict[int, str] = {}
+    if schema.has(GPU_INFO) and {"id", "name"} <= schema.columns.get(GPU_INFO, frozenset()):
+        names = {
+            int(i): str(n)
+            for i, n in conn.execute(f'SELECT id, name FROM "{GPU_INFO}"')
+            if i is not None
+        }
+    found = sorted(devices) or sorted(names)
+    return tuple((d, names.get(d)) for d in found)

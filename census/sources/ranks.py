@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 from census.errors import InputError
-from census.load import schema as sc
+from census.sources import schema as sc
 
 _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
@@ -71,8 +71,7 @@ def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
 def _differences(files: list[Path]) -> str:
     """How a folder's exports differ (nsys versions, GPU models, hosts), as a clause; '' when
     alike or when one cannot be read (reading it will then say why)."""
-    from census.load.profile import read_gpus
-    from census.load.readonly import open_readonly
+    from census.sources.readonly import open_readonly
 
     versions, gpus, hosts = set(), set(), set()
     for path in files:
@@ -83,7 +82,7 @@ def _differences(files: list[Path]) -> str:
         try:
             schema = sc.read_schema(conn)
             versions.add(schema.nsys_version or "?")
-            names = sorted({name or "unknown" for _, name in read_gpus(conn, schema, set())})
+            names = sorted({name or "unknown" for _, name in sc.read_gpus(conn, schema, set())})
             gpus.add(", ".join(names) or "unknown")
             hosts.add(_host(conn, schema) or "unknown")
         except sqlite3.Error:

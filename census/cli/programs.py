@@ -76,10 +76,10 @@ def demo(
     from census.capture.doctor import cannot_capture
     from census.capture.run import check_capture_folder
     from census.cli.analysis import diff_shown
-    from census.load.samples import sample_path
     from census.paths import check_output
     from census.render.diff_table import render_diff_table
     from census.render.html import render_diff_html
+    from census.sources.samples import sample_path
 
     _check_counts(warmup, steps)
     check_output(report)  # every output target before any work

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from census.capture.nsys import find_nsys
 from census.errors import CaptureError, InputError
-from census.load.profile import Progress
 from census.paths import atomic_target, cache_dir
+
+# progress(stage) or progress(stage, rows_done, rows_total): how long work reports itself
+Progress = Callable[..., None]
 
 
 def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
