@@ -32,7 +32,7 @@ _LAZY = {
     "CensusError": "census.errors",
     "Census": "census.model",
     "CensusDiff": "census.compare.diff",
-    "load_experiment": "census.experiments",
+    "load_experiment": "census.api",
 }
 __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 

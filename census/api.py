@@ -1,5 +1,6 @@
 """What the CLI and notebooks call: from what the user names (an export, a report, a capture
-folder, a rank folder, `sample:NAME`) to a Census, a CensusDiff and their JSON documents.
+folder, a rank folder, `sample:NAME`, a `census ab` folder) to a Census, a CensusDiff, an
+Experiment, their views (what census.render.render formats) and their JSON documents.
 
 The input is resolved once here, and one Options object says how steps are selected; it is also
 the cache key (with the files' identity and a hash of census's code, census.store.cache).
@@ -9,16 +10,22 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
-from census.errors import UsageError
+from census.errors import CaptureError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from census.capture.ab import ABSpec
+    from census.capture.run import CaptureSpec
     from census.compare.diff import CensusDiff
+    from census.compare.experiment import Experiment
     from census.model import Census
+    from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
     from census.sources.export import Progress
 
 PathLike = str | Path
@@ -92,8 +99,6 @@ SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phas
 
 def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
     """`options` (default Options()) with every SELECTION keyword that is not None in its place."""
-    from dataclasses import replace
-
     if options is not None and not isinstance(options, Options):
         raise UsageError(f"options must be a census.Options, not {type(options).__name__}")
     unknown = sorted(set(selection) - set(SELECTION))
@@ -163,6 +168,8 @@ def diff(
     b: Census | PathLike,
     labels: tuple[str, str] | None = None,
     options: Options | None = None,
+    *,
+    progress: Progress | None = None,
     **selection: Any,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
@@ -176,7 +183,7 @@ def diff(
             sides.append((side, Path(side.source.path), False))
         else:
             path = resolve_input(side)
-            sides.append((summarize_with(path, options), path, True))
+            sides.append((summarize_with(path, options, progress), path, True))
     if labels is None:
         labels = (default_label(sides[0][1]), default_label(sides[1][1]))
     return _diff_sides(sides[0], sides[1], labels)
@@ -204,17 +211,81 @@ def uncaptured_step_ns(path: Path, clock: str = "host") -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def diff_paths(a: Path, b: Path, labels: tuple[str, str], options: Options, progress=None):
-    """The CensusDiff of two inputs, with their calibration runs when they have them."""
-    ca, cb = summarize_with(a, options, progress), summarize_with(b, options, progress)
-    return _diff_sides((ca, a, True), (cb, b, True), labels)
-
-
 def explain(d: CensusDiff) -> list[str]:
     """The explanation of a diff, one sentence a line, the headline first."""
     from census.compare.explain import explain_diff
 
     return explain_diff(d)
+
+
+def summary_view(
+    source: Census | PathLike,
+    options: Options | None = None,
+    progress: Progress | None = None,
+    *,
+    shown: str | None = None,
+) -> SummaryView | RanksView:
+    """What every format shows of one capture (census.render.render): a Census, or anything
+    `summarize` takes, read with `options`; a rank folder's is a RanksView (the merged summary,
+    each rank's and the spread). `shown`: what the user named it (else the export's path)."""
+    from census.capture.run import capture_overhead
+    from census.census import rank_spread
+    from census.model import Census
+    from census.render.views import RanksView
+    from census.sources.ranks import is_multi_rank
+
+    if isinstance(source, Census):
+        return census_view(source, shown=shown)
+    path, options = resolve_input(source), options or Options()
+    if is_multi_rank(path):
+        merged, labels, ranks = summarize_ranks(path, options, progress)
+        return RanksView(census_view(merged, default_label(path), shown), labels,
+                         [census_view(c) for c in ranks], rank_spread(labels, ranks))  # fmt: skip
+    census = summarize_with(path, options, progress)
+    clock = "gpu" if census.host_ran_ahead() else "host"
+    overhead = capture_overhead(path, census.per_step_timing(), clock)
+    return census_view(census, default_label(path), shown, overhead)
+
+
+def census_view(
+    census: Census, label: str | None = None, shown: str | None = None, overhead: dict | None = None
+) -> SummaryView:
+    """A Census with its tail steps, its limiter and its first line; `label` (the page's title)
+    defaults to its export's name."""
+    from census.compare.limiter import find_limiter, summary_lead
+    from census.compare.tails import tail_steps
+    from census.render.views import SummaryView
+
+    label = label or default_label(Path(census.source.path))
+    return SummaryView(census, tail_steps(census), find_limiter(census), summary_lead(census),
+                       label, shown, overhead)  # fmt: skip
+
+
+def diff_view(
+    a: CensusDiff | Census | PathLike,
+    b: Census | PathLike | None = None,
+    labels: tuple[str, str] | None = None,
+    options: Options | None = None,
+    progress: Progress | None = None,
+    *,
+    sources: tuple[str, str] | None = None,
+    explanation: list[str] | None = None,
+) -> DiffView:
+    """What every format shows of a diff: a CensusDiff (`b` None), or B against A as `diff`
+    takes them; with its explanation (explain_diff's unless given). `sources`: what the user
+    named the sides."""
+    from census.compare.diff import CensusDiff
+    from census.compare.explain import explain_diff
+    from census.render.views import DiffView
+
+    if isinstance(a, CensusDiff):
+        d = a
+    elif b is None:
+        raise UsageError("diff_view: give a CensusDiff, or two sides to compare")
+    else:
+        d = diff(a, b, labels, options, progress=progress)
+    explanation = explain_diff(d) if explanation is None else explanation
+    return DiffView(d, explanation, census_view(d.a), census_view(d.b), sources)
 
 
 def summary_document(
@@ -232,32 +303,114 @@ def summary_document(
         census = summarize_with(path, options, progress)
         meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
                 "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-        return meta, json.dumps(summary_json(census, top))
+        return meta, json.dumps(summary_json(census_view(census), top))
 
     return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
 
 
-def diff_document(
-    a: Path,
-    b: Path,
-    labels: tuple[str, str],
-    options: Options,
-    top: int = 20,
-    progress: Progress | None = None,
+def summary_json_text(
+    path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, str]:
+    """({"warnings", ...}, the whole `summary --json` document as compact JSON): summary_document
+    with the capture overhead, which the cache leaves out (a calibration run may come later);
+    a rank folder's, uncached."""
+    from census.capture.run import capture_overhead
+    from census.render import render
+    from census.sources.ranks import is_multi_rank
+
+    if is_multi_rank(path):
+        view = summary_view(path, options, progress)
+        return {"warnings": list(view.census.warnings)}, render(view, "json", top=top)
+    meta, text = summary_document(path, options, top, progress)
+    clock = "gpu" if meta["host_ran_ahead"] else "host"
+    overhead = capture_overhead(path, meta["timing"], clock)
+    return meta, f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}"
+
+
+def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
+                  top: int = 20, progress: Progress | None = None) -> tuple[dict, str]:  # fmt: skip
     """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
-    the same two exports were compared with the same options before."""
-    from census.compare.explain import explain_diff
+    the same two exports were compared with the same options before. Labels default to the
+    file or folder names."""
     from census.render.json_docs import diff_json
     from census.sources.export import resolve_sqlite
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text
 
+    labels = labels or (default_label(a), default_label(b))
+
     def render() -> tuple[dict, str]:
-        d = diff_paths(a, b, labels, options, progress)
-        return {"warnings": list(d.warnings)}, json.dumps(diff_json(d, explain_diff(d), top))
+        d = diff(a, b, labels, options, progress=progress)
+        return {"warnings": list(d.warnings)}, json.dumps(diff_json(diff_view(d), top))
 
     if is_multi_rank(a) or is_multi_rank(b):
         return render()
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
     return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
+
+
+def load_experiment(folder: PathLike) -> Experiment:
+    """The `census ab` experiment in `folder`: the statistics of its arms, the census diff of
+    its captures (both recomputed, so no stale number is stored)."""
+    from census.compare.diff import diff_census
+    from census.compare.experiment import Experiment
+    from census.compare.stats import analyze
+    from census.sources.experiment import not_a_record, read_experiment
+
+    record = read_experiment(Path(folder))
+    try:
+        stats = analyze(list(record.arms))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise not_a_record(record.path, exc) from None
+    d = None
+    if record.captured:
+        a, b = (summarize_with(Path(folder) / side, Options()) for side in ("a", "b"))
+        d = diff_census(a, b, record.labels)
+    return Experiment(record.labels, record.commands, record.arms, stats, d,
+                      record.capture_note, record.wall_s)  # fmt: skip
+
+
+def experiment_view(source: Experiment | PathLike) -> ExperimentView:
+    """What every format shows of an experiment (an Experiment, or its folder): the verdict of
+    its arms, its warnings, then the diff of its captures explained as the experiment."""
+    from census.compare.experiment import Experiment, explain_parts
+    from census.render.views import ExperimentView
+
+    exp = source if isinstance(source, Experiment) else load_experiment(source)
+    parts = explain_parts(exp)
+    d = None if exp.diff is None else diff_view(exp.diff, explanation=parts.lines)
+    return ExperimentView(exp, parts, d)
+
+
+def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Experiment:
+    """Run a `census ab` experiment into its folder (census.capture.ab; each capture kept only
+    if it holds step ranges), then read it back."""
+    from census.capture.ab import run_ab
+
+    return load_experiment(run_ab(spec, progress, _has_steps))
+
+
+def _has_steps(path: Path) -> bool:
+    from census.load.steps import has_step_ranges
+
+    return has_step_ranges(path, DEFAULT_STEPS_REGEX)
+
+
+def capture_steps(spec: CaptureSpec, nsys: str | None = None) -> Path:
+    """Capture `spec.command` under nsys (`nsys`: its path, else found) into its capture folder,
+    kept only if it holds step ranges; the folder."""
+    from census.capture.nsys import find_nsys
+    from census.capture.run import run_capture, validate_spec
+
+    validate_spec(spec)  # the name and the folder, before nsys is looked for or anything runs
+    spec = replace(spec, nsys=find_nsys(nsys))
+
+    def verify(work: Path) -> None:
+        if not _has_steps(work):
+            raise CaptureError(
+                f"{spec.name}: the capture holds no NVTX step ranges, so it was discarded: wrap "
+                "each training step with census.step(i) or iterate with census.steps(loader)",
+                list(spec.command),
+            )
+
+    return run_capture(spec, verify)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from census.definitions import (
     CLASS_ORDER,
     COPY_KIND_D2D,
+    IDLE_KEYS,
     NCCL,
     OUTSIDE_PHASES,
     classify_kernel,
@@ -22,7 +24,15 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
-from census.load.aggregates import Aggregates, Profile
+from census.load.aggregates import (
+    Aggregates,
+    GpuSpan,
+    KernelSums,
+    LaunchSums,
+    MemoryGroup,
+    Profile,
+    wider_span,
+)
 from census.model import (
     METRIC_VALUES,
     ApiStat,
@@ -45,24 +55,46 @@ SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_u
 
 def compute_census(profile: Profile) -> Census:
     agg = profile.aggregates
-    step_ids = {s.idx for s in profile.steps}
     kernels = _kernel_stats(agg)
-    nccl = [k for k in kernels if k.cls == NCCL]
-    totals = _metrics(
-        (
-            sum(k.count for k in kernels),
-            sum(k.time_ns for k in kernels),
-            sum(k.count for k in nccl),
-            sum(k.time_ns for k in nccl),
-        ),
-        agg.memory_groups,
-        agg.launch.get(None),
-        agg.non_nccl_union_ns.get(None, 0),
-    )
     overlap = nccl_overlap_ns(agg)
+    return Census(
+        source=Source(
+            path=str(profile.path),
+            nsys_version=profile.schema.nsys_version,
+            schema_version=profile.schema.schema_version,
+            gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
+        ),
+        totals=_totals(agg, kernels),
+        steps=_steps(profile, overlap),
+        classes=_class_stats(kernels),
+        kernels=kernels,
+        memory=_memory_stats(agg.memory_groups, {s.idx for s in profile.steps}),
+        launch_apis=_api_stats(agg),
+        warnings=tuple(profile.warnings),
+        graph_trace_mode=agg.graph_executions > 0,
+        sliced=agg.orphan_kernels > 0,
+        collectives=_collective_stats(kernels),
+        nccl_overlap_ns=overlap.get(None, 0),
+    )
+
+
+def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
+    nccl = [k for k in kernels if k.cls == NCCL]
+    sums = KernelSums(
+        count=sum(k.count for k in kernels),
+        time_ns=sum(k.time_ns for k in kernels),
+        nccl_count=sum(k.count for k in nccl),
+        nccl_time_ns=sum(k.time_ns for k in nccl),
+    )
+    return _metrics(sums, agg.memory_groups, agg.launch.get(None),
+                    agg.non_nccl_union_ns.get(None, 0))  # fmt: skip
+
+
+def _steps(profile: Profile, overlap: dict[int | None, int]) -> tuple[Step, ...]:
+    agg = profile.aggregates
     metrics_of = _metrics_by_key(agg)
     phases = _phases(profile, metrics_of)
-    steps = tuple(
+    return tuple(
         Step(
             name=s.name,
             start_ns=s.start_ns,
@@ -71,47 +103,47 @@ def compute_census(profile: Profile) -> Census:
             gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
             nccl_overlap_ns=overlap.get(s.idx, 0),
             phases=phases.get(s.idx, ()),
-            idle=IdleSplit(*profile.step_idle[s.idx]) if profile.step_idle else None,
+            idle=profile.step_idle[s.idx] if profile.step_idle else None,
             **_span(agg.gpu_span.get(s.idx)),
         )
         for s in profile.steps
     )
-    warnings = list(profile.warnings)
-    return Census(
-        source=Source(
-            path=str(profile.path),
-            nsys_version=profile.schema.nsys_version,
-            schema_version=profile.schema.schema_version,
-            gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
-        ),
-        totals=totals,
-        steps=steps,
-        classes=_class_stats(kernels),
-        kernels=kernels,
-        memory=_memory_stats(agg.memory_groups, step_ids),
-        launch_apis=tuple(
-            ApiStat(api, *v)
-            for api, v in sorted(agg.launch_by_api.items(), key=lambda kv: (-kv[1][1], kv[0]))
-        ),
-        warnings=tuple(warnings),
-        graph_trace_mode=agg.graph_executions > 0,
-        sliced=agg.orphan_kernels > 0,
-        collectives=_collective_stats(kernels),
-        nccl_overlap_ns=overlap.get(None, 0),
+
+
+def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
+    """One row per launch API, by time, descending."""
+    by_time = sorted(agg.launch_by_api.items(), key=lambda kv: (-kv[1].time_ns, kv[0]))
+    return tuple(
+        ApiStat(api, v.count, v.time_ns, v.step_count, v.step_time_ns) for api, v in by_time
     )
 
 
 def _metrics_by_key(agg: Aggregates) -> Callable[[int], Metrics]:
     """key (a step's or a segment's index) -> the Metrics of the work launched in it."""
-    memory: dict[int | None, list] = defaultdict(list)
+    memory: dict[int | None, list[MemoryGroup]] = defaultdict(list)
     for m in agg.memory_groups:
-        memory[m[1]].append(m)
+        memory[m.step].append(m)
 
     def metrics(key: int) -> Metrics:
-        return _metrics(agg.step_kernels.get(key, (0, 0, 0, 0)), memory[key],
+        return _metrics(agg.step_kernels.get(key, KernelSums()), memory[key],
                         agg.launch.get(key), agg.non_nccl_union_ns.get(key, 0))  # fmt: skip
 
     return metrics
+
+
+@dataclass
+class _PhaseSums:
+    """The segments of one phase in one step, summed."""
+
+    duration_ns: int = 0
+    gpu_busy_ns: int = 0
+    metrics: Metrics = field(default_factory=Metrics)
+    idle: IdleSplit = field(default_factory=IdleSplit)
+    span: GpuSpan | None = None
+
+    def phase(self, name: str, split: bool) -> Phase:
+        return Phase(name, self.duration_ns, self.metrics, self.gpu_busy_ns,
+                     self.idle if split else None, **_span(self.span))  # fmt: skip
 
 
 def _phases(
@@ -125,47 +157,41 @@ def _phases(
     if agg is None:
         return {}
     seg_metrics = _metrics_by_key(agg)
-    acc: dict[int, dict[str, list]] = {}
+    acc: dict[int, dict[str, _PhaseSums]] = {}
     for seg in profile.segments:
-        row = acc.setdefault(seg.step, {}).setdefault(seg.name, [0, 0, Metrics(), [0] * 5, None])
-        row[4] = _wider(row[4], agg.gpu_span.get(seg.idx))
-        row[0] += seg.end_ns - seg.start_ns
-        row[1] += agg.busy_ns.get(seg.idx, 0)
-        row[2] = add_metrics(row[2], seg_metrics(seg.idx))
-        row[3] = [
-            x + y for x, y in zip(row[3], profile.segment_idle.get(seg.idx, (0,) * 5), strict=True)
-        ]
+        row = acc.setdefault(seg.step, {}).setdefault(seg.name, _PhaseSums())
+        row.span = wider_span(row.span, agg.gpu_span.get(seg.idx))
+        row.duration_ns += seg.end_ns - seg.start_ns
+        row.gpu_busy_ns += agg.busy_ns.get(seg.idx, 0)
+        row.metrics = add_metrics(row.metrics, seg_metrics(seg.idx))
+        row.idle = add_idle(row.idle, profile.segment_idle.get(seg.idx, IdleSplit()))
     split = bool(profile.segment_idle)
     out = {}
     for step, by_name in acc.items():
-        named = [Phase(n, d, m, b, IdleSplit(*i) if split else None, **_span(g))
-                 for n, (d, b, m, i, g) in by_name.items() if n != OUTSIDE_PHASES]  # fmt: skip
-        d, b, m, i, g = by_name.get(OUTSIDE_PHASES, [0, 0, Metrics(), [0] * 5, None])
+        named = [r.phase(n, split) for n, r in by_name.items() if n != OUTSIDE_PHASES]
+        rest = by_name.get(OUTSIDE_PHASES, _PhaseSums())
         union = step_metrics(step).non_nccl_union_ns - sum(
             p.metrics.non_nccl_union_ns for p in named
         )
-        rest = Phase(OUTSIDE_PHASES, d, replace(m, non_nccl_union_ns=union), b,
-                     IdleSplit(*i) if split else None, **_span(g))  # fmt: skip
-        out[step] = (*named, rest)
+        rest.metrics = replace(rest.metrics, non_nccl_union_ns=union)
+        out[step] = (*named, rest.phase(OUTSIDE_PHASES, split))
     return out
 
 
-def _span(span: tuple[int, int] | None) -> dict[str, int | None]:
-    """(earliest start, latest end) of the GPU work launched in a range -> gpu_start_ns and
-    gpu_span_ns, None both when it launched none."""
+def _span(span: GpuSpan | None) -> dict[str, int | None]:
+    """The GPU work launched in a range -> gpu_start_ns and gpu_span_ns, None both when it
+    launched none."""
     if span is None:
         return {"gpu_start_ns": None, "gpu_span_ns": None}
-    return {"gpu_start_ns": span[0], "gpu_span_ns": span[1] - span[0]}
-
-
-def _wider(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
-    if a is None or b is None:
-        return a or b
-    return min(a[0], b[0]), max(a[1], b[1])
+    return {"gpu_start_ns": span.start_ns, "gpu_span_ns": span.end_ns - span.start_ns}
 
 
 def add_metrics(a: Metrics, b: Metrics) -> Metrics:
     return Metrics(*(x + y for x, y in zip(METRIC_VALUES(a), METRIC_VALUES(b), strict=True)))
+
+
+def add_idle(a: IdleSplit, b: IdleSplit) -> IdleSplit:
+    return IdleSplit(**{k: getattr(a, k) + getattr(b, k) for k in IDLE_KEYS})
 
 
 def nccl_overlap_ns(agg: Aggregates) -> dict[int | None, int]:
@@ -178,78 +204,76 @@ def nccl_overlap_ns(agg: Aggregates) -> dict[int | None, int]:
 
 
 def _metrics(
-    kernels: tuple[int, int, int, int],
-    memory: Iterable[tuple],
-    launch: tuple[int, int, int] | None,
+    kernels: KernelSums,
+    memory: Iterable[MemoryGroup],
+    launch: LaunchSums | None,
     union_ns: int,
 ) -> Metrics:
-    """kernels: (count, time_ns, NCCL count, NCCL time_ns)."""
-    count, time_ns, nccl_count, nccl_time = kernels
-    d2d = [m for m in memory if m[0] == COPY_KIND_D2D]
-    launch_count, launch_time, graph_count = launch or (0, 0, 0)
+    d2d = [m for m in memory if m.kind == COPY_KIND_D2D]
+    launch = launch or LaunchSums()
     return Metrics(
-        kernel_count=count,
-        kernel_time_ns=time_ns,
-        nccl_kernel_count=nccl_count,
-        nccl_kernel_time_ns=nccl_time,
-        non_nccl_kernel_count=count - nccl_count,
-        non_nccl_kernel_time_ns=time_ns - nccl_time,
+        kernel_count=kernels.count,
+        kernel_time_ns=kernels.time_ns,
+        nccl_kernel_count=kernels.nccl_count,
+        nccl_kernel_time_ns=kernels.nccl_time_ns,
+        non_nccl_kernel_count=kernels.count - kernels.nccl_count,
+        non_nccl_kernel_time_ns=kernels.time_ns - kernels.nccl_time_ns,
         non_nccl_union_ns=union_ns,
-        launch_api_count=launch_count,
-        launch_api_time_ns=launch_time,
-        graph_launch_count=graph_count,
-        d2d_count=sum(m[3] for m in d2d),
-        d2d_bytes=sum(m[4] for m in d2d),
+        launch_api_count=launch.count,
+        launch_api_time_ns=launch.time_ns,
+        graph_launch_count=launch.graph_count,
+        d2d_count=sum(m.count for m in d2d),
+        d2d_bytes=sum(m.bytes for m in d2d),
     )
 
 
-def _kernel_stats(agg) -> tuple[KernelStat, ...]:
+# The sums a kernel group, a KernelStat, a ClassStat and a CollectiveStat all carry.
+STAT_SUMS = ("count", "time_ns", "step_count", "step_time_ns")
+
+
+def _sums_by(items: Iterable, key_of: Callable[[Any], str | None]) -> dict[str, list[int]]:
+    """key -> the STAT_SUMS of its items, keys by first appearance; items keyed None are left
+    out."""
+    acc: dict[str, list[int]] = {}
+    for it in items:
+        key = key_of(it)
+        if key is None:
+            continue
+        a = acc.setdefault(key, [0] * len(STAT_SUMS))
+        for i, name in enumerate(STAT_SUMS):
+            a[i] += getattr(it, name)
+    return acc
+
+
+def _kernel_stats(agg: Aggregates) -> tuple[KernelStat, ...]:
     """One row per resolved name (groups with and without an API row merge here)."""
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for dn, sn, _has_api, *values in agg.kernel_groups:
-        a = acc[kernel_name(agg.names, dn, sn)]
-        for i, v in enumerate(values):
-            a[i] += v
+    acc = _sums_by(agg.kernel_groups,
+                   lambda g: kernel_name(agg.names, g.demangled_id, g.short_id))  # fmt: skip
     stats = [KernelStat(n, classify_kernel(n), *v) for n, v in acc.items()]
     return tuple(sorted(stats, key=lambda k: (-k.time_ns, k.name)))
 
 
 def _class_stats(kernels: Iterable[KernelStat]) -> tuple[ClassStat, ...]:
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for k in kernels:
-        a = acc[k.cls]
-        a[0] += k.count
-        a[1] += k.time_ns
-        a[2] += k.step_count
-        a[3] += k.step_time_ns
+    acc = _sums_by(kernels, lambda k: k.cls)
     return tuple(ClassStat(c, *acc[c]) for c in CLASS_ORDER if c in acc)
 
 
 def _collective_stats(kernels: Iterable[KernelStat]) -> tuple[CollectiveStat, ...]:
-    acc: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    for k in kernels:
-        label = nccl_collective(k.name)
-        if label is None:
-            continue
-        a = acc[label]
-        a[0] += k.count
-        a[1] += k.time_ns
-        a[2] += k.step_count
-        a[3] += k.step_time_ns
+    acc = _sums_by(kernels, lambda k: nccl_collective(k.name))
     stats = [CollectiveStat(c, *v) for c, v in acc.items()]
     return tuple(sorted(stats, key=lambda c: (-c.time_ns, c.collective)))
 
 
-def _memory_stats(groups: list[tuple], step_ids: set[int]) -> tuple[MemoryStat, ...]:
+def _memory_stats(groups: list[MemoryGroup], step_ids: set[int]) -> tuple[MemoryStat, ...]:
     acc: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    for kind, st, _has_api, c, b, t in groups:
-        a = acc[kind]
-        a[0] += c
-        a[1] += b
-        a[2] += t
-        if st in step_ids:
-            a[3] += c
-            a[4] += b
+    for m in groups:
+        a = acc[m.kind]
+        a[0] += m.count
+        a[1] += m.bytes
+        a[2] += m.time_ns
+        if m.step in step_ids:
+            a[3] += m.count
+            a[4] += m.bytes
     return tuple(
         MemoryStat(memory_kind_name(k), *v) for k, v in sorted(acc.items(), key=lambda kv: kv[0])
     )

@@ -266,6 +266,7 @@ LAUNCH_APIS = frozenset(
         "cuGraphLaunch",
     }
 )
+# The launch APIs that launch a whole CUDA graph (graph_launch_count counts them).
 GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
 # Calls that block the host until the GPU (or a stream, or an event) has caught up, after the same
 # suffix removal: the synchronous copies (cudaMemcpy without Async: a `.item()` or `.cpu()`) too.

@@ -5,7 +5,6 @@ The CLI turns any CensusError into one line on stderr and the exit code below.
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_BAD_INPUT = 1
 EXIT_USAGE = 2
 EXIT_TOOL_MISSING = 3

@@ -21,6 +21,12 @@ from census.definitions import (
 )
 
 
+def per_step_mean(total: float, steps: int) -> float | None:
+    """The mean of a figure over `steps` steps, from its total over them: the one definition of
+    a per-step figure (a float: only rendering rounds it). None without steps."""
+    return total / steps if steps else None
+
+
 @dataclass(frozen=True)
 class Metrics:
     kernel_count: int = 0
@@ -208,6 +214,10 @@ class Census:
 
         return census_html(self)
 
+    def mean(self, total: float) -> float | None:
+        """per_step_mean over the selected steps; None without steps."""
+        return per_step_mean(total, len(self.steps))
+
     def per_step(self) -> dict[str, float] | None:
         """Mean of each metric over the selected steps; None without steps."""
         return self._memo("per_step", self._per_step)
@@ -238,9 +248,8 @@ class Census:
     def _per_step(self) -> dict[str, float] | None:
         if not self.steps:
             return None
-        n = len(self.steps)
         sums = map(sum, zip(*map(METRIC_VALUES, (s.metrics for s in self.steps)), strict=True))
-        return {k: total / n for k, total in zip(METRIC_KEYS, sums, strict=True)}
+        return {k: self.mean(total) for k, total in zip(METRIC_KEYS, sums, strict=True)}
 
     def _per_phase(self) -> dict[str, dict[str, float]]:
         sums: dict[str, list] = {}
@@ -249,11 +258,11 @@ class Census:
                 row = sums.setdefault(ph.name, [0] * len(PHASE_KEYS))
                 for i, v in enumerate(ph.as_dict().values()):
                     row[i] = None if v is None or row[i] is None else row[i] + v
-        n = len(self.steps)
         spans = _mean_spans((ph.name, ph.gpu_span_ns) for s in self.steps for ph in s.phases)
         order = sorted(sums, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
-        return {name: {**dict(zip(PHASE_KEYS, (None if v is None else v / n for v in sums[name]),
-                                  strict=True)), "gpu_span_ns": spans.get(name)}
+        return {name: {**dict(zip(PHASE_KEYS, (None if v is None else self.mean(v)
+                                               for v in sums[name]), strict=True)),
+                       "gpu_span_ns": spans.get(name)}
                 for name in order}  # fmt: skip
 
     def _host_ran_ahead(self) -> bool | None:
@@ -266,35 +275,34 @@ class Census:
     def _per_step_timing(self) -> dict[str, float] | None:
         if not self.steps:
             return None
-        n = len(self.steps)
         duration = sum(s.end_ns for s in self.steps) - sum(s.start_ns for s in self.steps)
         busy = sum(s.gpu_busy_ns for s in self.steps)
         split = all(s.idle is not None for s in self.steps)
-        idle = [sum(getattr(s.idle, k) for s in self.steps) / n if split else None
+        idle = [self.mean(sum(getattr(s.idle, k) for s in self.steps)) if split else None
                 for k in IDLE_KEYS]  # fmt: skip
         launched = [s for s in self.steps if s.gpu_start_ns is not None]
         spans = sum(s.gpu_span_ns for s in launched)
         leads = sum(s.host_lead_ns for s in launched)
         return {
-            "step_time_ns": duration / n,
-            "gpu_busy_ns": busy / n,
-            "gpu_idle_ns": (duration - busy) / n,
+            "step_time_ns": self.mean(duration),
+            "gpu_busy_ns": self.mean(busy),
+            "gpu_idle_ns": self.mean(duration - busy),
             # over the steps that launched GPU work: one without has no span, not a span of 0
-            "gpu_span_ns": spans / len(launched) if launched else None,
-            "host_lead_ns": leads / len(launched) if launched else None,
+            "gpu_span_ns": per_step_mean(spans, len(launched)),
+            "host_lead_ns": per_step_mean(leads, len(launched)),
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
 
 
-def _mean_spans(values: Iterable[tuple[str, int | None]]) -> dict[str, float]:
-    """Per name, the mean of the spans that are not None (names with none are left out)."""
+def _mean_spans(values: Iterable[tuple[str, int | None]]) -> dict[str, float | None]:
+    """Per name, the mean over the steps with a span (names with none are left out)."""
     sums: dict[str, list[int]] = {}
     for name, span in values:
         if span is not None:
             acc = sums.setdefault(name, [0, 0])
             acc[0] += span
             acc[1] += 1
-    return {name: total / count for name, (total, count) in sums.items()}
+    return {name: per_step_mean(total, steps) for name, (total, steps) in sums.items()}
 
 
 METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from census.api import load_experiment
 from census.cli.app import app
-from census.experiments import load_experiment
 
 HELPER = Path(__file__).parent / "helpers" / "sleep_train.py"
 FAKE_NSYS = Path(__file__).parent / "helpers" / "fake_nsys.py"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import census
+from census.api import census_view, diff_view
 from census.definitions import METRIC_KEYS, TIMING_KEYS
 from census.render.json_docs import diff_json, summary_json
 from census.store import cache
@@ -57,7 +58,7 @@ def _plain(v):
 
 def test_frames_equal_the_summary_json() -> None:
     c = census.summarize("sample:eager")
-    doc = summary_json(c, top=len(c.kernels))
+    doc = summary_json(census_view(c), top=len(c.kernels))
     assert _records(census.frames.kernels(c)) == doc["top_kernels"]
     assert _records(census.frames.classes(c)) == doc["classes"]
     assert _records(census.frames.memory(c)) == doc["memory"]
@@ -80,12 +81,12 @@ def test_frames_without_steps_have_missing_means() -> None:
     c = census.summarize(fixture_file("nsysai_mock.sqlite"))
     k = census.frames.kernels(c)
     assert k["count"].sum() == 2 and k["per_step_count"].isna().all()
-    assert _records(k) == summary_json(c)["top_kernels"]
+    assert _records(k) == summary_json(census_view(c))["top_kernels"]
 
 
 def test_diff_frames_equal_the_diff_json() -> None:
     d = census.diff("sample:eager", "sample:compiled", labels=("eager", "compiled"))
-    doc = diff_json(d, [], top=20)
+    doc = diff_json(diff_view(d, explanation=[]), top=20)
     m = census.frames.metrics(d)
     assert {r.pop("metric"): r for r in _records(m)} == doc["metrics"]
     assert m.attrs["labels"] == {"a": "eager", "b": "compiled"}

@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from census.api import Options, summarize, summary_document
+from census.api import Options, census_view, summarize, summary_document
 from tests.conftest import fixture_file
 
 
@@ -60,5 +60,5 @@ def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
     again = summary_document(p, Options(), top=5)
     assert again == (meta, text)
     census = summarize(p)
-    assert json.loads(text) == json.loads(json.dumps(summary_json(census, 5)))
+    assert json.loads(text) == json.loads(json.dumps(summary_json(census_view(census), 5)))
     assert meta["timing"] == census.per_step_timing()

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from census.api import summarize
+from census.api import census_view, diff_view, summarize
 from census.compare.diff import diff_census
-from census.compare.explain import explain_diff
 from census.render.html import render_diff_html, render_summary_html
 from census.sources.samples import sample_path
 from tests.nsysdb import Export
@@ -85,16 +84,18 @@ def check_page(page: Path, figures: int) -> str:
 
 def test_hostile_names_are_escaped_in_the_markup(tmp_path: Path) -> None:
     a, b = hostile_pair(tmp_path)
-    page = render_diff_html(diff_census(a, b, ("<a>", "b&")), [])
+    page = render_diff_html(diff_view(diff_census(a, b, ("<a>", "b&")), explanation=[]))
     assert "<img" not in page and "</script><b>" not in page.split("<script", 1)[0]
     assert "&lt;a&gt;" in page
-    assert "<img" not in render_summary_html(a, "x")
+    assert "<img" not in render_summary_html(census_view(a, "x"))
 
 
 @needs_browser
 def test_summary_dashboard_in_a_browser(tmp_path: Path) -> None:
     page = tmp_path / "s.html"
-    page.write_text(render_summary_html(summarize(sample_path("eager")), "eager"), "utf-8")
+    page.write_text(
+        render_summary_html(census_view(summarize(sample_path("eager")), "eager")), "utf-8"
+    )
     assert page.stat().st_size < 5 * 1024 * 1024  # the 20-step sample
     dom = check_page(page, figures=6)
     assert "20 step(s)" in dom
@@ -105,7 +106,7 @@ def test_diff_dashboard_with_hostile_names_in_a_browser(tmp_path: Path) -> None:
     a, b = hostile_pair(tmp_path)
     d = diff_census(a, b, ("eager", "compiled"))
     page = tmp_path / "d.html"
-    page.write_text(render_diff_html(d, explain_diff(d)), encoding="utf-8")
+    page.write_text(render_diff_html(diff_view(d)), encoding="utf-8")
     dom = check_page(page, figures=4)
     # The name reaches the table as text: the DOM holds it escaped, never as an element.
     assert (
@@ -119,7 +120,7 @@ def test_sample_diff_dashboard_in_a_browser(tmp_path: Path) -> None:
     a, b = (summarize(sample_path(n)) for n in ("eager", "compiled"))
     d = diff_census(a, b, ("eager", "compiled"))
     page = tmp_path / "d.html"
-    page.write_text(render_diff_html(d, explain_diff(d)), encoding="utf-8")
+    page.write_text(render_diff_html(diff_view(d)), encoding="utf-8")
     assert page.stat().st_size < 5 * 1024 * 1024
     dom = check_page(page, figures=4)
     assert "compiled is faster than eager" in dom

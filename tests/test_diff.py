@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
-from census.api import summarize
+from census.api import diff_view, summarize
 from census.cli.app import app
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
@@ -124,7 +124,7 @@ def test_launch_time_with_the_same_calls_says_so(h200) -> None:
 
 
 def test_diff_json_contract(h200) -> None:
-    doc = diff_json(h200, explain_diff(h200))
+    doc = diff_json(diff_view(h200))
     assert set(doc) >= {"a", "b", "metrics", "classes", "kernels", "explanation", "warnings"}
     assert set(doc["kernels"]) == {"added", "removed", "increased", "decreased"}
     assert set(doc["metrics"]["kernel_count"]) == {"a", "b", "delta", "pct"}
@@ -133,7 +133,7 @@ def test_diff_json_contract(h200) -> None:
 
 
 def test_markdown_is_a_pasteable_table(h200) -> None:
-    md = render_diff_markdown(h200, explain_diff(h200))
+    md = render_diff_markdown(diff_view(h200))
     assert "| Metric | eager | compiled | Delta | Delta % |" in md
     assert "| GPU kernels | 287 | 244 | -43 | -15.0% |" in md
     assert "| NCCL kernels | 0 | 0 | unchanged |  |" in md

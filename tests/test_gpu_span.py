@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import census
+from census.api import census_view
 from census.census import compute_census
 from census.cli.app import app
 from census.definitions import (
@@ -97,7 +98,7 @@ def test_host_running_ahead_of_the_gpu(tmp_path: Path) -> None:
     assert timing["step_time_ns"] == 3 * MS
     assert c.host_ran_ahead() is True
     assert spans_of(c) == span_oracle(path)
-    doc = summary_json(c)
+    doc = summary_json(census_view(c))
     assert doc["host_ran_ahead"] is True
     assert [s["host_lead_ns"] for s in doc["timing"]["steps"]] == leads
     assert doc["timing"]["per_step"]["gpu_span_ns"] == 10 * MS
@@ -225,7 +226,9 @@ def test_no_gpu_work_in_any_step_and_no_steps(tmp_path: Path) -> None:
     assert c.per_step_timing()["gpu_span_ns"] is None
     assert c.per_step_timing()["host_lead_ns"] is None
     mock = summarize(fixture_file("nsysai_mock.sqlite"))
-    assert mock.host_ran_ahead() is None and summary_json(mock)["host_ran_ahead"] is None
+    assert (
+        mock.host_ran_ahead() is None and summary_json(census_view(mock))["host_ran_ahead"] is None
+    )
 
 
 # -- (5) memcpys and memsets ------------------------------------------------------------------
@@ -409,7 +412,7 @@ def test_shared_h200_eager_capture_exact_spans() -> None:
 @pytest.mark.fixtures
 def test_summary_json_carries_the_spans() -> None:
     c = summarize(fixture_file("h200_compiled_3steps.sqlite"))
-    doc = summary_json(c)
+    doc = summary_json(census_view(c))
     assert doc["host_ran_ahead"] is False
     new = {"gpu_start_ns", "gpu_span_ns", "host_lead_ns"}
     for s in doc["timing"]["steps"]:
@@ -426,4 +429,4 @@ def test_cache_round_trip_keeps_the_spans(tmp_path: Path) -> None:
     assert spans_of(again) == spans_of(first)
     assert first.host_ran_ahead() is True and again.host_ran_ahead() is True
     assert again.per_phase() == first.per_phase()
-    assert summary_json(again) == summary_json(first)
+    assert summary_json(census_view(again)) == summary_json(census_view(first))

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from census.api import summarize
+from census.api import census_view, diff_view, summarize
 from census.cli.app import app
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
@@ -68,7 +68,7 @@ def test_a_step_of_the_real_sample_has_less_busy_time_than_union(eager) -> None:
 
 
 def test_terminal_summary_keeps_window_and_launched_work_apart(eager) -> None:
-    text = render_summary(eager, width=160)
+    text = render_summary(census_view(eager), width=160)
     tables = terminal_tables(text)
     assert any(BUSY in "\n".join(t) for t in tables)
     assert any(UNION in "\n".join(t) for t in tables)
@@ -81,22 +81,22 @@ def test_terminal_summary_keeps_window_and_launched_work_apart(eager) -> None:
 
 def test_diff_in_every_format_keeps_window_and_launched_work_apart(pair) -> None:
     d, why = pair
-    for t in terminal_tables(render_diff_table(d, why, width=160)):
+    for t in terminal_tables(render_diff_table(diff_view(d, explanation=why), width=160)):
         body = "\n".join(t)
         assert not ("GPU busy" in body and "union" in body), body
-    md = render_diff_markdown(d, why)
+    md = render_diff_markdown(diff_view(d, explanation=why))
     sections = md.split("####")
     rows = [[ln for ln in s.splitlines() if ln.startswith("|")] for s in sections]
     assert any(BUSY in "\n".join(r) for r in rows) and any(UNION in "\n".join(r) for r in rows)
     for r in rows:
         assert not ("GPU busy" in "\n".join(r) and "union" in "\n".join(r))
-    page = render_diff_html(d, why)
+    page = render_diff_html(diff_view(d, explanation=why))
     for table in re.findall(r"<table>.*?</table>", page):
         assert not ("GPU busy" in table and "union" in table)
 
 
 def test_json_documents_carry_each_rule(eager, pair) -> None:
-    for doc in (summary_json(eager), diff_json(*pair)):
+    for doc in (summary_json(census_view(eager)), diff_json(diff_view(*pair))):
         rules = doc["definitions"]
         assert "clipped to the step's range" in rules["gpu_busy_ns"]
         assert "not a superset of non_nccl_union_ns" in rules["gpu_busy_ns"]
@@ -116,7 +116,7 @@ def test_diff_tables_fit_and_keep_every_column_whole(width: int, fixture) -> Non
     a = summarize(fixture("h200_eager_3steps.sqlite"))
     b = summarize(fixture("h200_compiled_3steps.sqlite"))
     d = diff_census(a, b, ("h200_eager_3steps", "h200_compiled_3steps"))
-    text = render_diff_table(d, explain_diff(d), top=15, width=width)
+    text = render_diff_table(diff_view(d), top=15, width=width)
     assert max(len(line) for line in text.splitlines()) <= width
     assert "A = h200_eager_3steps, B = h200_compiled_3steps" in text
     heads = " ".join(" ".join(t[:3]) for t in terminal_tables(text))
@@ -135,7 +135,7 @@ def test_diff_tables_fit_and_keep_every_column_whole(width: int, fixture) -> Non
 @pytest.mark.parametrize("name", ["h200_eager_3steps.sqlite", "nsysai_mfu_2gpu_before.sqlite"])
 def test_summary_fits_80_columns_with_distinct_kernel_names(name: str, fixture) -> None:
     census = summarize(fixture(name))
-    text = render_summary(census, top=15, width=80)
+    text = render_summary(census_view(census), top=15, width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
     table = next(t for t in terminal_tables(text) if "kernel" in t[1] and "class" in t[1])
     shown = [cells(ln) for ln in table if ln.startswith("│")]
@@ -179,7 +179,7 @@ def no_kernel_export(tmp_path: Path) -> Path:
 
 
 def test_a_capture_without_kernels_gets_sentences_not_empty_axes(tmp_path: Path) -> None:
-    page = render_summary_html(summarize(no_kernel_export(tmp_path)), "nokern")
+    page = render_summary_html(census_view(summarize(no_kernel_export(tmp_path)), "nokern"))
     assert page.count("no kernels in this capture") == 3
     assert "no launch API calls in this capture" in page
     assert "no device-to-device copies in the steps" in page
@@ -192,7 +192,7 @@ def figure_specs(page: str) -> list[dict]:
 
 
 def test_titles_sit_above_the_charts_where_the_toolbar_cannot_cover_them(pair) -> None:
-    page = render_diff_html(*pair)
+    page = render_diff_html(diff_view(*pair))
     specs = figure_specs(page)
     assert specs and all("title" not in s["layout"] for s in specs)
     assert page.count("<div class='panel'><h3>") == len(specs)
@@ -200,7 +200,7 @@ def test_titles_sit_above_the_charts_where_the_toolbar_cannot_cover_them(pair) -
 
 def test_kernel_change_colours_have_a_legend_and_the_waterfall_has_values(pair) -> None:
     d, why = pair
-    specs = figure_specs(render_diff_html(d, why))
+    specs = figure_specs(render_diff_html(diff_view(d, explanation=why)))
     changes = next(s for s in specs if any(t.get("orientation") == "h" for t in s["data"]))
     names = {t["name"] for t in changes["data"]}
     assert names == {"added (only in compiled)", "removed (only in eager)"}
@@ -233,7 +233,9 @@ def test_dashboard_subtitles_name_what_the_user_gave(tmp_path: Path) -> None:
 @pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine")
 def test_a_dashboard_without_kernels_draws_in_a_browser(tmp_path: Path) -> None:
     page = tmp_path / "n.html"
-    page.write_text(render_summary_html(summarize(no_kernel_export(tmp_path)), "n"), "utf-8")
+    page.write_text(
+        render_summary_html(census_view(summarize(no_kernel_export(tmp_path)), "n")), "utf-8"
+    )
     dom = check_page(page, figures=1)
     assert "no kernels in this capture" in dom
 
@@ -243,7 +245,7 @@ def test_markdown_shortens_kernel_names_as_the_terminal_does(pair) -> None:
     from census.render.markdown import MARKDOWN_NAME_CHARS, _cell, render_diff_markdown
 
     d, why = pair
-    text = render_diff_markdown(d, why, top=15)
+    text = render_diff_markdown(diff_view(d, explanation=why), top=15)
     table = text.split("kernel changes", 1)[1].split("\n\n", 2)[1].splitlines()[2:]
     full = [k.name for k in d.kernels if k.bucket != "unchanged"][:15]
     shown = short_names(full, MARKDOWN_NAME_CHARS)

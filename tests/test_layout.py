@@ -28,7 +28,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("census.compare",),
     ("census.render",),
     ("census.store",),
-    ("census.api", "census.experiments", "census.frames"),
+    ("census.api", "census.frames"),
     ("census.cli", "census.__main__"),
 )
 

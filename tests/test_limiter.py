@@ -80,8 +80,8 @@ def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
 
     from typer.testing import CliRunner
 
+    from census.api import census_view, diff_view
     from census.cli.app import app
-    from census.compare.explain import explain_diff
     from census.render.html import render_diff_html, render_summary_html
 
     run = CliRunner()
@@ -93,9 +93,9 @@ def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
     assert markdown.lstrip().startswith(f"**{verdict}")
     a, b = census.summarize("sample:eager"), census.summarize("sample:compiled")
     d = census.diff(a, b, labels=("eager", "compiled"))
-    page = render_diff_html(d, explain_diff(d))
+    page = render_diff_html(diff_view(d))
     body = page.split("<body>", 1)[1]
     assert re.sub("<[^>]+>", "", body).lstrip().startswith(verdict)
-    summary = render_summary_html(a, "eager")
+    summary = render_summary_html(census_view(a, "eager"))
     first = re.sub("<[^>]+>", "", summary.split("<body>", 1)[1]).lstrip()
     assert first.startswith("host-bound: GPU idle 58% of the step")

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 import census
+from census.api import census_view
 from census.cli.app import app
 from census.compare.limiter import summary_lead
 from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
@@ -119,7 +120,7 @@ def test_real_run_ahead_capture_tail_json_and_page(ra_eager: Path) -> None:
     assert (tail["steps"], tail["median_ns"], tail["max_ns"]) == (12, statistics.median(spans),
                                                                   max(spans))  # fmt: skip
     assert tail["outliers"] == []
-    page = render_summary_html(c, "ra-eager")
+    page = render_summary_html(census_view(c, "ra-eager"))
     text = page_text(page)
     assert text[0] == summary_lead(c)
     assert text[0].startswith("the host ran ahead of the GPU by ~6 steps:")
@@ -138,7 +139,7 @@ def test_real_run_ahead_capture_tail_json_and_page(ra_eager: Path) -> None:
 def test_real_run_ahead_capture_fits_80_columns_and_keeps_window_and_work_apart(
     ra_eager: Path,
 ) -> None:
-    text = render_summary(census.summarize(ra_eager), width=80)
+    text = render_summary(census_view(census.summarize(ra_eager)), width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
     for t in terminal_tables(text):
         body = "\n".join(t)
@@ -255,7 +256,7 @@ def test_the_sample_keeps_its_first_line_and_the_host_clock() -> None:
     assert tail_steps(c).clock == HOST_RANGE
     doc = json.loads(runner.invoke(app, ["summary", "--sample", "eager", "--json"]).stdout)
     assert doc["tail"]["clock"] == "host range" and doc["host_ran_ahead"] is False
-    text = page_text(render_summary_html(c, "eager"))
+    text = page_text(render_summary_html(census_view(c, "eager")))
     assert text[0] == SAMPLE_LEAD
     assert text[4:12:2] == ["step time (per step)", "GPU busy in the step window (per step)",
                             "GPU idle in the step window (per step)", "GPU span (per step)"]  # fmt: skip
@@ -273,9 +274,11 @@ def test_the_page_charts_the_gpu_spans_and_drops_empty_idle_columns(ra_eager: Pa
     ]
     (span,) = [ch for ch in summary_charts(c) if ch.title.startswith("GPU span of each step")]
     assert [round(y * 1e6) for y in span.figure.data[0].y] == [s.gpu_span_ns for s in c.steps]
-    page = render_summary_html(c, "ra-eager")
+    page = render_summary_html(census_view(c, "ra-eager"))
     assert "idle after syncs" not in page
-    with_idle = render_summary_html(census.summarize(ra_eager, use_cache=False, idle=True), "x")
+    with_idle = render_summary_html(
+        census_view(census.summarize(ra_eager, use_cache=False, idle=True), "x")
+    )
     assert "idle after syncs" in with_idle
     plain = [ch.title for ch in summary_charts(census.summarize("sample:eager"))]
     assert not any(t.startswith("GPU span of each step") for t in plain)

@@ -303,10 +303,10 @@ def test_markdown_rows_keep_their_columns(evil: Path, tmp_path: Path) -> None:
 
 
 def test_rich_styles_are_the_only_escapes_on_a_colour_terminal(evil: Path) -> None:
-    from census.api import summarize
-    from census.render.table import render_summary
+    from census.api import summary_view
+    from census.render import render
 
-    text = render_summary(summarize(evil), color=True)
+    text = render(summary_view(evil), "terminal", color=True)
     assert "\x1b[" in text  # styled
     assert_inert(re.sub(r"\x1b\[[0-9;]*m", "", text))
 

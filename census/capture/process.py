@@ -165,10 +165,11 @@ def _stop_group(
 ) -> None:
     """`first_signal` to the program's whole group, `grace_s` for its process to exit (its
     output still read meanwhile), then SIGKILL to what is left of the group. A signal
-    meanwhile (a second Ctrl-C) cuts the grace short."""
+    meanwhile (a second Ctrl-C) cuts the grace short, as does a second one that came before the
+    stopping began (both arrived within one poll)."""
     signals = len(caught)
     _signal_group(proc.pid, first_signal)
-    deadline = time.monotonic() + grace_s
+    deadline = time.monotonic() + (0.0 if signals > 1 else grace_s)
     try:
         out.follow(lambda: _exited(proc) or len(caught) != signals or time.monotonic() > deadline)
     finally:

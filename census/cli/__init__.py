@@ -1,7 +1,9 @@
 """The census command line: a thin typer app over census.api.
 
-app.py holds the app, the shared options and the error handling; analysis.py the commands that
-read captures (summary, diff, dashboard); run.py those that run programs (capture, demo, doctor).
+app.py holds the app, the shared options, the error handling and how a rendering reaches stdout;
+analysis.py the commands that read captures (summary, diff, dashboard); programs.py those that
+run programs (capture, demo, doctor, ab). Each asks census.api for a view and renders it through
+census.render.render.
 """
 
 from __future__ import annotations

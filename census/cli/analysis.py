@@ -1,11 +1,11 @@
-"""Commands that read captures: summary, diff, dashboard. Each parses, calls census.api, prints."""
+"""Commands that read captures: summary, diff, dashboard. Each parses, calls census.api for a
+view, renders it (census.render.render) and writes it."""
 
 from __future__ import annotations
 
-import json
-import sys
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,20 +21,25 @@ from census.cli.app import (
     TopOpt,
     app,
     check_count,
-    clock_of,
-    dumps,
+    diff_shown,
     enforce,
     handle_errors,
-    overhead_text,
+    output_format,
     parse_gates,
     parse_labels,
-    summarize_shown,
-    terminal,
+    piped_json,
+    shape,
+    show,
+    summary_shown,
     warn,
+    write_cached,
     write_report,
 )
 from census.errors import UsageError
 from census.paths import check_output
+
+if TYPE_CHECKING:
+    from census.render.views import ExperimentView
 
 
 def _input(profile: str | None, sample: str | None) -> Path:
@@ -69,6 +74,9 @@ def summary(
     idle: IdleOpt = False,
     ranks: RanksOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table, markdown or json (--json: json).")
+    ] = "table",
     top: TopOpt = 15,
     fail_if: FailIfOpt = None,
     all_steps: Annotated[
@@ -79,92 +87,26 @@ def summary(
     ] = False,
 ) -> None:
     """The kernel census of one capture."""
-    from census.api import Options
+    from census.api import Options, summary_json_text
     from census.compare.gates import check_summary, check_summary_gates
-    from census.sources.ranks import is_multi_rank
+    from census.render import render
 
+    fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
     path, options = _input(profile, sample), Options(steps, skip_first, phases, idle, ranks)
     gates = parse_gates(fail_if)
     check_summary_gates(gates)
-    if is_multi_rank(path):
-        merged = _summary_ranks(path, options, as_json, top)
-        enforce(check_summary(gates, merged))
+    if piped_json(fmt, gates):
+        write_cached(f"census of {path.name}", partial(summary_json_text, path, options, top))
         return
-    if as_json and not sys.stdout.isatty() and not gates:
-        _summary_json_text(path, options, top)
-        return
-    census = summarize_shown(path, options)
-    warn(census.warnings)
-    if as_json:
-        from census.capture.run import capture_overhead
-        from census.render.json_docs import summary_json
-
-        overhead = capture_overhead(path, census.per_step_timing(), clock_of(census))
-        print(dumps({**summary_json(census, top), "capture": overhead}, indent=2))
-        enforce(check_summary(gates, census))
-        return
-    from census.render.table import render_summary
-
-    shown = profile or f"sample:{sample}"  # as the user named it, not a cache path
-    sys.stdout.write(render_summary(census, top, **terminal(), all_steps=all_steps, source=shown))
-    line = overhead_text(path, census)
-    if line:
-        print(line)
-    enforce(check_summary(gates, census))
+    view = summary_shown(path, options, shown=profile or f"sample:{sample}")
+    warn(view.census.warnings)
+    show(render(view, fmt, top=top, **_summary_options(fmt, all_steps)), fmt)
+    enforce(check_summary(gates, view.census))
 
 
-def _summary_json_text(path: Path, options, top: int) -> None:
-    """Compact JSON for a pipe, answered from the cache on a repeated call."""
-    from census.api import summary_document
-    from census.capture.run import capture_overhead
-    from census.render.progress import stage_progress
-
-    with stage_progress(f"census of {path.name}") as progress:
-        meta, text = summary_document(path, options, top, progress)
-    warn(meta["warnings"])
-    overhead = capture_overhead(path, meta["timing"], "gpu" if meta["host_ran_ahead"] else "host")
-    sys.stdout.write(f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}\n")
-
-
-def _summary_ranks(path: Path, options, as_json: bool, top: int):
-    from census.api import summarize_ranks
-    from census.render.progress import stage_progress
-
-    with stage_progress(f"census of {path.name}") as progress:
-        merged, labels, ranks = summarize_ranks(path, options, progress)
-    warn(merged.warnings)
-    if as_json:
-        from census.render.json_docs import spread_json, summary_json
-
-        print(dumps({**summary_json(merged, top), **spread_json(labels, ranks)}, indent=2))
-        return merged
-    from census.census import rank_spread
-    from census.render.table import render_spread, render_summary
-
-    shape = terminal()
-    sys.stdout.write(render_summary(merged, top, **shape))
-    sys.stdout.write(render_spread(labels, ranks, rank_spread(labels, ranks), **shape))
-    return merged
-
-
-def _labels(labels: str | None, a: Path, b: Path) -> tuple[str, str]:
-    from census.api import default_label
-
-    if labels:
-        return parse_labels(labels)
-    return default_label(a), default_label(b)
-
-
-def diff_shown(a: Path, b: Path, labels: tuple[str, str], options):
-    """(CensusDiff, explanation) of two inputs, with progress on stderr."""
-    from census.api import diff_paths
-    from census.compare.explain import explain_diff
-    from census.render.progress import stage_progress
-
-    with stage_progress(f"diff of {a.name} and {b.name}") as progress:
-        d = diff_paths(a, b, labels, options, progress)
-    return d, explain_diff(d)
+def _summary_options(fmt: str, all_steps: bool) -> dict:
+    return {**shape(fmt), "all_steps": all_steps} if fmt == "terminal" else shape(fmt)
 
 
 @app.command()
@@ -189,60 +131,47 @@ def diff(
 ) -> None:
     """Compare two captures (eager vs compiled) and explain the difference; or show a
     `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
-    from census.api import Options, resolve_input
-    from census.experiments import is_experiment, load_experiment
+    from census.api import Options, diff_document, resolve_input
+    from census.compare.gates import check_diff
+    from census.render import render
 
-    if fmt not in ("table", "markdown", "json"):
-        raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    fmt = output_format(fmt)
     check_count("--top", top)
     if html:
         check_output(html, [Path(a), *([Path(b)] if b else [])])
+    gates = parse_gates(fail_if)
     if b is None:
-        if not is_experiment(Path(a)):
-            raise UsageError(f"{a}: give two captures to compare, or one `census ab` folder")
-        exp = load_experiment(Path(a))
-        show_experiment(exp, fmt, html)
-        if fail_if:
-            from census.compare.gates import check_diff
-
-            if exp.diff is None:
-                raise UsageError(f"{a}: --fail-if needs the experiment's captures; it has none")
-            enforce(check_diff(parse_gates(fail_if), exp.diff))
+        _diff_experiment(Path(a), fmt, html, gates)
         return
     options = Options(steps, skip_first, phases, idle, ranks)
     pa, pb = resolve_input(a), resolve_input(b)
-    names = _labels(labels, pa, pb)
-    gates = parse_gates(fail_if)
-    if fmt == "json" and not html and not gates and not sys.stdout.isatty():  # cached, compact
-        from census.api import diff_document
-        from census.render.progress import stage_progress
-
-        with stage_progress(f"diff of {pa.name} and {pb.name}") as progress:
-            meta, text = diff_document(pa, pb, names, options, top, progress)
-        warn(meta["warnings"])
-        sys.stdout.write(text + "\n")
+    names = parse_labels(labels) if labels else None
+    if piped_json(fmt, html, gates):
+        document = partial(diff_document, pa, pb, names, options, top)
+        write_cached(f"diff of {pa.name} and {pb.name}", document)
         return
-    d, explanation = diff_shown(pa, pb, names, options)
-    warn(d.warnings)
-    if fmt == "json":
-        from census.render.json_docs import diff_json
-
-        print(dumps(diff_json(d, explanation, top), indent=2))
-    elif fmt == "markdown":
-        from census.render.markdown import render_diff_markdown
-
-        print(render_diff_markdown(d, explanation, top))
-    else:
-        from census.render.diff_table import render_diff_table
-
-        sys.stdout.write(render_diff_table(d, explanation, top, **terminal()))
+    view = diff_shown(pa, pb, names, options, sources=(a, b))
+    warn(view.diff.warnings)
+    show(render(view, fmt, top=top, **shape(fmt)), fmt)
     if html:
-        from census.render.html import render_diff_html
+        write_report(render(view, "html"), html)
+    enforce(check_diff(gates, view.diff))
 
-        write_report(render_diff_html(d, explanation, (a, b)), html)
+
+def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list) -> None:
+    """`census diff EXPERIMENT`: the experiment, then its captures' diff against the gates."""
+    from census.api import experiment_view
     from census.compare.gates import check_diff
+    from census.sources.experiment import is_experiment
 
-    enforce(check_diff(gates, d))
+    if not is_experiment(folder):
+        raise UsageError(f"{folder}: give two captures to compare, or one `census ab` folder")
+    view = experiment_view(folder)
+    show_experiment(view, fmt, html)
+    if gates:
+        if view.diff is None:
+            raise UsageError(f"{folder}: --fail-if needs the experiment's captures; it has none")
+        enforce(check_diff(gates, view.diff.diff))
 
 
 @app.command()
@@ -262,42 +191,30 @@ def dashboard(
 ) -> None:
     """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`
     experiment folder."""
-    from census.api import Options, default_label, resolve_input
-    from census.experiments import is_experiment, load_experiment
-    from census.render.html import render_diff_html, render_summary_html
+    from census.api import Options, default_label, experiment_view, resolve_input
+    from census.render import render
+    from census.sources.experiment import is_experiment
 
     options = Options(steps, skip_first, phases, idle, ranks)
     pa, pb = resolve_input(a), resolve_input(b) if b else None
-    names = _labels(labels, pa, pb) if pb else (default_label(pa),)
-    out = output or Path("reports") / f"{'-vs-'.join(names)}.html"
+    names = parse_labels(labels) if labels and pb else None
+    named = names or (default_label(pa), *([default_label(pb)] if pb else []))
+    out = output or Path("reports") / f"{'-vs-'.join(named)}.html"
     check_output(out, [pa, *([pb] if pb else [])])  # the default target too, before any work
-    if pb is None and is_experiment(pa):
-        from census.render.html_ab import render_experiment_html
-
-        write_report(render_experiment_html(load_experiment(pa)), out)
-    elif pb is None:
-        census = summarize_shown(pa, options)
-        write_report(render_summary_html(census, names[0], a), out)
+    if pb is not None:
+        view = diff_shown(pa, pb, names, options, sources=(a, b))
+    elif is_experiment(pa):
+        view = experiment_view(pa)
     else:
-        d, explanation = diff_shown(pa, pb, _labels(labels, pa, pb), options)
-        write_report(render_diff_html(d, explanation, (a, b)), out)
+        view = summary_shown(pa, options, shown=a)
+    write_report(render(view, "html"), out)
 
 
-def show_experiment(exp, fmt: str, html: Path | None) -> None:
-    """Print an experiment as a table, markdown or JSON; write its dashboard if asked."""
-    if fmt == "json":
-        from census.render.json_docs import experiment_json
+def show_experiment(view: ExperimentView, fmt: str, html: Path | None) -> None:
+    """Print an experiment (census.api.experiment_view) in `fmt`; write its dashboard if asked.
+    (Its kernel tables keep their own --top.)"""
+    from census.render import render
 
-        print(dumps(experiment_json(exp)))
-    elif fmt == "markdown":
-        from census.render.ab import render_experiment_markdown
-
-        print(render_experiment_markdown(exp))
-    else:
-        from census.render.ab import render_experiment_table
-
-        sys.stdout.write(render_experiment_table(exp, **terminal()))
+    show(render(view, fmt, **shape(fmt)), fmt)
     if html:
-        from census.render.html_ab import render_experiment_html
-
-        write_report(render_experiment_html(exp), html)
+        write_report(render(view, "html"), html)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -300,9 +299,13 @@ NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
 STEPS_DEFAULT = DEFAULT_STEPS_REGEX
 
 
-def dumps(doc: Any, indent: int = 2) -> str:
-    """Indented for a person at a terminal; compact (and much faster to write) for a pipe."""
-    return json.dumps(doc, indent=indent if sys.stdout.isatty() else None)
+def output_format(fmt: str) -> str:
+    """`--format` (table, markdown or json) -> the format census.render.render takes."""
+    from census.errors import UsageError
+
+    if fmt not in ("table", "markdown", "json"):
+        raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    return "terminal" if fmt == "table" else fmt
 
 
 def terminal() -> dict[str, Any]:
@@ -313,37 +316,58 @@ def terminal() -> dict[str, Any]:
     return {"width": console.width, "color": console.is_terminal}
 
 
+def shape(fmt: str) -> dict[str, Any]:
+    """What a rendering in `fmt` needs of stdout: a terminal's width and colour; JSON indented
+    for a person at a terminal, compact (and much faster to write) for a pipe."""
+    if fmt == "terminal":
+        return terminal()
+    return {"indent": 2 if sys.stdout.isatty() else None} if fmt == "json" else {}
+
+
+def show(text: str, fmt: str) -> None:
+    """A rendering on stdout: a terminal's as drawn, a document (markdown, JSON) as a line."""
+    sys.stdout.write(text if fmt == "terminal" else f"{text}\n")
+
+
+def piped_json(fmt: str, *more: Any) -> bool:
+    """Whether only JSON to a pipe is asked (nothing in `more`): then the compact document comes
+    from the cache (write_cached)."""
+    return fmt == "json" and not sys.stdout.isatty() and not any(more)
+
+
+def write_cached(label: str, document: Callable[[Any], tuple[dict, str]]) -> None:
+    """A document from census.api (`document(progress)` -> (its warnings, its text)) on stdout,
+    with progress and its warnings on stderr."""
+    from census.render.progress import stage_progress
+
+    with stage_progress(label) as progress:
+        meta, text = document(progress)
+    warn(meta["warnings"])
+    sys.stdout.write(text + "\n")
+
+
 def warn(warnings: Any) -> None:
     for w in warnings:
         print(f"warning: {one_line(w)}", file=sys.stderr)
 
 
-def summarize_shown(path: Path, options: Any, quiet: bool = False):
-    """The census of `path`, with progress on stderr."""
-    from census.api import summarize_with
+def summary_shown(path: Path, options: Any, shown: str | None = None) -> Any:
+    """The summary view of `path` (census.api.summary_view), with progress on stderr."""
+    from census.api import summary_view
     from census.render.progress import stage_progress
 
-    with stage_progress(f"census of {path.name}", quiet=quiet) as progress:
-        return summarize_with(path, options, progress)
+    with stage_progress(f"census of {path.name}") as progress:
+        return summary_view(path, options, progress, shown=shown)
 
 
-def clock_of(census: Any) -> str:
-    """The clock a capture's steps are read by: the GPU's when its host ran ahead."""
-    return "gpu" if census.host_ran_ahead() else "host"
+def diff_shown(a: Path, b: Path, labels: tuple[str, str] | None, options: Any,
+               sources: tuple[str, str] | None = None) -> Any:  # fmt: skip
+    """The diff view of two inputs (census.api.diff_view), with progress on stderr."""
+    from census.api import diff_view
+    from census.render.progress import stage_progress
 
-
-def overhead_text(folder: Path, census: Any) -> str | None:
-    """The capture-overhead sentence of a capture folder with a calibration (wrapped to the
-    terminal), else None."""
-    import textwrap
-
-    from census.capture.run import capture_overhead
-    from census.render.table import render_overhead
-
-    overhead = capture_overhead(folder, census.per_step_timing(), clock_of(census))
-    if overhead is None:
-        return None
-    return textwrap.fill(render_overhead(overhead), width=terminal()["width"])
+    with stage_progress(f"diff of {a.name} and {b.name}") as progress:
+        return diff_view(a, b, labels, options, progress, sources=sources)
 
 
 def write_report(text: str, target: Path) -> None:

@@ -1,4 +1,5 @@
-"""Commands that run things: capture, demo, doctor."""
+"""Commands that run programs: capture, demo, doctor, ab. Each parses, calls census.api,
+renders the result (census.render.render) and writes it."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from census.cli.app import (
     NsysOpt,
     OutputDirOpt,
     app,
+    diff_shown,
     handle_errors,
-    overhead_text,
-    summarize_shown,
+    output_format,
+    show,
+    summary_shown,
     terminal,
     write_report,
 )
-from census.errors import EXIT_TOOL_MISSING, CaptureError, UsageError
+from census.errors import EXIT_TOOL_MISSING, UsageError
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -75,10 +78,8 @@ def demo(
     from census.capture.demo import DEMO_MODES, demo_command
     from census.capture.doctor import cannot_capture
     from census.capture.run import check_capture_folder
-    from census.cli.analysis import diff_shown
     from census.paths import check_output
-    from census.render.diff_table import render_diff_table
-    from census.render.html import render_diff_html
+    from census.render import render
     from census.sources.samples import sample_path
 
     _check_counts(warmup, steps)
@@ -96,9 +97,9 @@ def demo(
             capture_shown(f"demo-{m}", demo_command(m, warmup, steps), *run) for m in DEMO_MODES
         ]
         sources = (str(paths[0]), str(paths[1]))
-    d, explanation = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options())
-    sys.stdout.write(render_diff_table(d, explanation, **terminal()))
-    write_report(render_diff_html(d, explanation, sources), report)
+    view = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options(), sources)
+    show(render(view, "terminal", **terminal()), "terminal")
+    write_report(render(view, "html"), report)
 
 
 def _check_counts(warmup: int | None, steps: int | None, nproc: int | None = None) -> None:
@@ -124,37 +125,22 @@ def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> Non
 
 
 def capture_shown(name, command, warmup, steps, nsys, trace, output, force, calibrate) -> Path:
-    """Capture `command` into output/name, keep it only if it holds step ranges, print its
-    census; the capture folder."""
-    import dataclasses
-
-    from census.api import Options
-    from census.capture.nsys import find_nsys
-    from census.capture.run import CaptureSpec, run_capture, validate_spec
-    from census.load.steps import has_step_ranges
-    from census.render.table import render_summary
+    """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
+    ranges), print its census, its capture overhead on stderr; the capture folder."""
+    from census.api import Options, capture_steps
+    from census.capture.run import CaptureSpec
+    from census.render import render
+    from census.render.table import overhead_note
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, steps=steps, force=force,
                        calibrate=calibrate)  # fmt: skip
-    validate_spec(spec)  # the name and the folder, before nsys is looked for or anything runs
-    spec = dataclasses.replace(spec, nsys=find_nsys(nsys))
-    options = Options()
-
-    def verify(work: Path) -> None:
-        if not has_step_ranges(work, options.steps_regex):
-            raise CaptureError(
-                f"{name}: the capture holds no NVTX step ranges, so it was discarded: wrap each "
-                "training step with census.step(i) or iterate with census.steps(loader)",
-                list(command),
-            )
-
-    folder = run_capture(spec, verify)
-    census = summarize_shown(folder, options)
-    sys.stdout.write(render_summary(census, **terminal()))
-    line = overhead_text(folder, census)
-    if line:
-        print(line, file=sys.stderr)
+    folder = capture_steps(spec, nsys)
+    view, shape = summary_shown(folder, Options()), terminal()
+    show(render(view, "terminal", overhead=False, **shape), "terminal")
+    note = overhead_note(view.overhead, shape["width"])
+    if note:
+        print(note, file=sys.stderr)
     return folder
 
 
@@ -185,11 +171,11 @@ def ab(
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
-    from census.experiments import ABSpec, run_ab
+    from census.api import experiment_view, run_experiment
+    from census.capture.ab import ABSpec
+    from census.cli.analysis import show_experiment
 
-    fmt = "json" if as_json else fmt
-    if fmt not in ("table", "markdown", "json"):
-        raise UsageError(f"--format {fmt!r}: choose table, markdown or json")
+    fmt = output_format("json" if as_json else fmt)
     _check_counts(warmup, steps)
     if html:
         from census.paths import check_output
@@ -197,11 +183,9 @@ def ab(
         check_output(html)
     commands, names = _ab_commands(a, b, labels, demo, warmup, steps)
     spec = ABSpec(name, commands, names, arms, warmup, steps, capture, output, nsys, force)
-    from census.cli.analysis import show_experiment
-
-    exp = run_ab(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
+    exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
-    show_experiment(exp, fmt, html)
+    show_experiment(experiment_view(exp), fmt, html)
 
 
 def _ab_commands(a, b, labels, demo, warmup, steps) -> tuple[dict, tuple[str, str]]:

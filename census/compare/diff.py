@@ -21,7 +21,7 @@ from census.definitions import (
     PHASE_KEYS,
     TIMING_KEYS,
 )
-from census.model import Census
+from census.model import Census, per_step_mean
 
 # A kernel whose per-step count is unchanged and whose time moved by at most this share of the
 # larger side is "unchanged": GPU kernel times jitter by a few nanoseconds between runs.
@@ -132,8 +132,12 @@ class CensusDiff:
         return [k for k in self.kernels if k.bucket == name]
 
 
-def _scale(c: Census, per_step: bool) -> float:
-    return float(c.step_count) if per_step else 1.0
+def compared_value(c: Census, per_step: bool, step_total: int, total: int) -> float:
+    """What a diff compares of a figure: its mean over the selected steps (from `step_total`, its
+    sum over them), or the whole capture's `total` when whole captures are compared."""
+    if per_step:
+        return c.mean(step_total)  # type: ignore[return-value]  # per_step: both have steps
+    return float(total)
 
 
 def step_spread(c: Census, clock: str = "host") -> StepSpread | None:
@@ -144,7 +148,7 @@ def step_spread(c: Census, clock: str = "host") -> StepSpread | None:
         times = [s.duration_ns for s in c.steps]
     if not times:
         return None
-    mean = sum(times) / len(times)
+    mean = per_step_mean(sum(times), len(times))
     sd = statistics.stdev(times) if len(times) > 1 else None
     return StepSpread(len(times), mean, sd)
 
@@ -201,11 +205,10 @@ def _metric_deltas(a: Census, b: Census, per_step: bool) -> dict[str, Delta]:
 
 def _class_deltas(a: Census, b: Census, per_step: bool) -> tuple[ClassDelta, ...]:
     def table(c: Census) -> dict[str, tuple[float, float]]:
-        n = _scale(c, per_step)
         return {
             s.cls: (
-                (s.step_count if per_step else s.count) / n,
-                (s.step_time_ns if per_step else s.time_ns) / n,
+                compared_value(c, per_step, s.step_count, s.count),
+                compared_value(c, per_step, s.step_time_ns, s.time_ns),
             )
             for s in c.classes
         }
@@ -224,13 +227,11 @@ def _class_deltas(a: Census, b: Census, per_step: bool) -> tuple[ClassDelta, ...
 
 def _kernel_deltas(a: Census, b: Census, per_step: bool) -> tuple[KernelDelta, ...]:
     def table(c: Census) -> dict[str, tuple[str, float, float]]:
-        n = _scale(c, per_step)
         out = {}
         for k in c.kernels:
-            count = k.step_count if per_step else k.count
-            time_ns = k.step_time_ns if per_step else k.time_ns
+            count = compared_value(c, per_step, k.step_count, k.count)
             if count:
-                out[k.name] = (k.cls, count / n, time_ns / n)
+                out[k.name] = (k.cls, count, compared_value(c, per_step, k.step_time_ns, k.time_ns))
         return out
 
     ta, tb = table(a), table(b)

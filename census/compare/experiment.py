@@ -111,7 +111,3 @@ def explain_parts(exp: Experiment) -> Explanation:
             f"({fmt_pct(step.pct)}): {census_lines[0]}"
         )
     return Explanation(verdict, warnings, census_lines)
-
-
-def explain_experiment(exp: Experiment) -> list[str]:
-    return explain_parts(exp).lines

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from census.compare.diff import CensusDiff, Delta
+from census.compare.diff import CensusDiff, Delta, compared_value
 from census.definitions import D2D_KIND_NAME, decode_triton
 from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
 
@@ -256,8 +256,7 @@ def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 def _api_counts(d: CensusDiff) -> dict[str, tuple[float, float]]:
     def table(c) -> dict[str, float]:
-        n = c.step_count if d.per_step else 1
-        return {a.api: (a.step_count if d.per_step else a.count) / n for a in c.launch_apis}
+        return {a.api: compared_value(c, d.per_step, a.step_count, a.count) for a in c.launch_apis}
 
     ta, tb = table(d.a), table(d.b)
     return {k: (ta.get(k, 0.0), tb.get(k, 0.0)) for k in ta.keys() | tb.keys()}
@@ -279,7 +278,7 @@ def _d2d(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 def _d2d_time(c, per_step: bool) -> float:
     # Copy time is kept per capture; spread evenly over the steps for ranking only.
     total = sum(m.time_ns for m in c.memory if m.kind == D2D_KIND_NAME)
-    return total / c.step_count if per_step and c.step_count else float(total)
+    return compared_value(c, per_step and bool(c.steps), total, total)
 
 
 def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
@@ -299,15 +298,15 @@ def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 def _overlap(c, per_step: bool) -> float:
     if per_step and c.steps:
-        return sum(s.nccl_overlap_ns for s in c.steps) / len(c.steps)
+        return c.mean(sum(s.nccl_overlap_ns for s in c.steps))
     return float(c.nccl_overlap_ns)
 
 
 def _collective_changes(d: CensusDiff) -> str:
     def table(c) -> dict[str, float]:
-        n = c.step_count if d.per_step else 1
         return {
-            x.collective: (x.step_time_ns if d.per_step else x.time_ns) / n for x in c.collectives
+            x.collective: compared_value(c, d.per_step, x.step_time_ns, x.time_ns)
+            for x in c.collectives
         }
 
     ta, tb = table(d.a), table(d.b)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -24,35 +24,100 @@ if TYPE_CHECKING:
     from census.load.api_calls import LaunchTotals
     from census.load.passes import Passes
     from census.load.phases import Segment
+    from census.model import IdleSplit
+
+
+class KernelGroup(NamedTuple):
+    """The kernels of one (demangled name, short name) pair, with or without a launching API
+    row: over the whole capture, and those launched in the selected steps."""
+
+    demangled_id: int | None  # StringIds ids; None: no such column, or NULL
+    short_id: int | None
+    has_api: bool
+    count: int
+    time_ns: int
+    step_count: int
+    step_time_ns: int
+
+
+class KernelSums(NamedTuple):
+    """The kernels launched in a step (or the whole capture), and the NCCL ones among them."""
+
+    count: int = 0
+    time_ns: int = 0
+    nccl_count: int = 0
+    nccl_time_ns: int = 0
+
+
+class LaunchSums(NamedTuple):
+    """The launch API calls made in a step (or the whole capture)."""
+
+    count: int = 0
+    time_ns: int = 0
+    graph_count: int = 0  # of them graph launches
+
+
+class ApiSums(NamedTuple):
+    """The calls of one launch API: over the whole capture, and those made in the steps."""
+
+    count: int = 0
+    time_ns: int = 0
+    step_count: int = 0
+    step_time_ns: int = 0
+
+
+class MemoryGroup(NamedTuple):
+    """The memcpys of one copy kind (or the memsets) launched in one step, with or without an
+    API row."""
+
+    kind: int  # copyKind; MEMSET_KIND for memsets
+    step: int | None  # None: outside every step
+    has_api: bool
+    count: int
+    bytes: int
+    time_ns: int
+
+
+class GpuSpan(NamedTuple):
+    """The GPU work launched in a step: its earliest start and latest end."""
+
+    start_ns: int
+    end_ns: int
+
+
+def add_sums(a: tuple, b: tuple) -> tuple:
+    """Two sums of the same kind (KernelSums, LaunchSums, ApiSums) added field by field."""
+    return type(a)(*(x + y for x, y in zip(a, b, strict=True)))
+
+
+def wider_span(a: GpuSpan | None, b: GpuSpan | None) -> GpuSpan | None:
+    """The span of the GPU work of both (None: no work)."""
+    if a is None or b is None:
+        return a or b
+    return GpuSpan(min(a.start_ns, b.start_ns), max(a.end_ns, b.end_ns))
 
 
 @dataclass
 class Aggregates:
     """What the census is computed from: aggregates keyed by step (None: outside every step)."""
 
-    # (demangled id, short id, has API row, count, time_ns, count in steps, time in steps)
-    kernel_groups: list[tuple[int | None, int | None, bool, int, int, int, int]]
+    kernel_groups: list[KernelGroup]
     names: dict[int, str]
     # step -> non-NCCL union summed over devices; key None holds the whole capture
     non_nccl_union_ns: dict[int | None, int]
-    # step -> (count, time_ns, graph_count); key None holds the whole capture
-    launch: dict[int | None, tuple[int, int, int]]
-    # api -> (count, time_ns, step_count, step_time_ns)
-    launch_by_api: dict[str, tuple[int, int, int, int]]
-    # (copy kind, step, has API row, count, bytes, time_ns); kind -1 is memset
-    memory_groups: list[tuple[int, int | None, int, int, int]]
+    launch: dict[int | None, LaunchSums]  # key None holds the whole capture
+    launch_by_api: dict[str, ApiSums]
+    memory_groups: list[MemoryGroup]
     busy_ns: dict[int, int]
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
-    # step -> (count, time_ns, NCCL count, NCCL time_ns) of the kernels launched in it
-    step_kernels: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    step_kernels: dict[int, KernelSums] = field(default_factory=dict)
     # step -> the union of NCCL kernels, and of all kernels, per device, summed (key None: the
     # whole capture); empty when no kernel name can be NCCL
     nccl_union_ns: dict[int | None, int] = field(default_factory=dict)
     all_union_ns: dict[int | None, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
-    # step -> (earliest start, latest end) of the kernels, memcpys and memsets launched in it;
-    # a step without such work has no key
-    gpu_span: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # a step without kernels, memcpys or memsets has no key
+    gpu_span: dict[int, GpuSpan] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -68,8 +133,8 @@ class Profile:
     segments: tuple[Segment, ...] = ()
     segment_aggregates: Aggregates | None = None
     # per step idx and per segment idx: the split of the GPU idle time (census.load.idle)
-    step_idle: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    segment_idle: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    step_idle: dict[int, IdleSplit] = field(default_factory=dict)
+    segment_idle: dict[int, IdleSplit] = field(default_factory=dict)
 
 
 def load_profile(
@@ -127,19 +192,7 @@ def _load(
     from census.load.passes import run_passes
     from census.load.phases import read_segments
 
-    schema = sc.read_schema(conn)
-    if not sc.looks_like_nsys(schema):
-        raise InputError(
-            f"{path}: a SQLite database but not an nsys export "
-            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
-        )
-    for table in sc.REQUIRED_COLUMNS:
-        missing = schema.missing_columns(table) if schema.has(table) else []
-        if missing:
-            raise InputError(
-                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
-                "unsupported nsys schema"
-            )
+    schema = _read_schema(conn, path)
     warnings = _schema_warnings(schema)
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
@@ -167,6 +220,24 @@ def _load(
                    seg_agg if segments else None)  # fmt: skip
 
 
+def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:
+    """The export's schema, refused when it is not nsys's or lacks a column census reads."""
+    schema = sc.read_schema(conn)
+    if not sc.looks_like_nsys(schema):
+        raise InputError(
+            f"{path}: a SQLite database but not an nsys export "
+            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
+        )
+    for table in sc.REQUIRED_COLUMNS:
+        missing = schema.missing_columns(table) if schema.has(table) else []
+        if missing:
+            raise InputError(
+                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
+                "unsupported nsys schema"
+            )
+    return schema
+
+
 def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates, Aggregates]:
     """(the steps' aggregates, the segments') from one pass over segments: the steps' are their
     segments' sums, and their own unions, swept under parent_scope keys."""
@@ -182,9 +253,6 @@ def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates,
             out[k] = v if k not in out else add(out[k], v)
         return out
 
-    def tuples(a: tuple, b: tuple) -> tuple:
-        return tuple(x + y for x, y in zip(a, b, strict=True))
-
     def steps_of(union: dict) -> dict:
         first = parent_scope(0, n)
         return {
@@ -197,12 +265,12 @@ def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates,
     unions = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
     steps = replace(
         seg,
-        launch=by_step(seg.launch, tuples),
-        memory_groups=[(kind, None if st is None else step[st], *rest)
-                       for kind, st, *rest in seg.memory_groups],
+        launch=by_step(seg.launch, add_sums),
+        memory_groups=[m._replace(step=None if m.step is None else step[m.step])
+                       for m in seg.memory_groups],
         busy_ns=by_step(seg.busy_ns, int.__add__),
-        step_kernels=by_step(seg.step_kernels, tuples),
-        gpu_span=by_step(seg.gpu_span, lambda a, b: (min(a[0], b[0]), max(a[1], b[1]))),
+        step_kernels=by_step(seg.step_kernels, add_sums),
+        gpu_span=by_step(seg.gpu_span, wider_span),
         **{u: steps_of(getattr(seg, u)) for u in unions},
     )  # fmt: skip
     return steps, replace(seg, **{u: segments_of(getattr(seg, u)) for u in unions})
@@ -214,8 +282,8 @@ def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> 
     from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL, WHOLE
 
     gpu = passes.gpu
-    groups = [(*key, *v) for key, v in gpu.groups.items()]
-    ids = {i for dn, sn, *_ in groups for i in (dn, sn) if i is not None}
+    groups = [KernelGroup(*key, *v) for key, v in gpu.groups.items()]
+    ids = {i for g in groups for i in (g.demangled_id, g.short_id) if i is not None}
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
     unions: dict[int, dict[int | None, int]] = {
         c: {None: 0} for c in (NON_NCCL, NCCL_CLASS, ALL_CLASS)
@@ -226,30 +294,31 @@ def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> 
     non, nccl, every = unions[NON_NCCL], unions[NCCL_CLASS], unions[ALL_CLASS]
     launch, by_api = _launch(passes.launch)
     memory = [
-        (kind, None if st == NO_STEP else st, has, *v) for (kind, st, has), v in gpu.memory.items()
+        MemoryGroup(kind, None if st == NO_STEP else st, has, *v)
+        for (kind, st, has), v in gpu.memory.items()
     ]
     agg = Aggregates(groups, names, non, launch, by_api, memory, dict(gpu.busy_ns))
     if passes.any_nccl:
         agg.nccl_union_ns, agg.all_union_ns = nccl, every
-    agg.orphan_kernels = sum(g[3] for g in groups if not g[2])
-    agg.step_kernels = {k: tuple(v) for k, v in gpu.step_kernels.items()}
-    agg.gpu_span = {k: (first, last) for k, (first, last) in gpu.span.items()}
+    agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
+    agg.step_kernels = {k: KernelSums(*v) for k, v in gpu.step_kernels.items()}
+    agg.gpu_span = {k: GpuSpan(first, last) for k, (first, last) in gpu.span.items()}
     return agg
 
 
-def _launch(totals: LaunchTotals) -> tuple[dict, dict]:
-    """(step or None -> (count, time_ns, graph launches), api -> (count, time, in steps...))."""
+def _launch(totals: LaunchTotals) -> tuple[dict[int | None, LaunchSums], dict[str, ApiSums]]:
+    """(step or None: the whole capture -> its launch calls, api -> its calls)."""
     from census.load.intervals import NO_STEP
 
-    launch: dict[int | None, tuple[int, int, int]] = {None: (0, 0, 0)}
-    by_api: dict[str, tuple[int, int, int, int]] = {}
+    launch: dict[int | None, LaunchSums] = {None: LaunchSums()}
+    by_api: dict[str, ApiSums] = {}
     for (st, api), (count, time_ns, graph) in totals.cells.items():
         for key in {None, None if st == NO_STEP else st}:
-            c, t, g = launch.get(key, (0, 0, 0))
-            launch[key] = (c + count, t + time_ns, g + graph)
-        c, t, sc_, st_ = by_api.get(api, (0, 0, 0, 0))
+            launch[key] = add_sums(launch.get(key, LaunchSums()),
+                                   LaunchSums(count, time_ns, graph))  # fmt: skip
         inside = st != NO_STEP
-        by_api[api] = (c + count, t + time_ns, sc_ + count * inside, st_ + time_ns * inside)
+        calls = ApiSums(count, time_ns, count * inside, time_ns * inside)
+        by_api[api] = add_sums(by_api.get(api, ApiSums()), calls)
     return launch, by_api
 
 
@@ -269,7 +338,7 @@ def _schema_warnings(schema: sc.Schema) -> list[str]:
 
 def _data_warnings(schema: sc.Schema, agg: Aggregates, bad: int) -> list[str]:
     out = []
-    kernels = sum(g[3] for g in agg.kernel_groups)
+    kernels = sum(g.count for g in agg.kernel_groups)
     orphan = agg.orphan_kernels
     if orphan and schema.has(sc.RUNTIME):
         out.append(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from census.definitions import launch_api_kind
+from census.definitions import GRAPH_LAUNCH_APIS, launch_api_kind
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
 from census.load.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
 from census.sources import schema as sc
@@ -60,7 +60,7 @@ def read_api_names(conn: sqlite3.Connection, schema: sc.Schema) -> ApiNames:
         candidates=tuple(sorted({int(i) for i, _ in rows})),
         launch_ids=np.array([i for i, _ in launches], np.int64),
         launch_api=tuple(api for _, api in launches),
-        graph=np.array([int("GraphLaunch" in api) for _, api in launches], np.int64),
+        graph=np.array([int(api in GRAPH_LAUNCH_APIS) for _, api in launches], np.int64),
     )
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from census.definitions import SYNC_APIS, launch_api_kind, normalise_api_name
 from census.load.columns import read_batches, rowid_range
+from census.model import IdleSplit
 from census.sources import schema as sc
 
 Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
@@ -174,15 +175,14 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
 
 def idle_splits(
     conn: sqlite3.Connection, schema: sc.Schema, steps: list, segments: list
-) -> tuple[dict[int, tuple[int, ...]], dict[int, tuple[int, ...]]]:
-    """Per step idx and per segment idx: (sync_count, sync_time_ns, idle_after_sync_ns,
-    idle_launch_ns, idle_other_ns)."""
+) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
+    """Per step idx and per segment idx: the split of its GPU idle time."""
     timelines = read_timelines(conn, schema, {s.proc for s in steps})
     last_seg = {}
     for seg in segments:
         last_seg[seg.step] = seg.idx
-    out_steps: dict[int, tuple[int, ...]] = {}
-    out_segs: dict[int, tuple[int, ...]] = {}
+    out_steps: dict[int, IdleSplit] = {}
+    out_segs: dict[int, IdleSplit] = {}
     for proc, tl in timelines.items():
         mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
         segs = [g for g in segments if g.proc == proc]
@@ -199,7 +199,13 @@ def idle_splits(
             if not len(rows):
                 continue
             counts, blocked = sync_calls(tl, lo, hi, np.array(closed))
-            parts = measure(bounds, sums, lo, hi)
+            after_sync, launch, other = measure(bounds, sums, lo, hi)
             for k, r in enumerate(rows):
-                target[r.idx] = (counts[k], blocked[k], parts[0][k], parts[1][k], parts[2][k])
+                target[r.idx] = IdleSplit(
+                    sync_count=counts[k],
+                    sync_time_ns=blocked[k],
+                    idle_after_sync_ns=after_sync[k],
+                    idle_launch_ns=launch[k],
+                    idle_other_ns=other[k],
+                )
     return out_steps, out_segs

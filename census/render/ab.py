@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from census.compare.experiment import Experiment, Explanation, explain_parts
+from census.compare.experiment import Experiment, Explanation
 from census.compare.stats import ABStats, Side
 from census.render.text import rich_text
+from census.render.views import ExperimentView
 from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak alloc",
@@ -85,14 +86,14 @@ def pairs_line(st: ABStats, labels: tuple[str, str]) -> str:
 
 
 def render_experiment_table(
-    exp: Experiment, top: int = 15, width: int | None = None, color: bool = False
+    view: ExperimentView, top: int = 15, width: int | None = None, color: bool = False
 ) -> str:
     from census.render.diff_table import render_diff_table
 
-    parts = explain_parts(exp)
+    exp, parts = view.experiment, view.explanation
     text = rich_text(lambda console: _draw(exp, parts, console), width, color)
-    if exp.diff is not None:
-        text += render_diff_table(exp.diff, parts.lines, top, width, color)
+    if view.diff is not None:
+        text += render_diff_table(view.diff, top, width, color)
     return text
 
 
@@ -127,10 +128,10 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
             console.print(escape(one_line(line)))
 
 
-def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
+def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     from census.render.markdown import markdown_table, render_diff_markdown
 
-    parts = explain_parts(exp)
+    exp, parts = view.experiment, view.explanation
     la, lb = exp.labels
     out = [one_line(f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)"),
            "", one_line(f"**{parts.verdict}**"), ""]  # fmt: skip
@@ -139,8 +140,8 @@ def render_experiment_markdown(exp: Experiment, top: int = 15) -> str:
             one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
-    if exp.diff is not None:
-        out.append(render_diff_markdown(exp.diff, parts.lines, top))
+    if view.diff is not None:
+        out.append(render_diff_markdown(view.diff, top))
     else:
         out += [one_line(line) for line in parts.findings]
     return "\n".join(out)

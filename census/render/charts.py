@@ -46,31 +46,36 @@ def _axis_names(names: list[str]) -> list[str]:
 
 
 def summary_charts(census: Census) -> list[Chart]:
+    """Kernel classes, top kernels, the steps (with steps), launch APIs, NCCL against the rest."""
+    charts = [_class_chart(census), _top_chart(census)]
+    if census.steps:
+        charts += _step_charts(census)
+    return [*charts, *_capture_charts(census)]
+
+
+NO_KERNELS = "no kernels in this capture"
+
+
+def _class_chart(census: Census) -> Chart:
     import plotly.graph_objects as go
 
     n = census.step_count
     basis = "per step" if n else "whole capture"
     scale = float(n) if n else 1.0
-    no_kernels = "no kernels in this capture"
     classes = census.classes
-    charts = [
-        Chart(
-            f"Kernel classes: time ({basis}, ms)",
-            go.Figure(
-                go.Bar(
-                    x=[esc(c.cls) for c in classes],
-                    y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
-                    text=[
-                        f"{fmt_count((c.step_count if n else c.count) / scale)} kernels"
-                        for c in classes
-                    ],
-                )
-            )
-            if classes
-            else None,
-            no_kernels,
-        )
-    ]
+    title = f"Kernel classes: time ({basis}, ms)"
+    if not classes:
+        return Chart(title, None, NO_KERNELS)
+    return Chart(title, go.Figure(go.Bar(
+        x=[esc(c.cls) for c in classes],
+        y=[(c.step_time_ns if n else c.time_ns) / scale / 1e6 for c in classes],
+        text=[f"{fmt_count((c.step_count if n else c.count) / scale)} kernels" for c in classes],
+    )), NO_KERNELS)  # fmt: skip
+
+
+def _top_chart(census: Census) -> Chart:
+    import plotly.graph_objects as go
+
     top = list(census.kernels[:TOP_CHART])[::-1]
     top_fig = go.Figure(
         go.Bar(
@@ -82,10 +87,14 @@ def summary_charts(census: Census) -> list[Chart]:
         )
     )
     top_fig.update_layout(height=560)
-    charts.append(Chart(f"Top {len(top)} kernels by total time (ms)", top_fig if top else None,
-                        no_kernels))  # fmt: skip
-    if census.steps:
-        charts += _step_charts(census)
+    return Chart(f"Top {len(top)} kernels by total time (ms)", top_fig if top else None,
+                 NO_KERNELS)  # fmt: skip
+
+
+def _capture_charts(census: Census) -> list[Chart]:
+    """Over the whole capture: launch API time by API, NCCL against non-NCCL kernel time."""
+    import plotly.graph_objects as go
+
     apis = census.launch_apis
     api_fig = go.Figure(
         go.Bar(
@@ -94,14 +103,15 @@ def summary_charts(census: Census) -> list[Chart]:
             text=[f"{a.count:,} calls" for a in apis],
         )
     )
-    charts.append(Chart("Launch API time by API (ms, whole capture)", api_fig if apis else None,
-                        "no launch API calls in this capture"))  # fmt: skip
     t = census.totals
     keys = ("nccl_kernel_time_ns", "non_nccl_kernel_time_ns", "non_nccl_union_ns")
     nccl_fig = go.Figure(go.Bar(x=[LABELS[k] for k in keys], y=[getattr(t, k) / 1e6 for k in keys]))
-    charts.append(Chart("NCCL vs non-NCCL kernel time (ms, whole capture)",
-                        nccl_fig if t.kernel_count else None, no_kernels))  # fmt: skip
-    return charts
+    return [
+        Chart("Launch API time by API (ms, whole capture)", api_fig if apis else None,
+              "no launch API calls in this capture"),
+        Chart("NCCL vs non-NCCL kernel time (ms, whole capture)",
+              nccl_fig if t.kernel_count else None, NO_KERNELS),
+    ]  # fmt: skip
 
 
 def _step_charts(census: Census) -> list[Chart]:

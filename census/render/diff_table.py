@@ -17,21 +17,20 @@ from census.render.diffrows import (
 )
 from census.render.fit import print_fit
 from census.render.text import rich_text
+from census.render.views import DiffView
 from census.units import one_line
 
 SHORT_LABEL = 10  # longer side labels are A and B in column heads, named once above the tables
 
 
 def render_diff_table(
-    d: CensusDiff,
-    explanation: list[str],
-    top: int = 15,
-    width: int | None = None,
-    color: bool = False,
+    view: DiffView, top: int = 15, width: int | None = None, color: bool = False
 ) -> str:
     """The terminal diff: the verdict, why, basis, headline tables, step accounting, phases,
     classes, kernels."""
-    return rich_text(lambda console: _draw_diff(d, explanation, console, top), width, color)
+    return rich_text(
+        lambda console: _draw_diff(view.diff, view.explanation, console, top), width, color
+    )
 
 
 def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int) -> None:

@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 from census.compare.diff import CensusDiff
-from census.compare.limiter import summary_lead
 from census.definitions import LABELS
 from census.model import Census
 from census.render.charts import Chart, diff_charts, esc, summary_charts
@@ -24,6 +23,7 @@ from census.render.diffrows import (
     headline_groups,
     phase_rows,
 )
+from census.render.views import DiffView, RanksView, SummaryView
 from census.units import fmt_count, fmt_metric, one_line
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -191,25 +191,41 @@ def html_table(head: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def render_summary_html(census: Census, label: str, source: str | None = None) -> str:
-    """The dashboard of one capture; `source`: what the user named it (the subtitle's name, not
-    a cache path)."""
-    n = census.step_count
+def render_summary_html(view: SummaryView) -> str:
+    """The dashboard of one capture: its title the view's label, its subtitle what the user
+    named it (not a cache path)."""
+    census = view.census
+    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in census.warnings)
+    body = (
+        _cards(_summary_cards(census))
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+        + _phase_table(census)
+        + figures(summary_charts(census))
+        + _summary_kernels(census)
+    )
+    src = census.source
+    gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
+    steps = f"{census.step_count} step(s)"
+    sub = f"{view.shown or view.label} · nsys {src.nsys_version} · {gpus} · {steps}"
+    return page(f"census: {view.label}", sub, body, view.lead)
+
+
+def _summary_cards(census: Census) -> list[tuple[str, str]]:
+    """The step's cards (with steps), then the launched work's, per step or whole capture."""
     per = census.per_step() or census.totals.as_dict()
+    basis = "per step" if census.step_count else "whole capture"
+    keys = ("kernel_count", "non_nccl_union_ns", "nccl_kernel_time_ns", "launch_api_time_ns",
+            "d2d_bytes")  # fmt: skip
+    cards = [(f"{LABELS[k]} ({basis})", fmt_metric(k, per[k])) for k in keys]
     timing = census.per_step_timing()
-    basis = "per step" if n else "whole capture"
-    cards = [
-        (f"{LABELS[k]} ({basis})", fmt_metric(k, per[k]))
-        for k in (
-            "kernel_count",
-            "non_nccl_union_ns",
-            "nccl_kernel_time_ns",
-            "launch_api_time_ns",
-            "d2d_bytes",
-        )
-    ]
     if timing:
-        cards = _timing_cards(timing, bool(census.host_ran_ahead())) + cards
+        return _timing_cards(timing, bool(census.host_ran_ahead())) + cards
+    return cards
+
+
+def _summary_kernels(census: Census) -> str:
+    """Every kernel, sortable and filtered in the page, by time first."""
+    n = census.step_count
     columns = [
         {"key": "name", "label": "kernel", "left": True},
         {"key": "cls", "label": "class", "left": True},
@@ -231,18 +247,7 @@ def render_summary_html(census: Census, label: str, source: str | None = None) -
         }
         for k in census.kernels
     ]
-    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in census.warnings)
-    body = (
-        _cards(cards)
-        + (f"<ul>{warnings}</ul>" if warnings else "")
-        + _phase_table(census)
-        + figures(summary_charts(census))
-        + _kernel_table(columns, rows, "time_ns")
-    )
-    src = census.source
-    gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
-    sub = f"{source or label} · nsys {src.nsys_version} · {gpus} · {n} step(s)"
-    return page(f"census: {label}", sub, body, summary_lead(census))
+    return _kernel_table(columns, rows, "time_ns")
 
 
 def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[str, str]]:
@@ -336,13 +341,18 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
     return head, diff_charts(d), _kernel_table(columns, rows, "abs_delta")
 
 
-def render_diff_html(
-    d: CensusDiff, explanation: list[str], sources: tuple[str, str] | None = None
-) -> str:
-    """The dashboard of a diff; `sources`: what the user named the two sides (the subtitle)."""
+def render_diff_html(view: DiffView) -> str:
+    """The dashboard of a diff; the view's sources: what the user named the two sides (the
+    subtitle)."""
+    d, explanation, sources = view.diff, view.explanation, view.sources
     head, charts, tail = diff_parts(d, explanation[1:])
     la, lb = d.labels
     sa, sb = sources or d.labels
     subtitle = f"{la}: {sa} vs {lb}: {sb}" if sources else f"{la} vs {lb}"
     lead = explanation[0] if explanation else ""
     return page(f"census: {la} vs {lb}", subtitle, head + figures(charts) + tail, lead)
+
+
+def render_ranks_html(view: RanksView) -> str:
+    """A rank folder's dashboard: its merged summary."""
+    return render_summary_html(view.merged)

@@ -3,18 +3,18 @@ run order (a strip plot), then the census diff of the captures."""
 
 from __future__ import annotations
 
-from census.compare.experiment import Experiment, explain_parts
 from census.render.ab import ARM_HEAD, E2E_HEAD, arm_rows, delta_line, e2e_rows, pairs_line
 from census.render.charts import Chart, esc
 from census.render.html import diff_parts, figures, html_table, page
+from census.render.views import ExperimentView
 
 COLORS = {"a": "#457b9d", "b": "#e76f51"}
 
 
-def render_experiment_html(exp: Experiment) -> str:
+def render_experiment_html(view: ExperimentView) -> str:
     import plotly.graph_objects as go
 
-    parts = explain_parts(exp)
+    exp, parts = view.experiment, view.explanation
     strip = go.Figure()
     for arm in exp.arms:
         label = exp.labels[0 if arm.side == "a" else 1]
@@ -40,8 +40,8 @@ def render_experiment_html(exp: Experiment) -> str:
         + html_table(ARM_HEAD, arm_rows(exp))
     )
     tail = ""
-    if exp.diff is not None:
-        diff_head, diff_figs, tail = diff_parts(exp.diff, parts.lines)
+    if view.diff is not None:
+        diff_head, diff_figs, tail = diff_parts(view.diff.diff, view.diff.explanation)
         head += "<h2>Census of the captures (under nsys)</h2>" + diff_head
         figs += diff_figs
     else:

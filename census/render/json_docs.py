@@ -4,13 +4,12 @@ spread_json for rank folders), `census diff --format json` (diff_json) and `cens
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from census import CENSUS_VERSION
-from census.census import rank_spread
-from census.compare.diff import BUCKETS, CensusDiff, KernelDelta
-from census.compare.experiment import Experiment
-from census.compare.limiter import find_limiter
+from census.compare.diff import BUCKETS, KernelDelta
+from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
     HOST_AHEAD_RULE,
@@ -19,7 +18,8 @@ from census.definitions import (
     PHASE_METRICS,
     PHASE_SPAN_METRIC,
 )
-from census.model import METRIC_VALUES, Arm, Census, Phase, idle_values
+from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
+from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
@@ -31,18 +31,10 @@ KEY_DEFINITIONS = {
 }
 
 
-def _limiter(census: Census) -> str | None:
-    limiter = find_limiter(census)
-    return None if limiter is None else limiter.kind
-
-
-def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
-    """The `census summary --json` contract."""
-    n = census.step_count
-
-    def mean(x: int) -> float | None:
-        return x / n if n else None
-
+def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
+    """The `census summary --json` contract (without its "capture", census.render.render adds
+    it: a diff's sides have none)."""
+    census, tail, limiter = view.census, view.tail, view.limiter
     return {
         "census_version": CENSUS_VERSION,
         "definitions": KEY_DEFINITIONS,
@@ -53,95 +45,76 @@ def summary_json(census: Census, top: int = 20) -> dict[str, Any]:
             "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
         },
         "totals": census.totals.as_dict(),
-        "steps": [
-            {
-                "name": s.name,
-                "start_ns": s.start_ns,
-                "end_ns": s.end_ns,
-                **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
-                "phases": [_phase(p) for p in s.phases],
-            }
-            for s in census.steps
-        ],
+        "steps": [_step(s) for s in census.steps],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
-        "tail": _tail(census),
-        "limiter": _limiter(census),
+        "tail": None if tail is None else _tail(tail),
+        "limiter": None if limiter is None else limiter.kind,
         "host_ran_ahead": census.host_ran_ahead(),
         "timing": {
-            "steps": [
-                {
-                    "name": s.name,
-                    "step_time_ns": s.duration_ns,
-                    "gpu_busy_ns": s.gpu_busy_ns,
-                    "gpu_idle_ns": s.gpu_idle_ns,
-                    "gpu_start_ns": s.gpu_start_ns,
-                    "gpu_span_ns": s.gpu_span_ns,
-                    "host_lead_ns": s.host_lead_ns,
-                    **idle_values(s.idle),
-                }
-                for s in census.steps
-            ],
+            "steps": [_step_timing(s) for s in census.steps],
             "per_step": census.per_step_timing(),
         },
-        "classes": [
-            {
-                "class": c.cls,
-                "count": c.count,
-                "time_ns": c.time_ns,
-                "per_step_count": mean(c.step_count),
-                "per_step_time_ns": mean(c.step_time_ns),
-            }
-            for c in census.classes
-        ],
-        "top_kernels": [
-            {
-                "name": k.name,
-                "class": k.cls,
-                "count": k.count,
-                "time_ns": k.time_ns,
-                "per_step_count": mean(k.step_count),
-                "per_step_time_ns": mean(k.step_time_ns),
-            }
-            for k in census.kernels[:top]
-        ],
-        "memory": [
-            {
-                "kind": m.kind,
-                "count": m.count,
-                "bytes": m.bytes,
-                "time_ns": m.time_ns,
-                "per_step_count": mean(m.step_count),
-                "per_step_bytes": mean(m.step_bytes),
-            }
-            for m in census.memory
-        ],
-        "launch_apis": [
-            {
-                "api": a.api,
-                "count": a.count,
-                "time_ns": a.time_ns,
-                "per_step_count": mean(a.step_count),
-                "per_step_time_ns": mean(a.step_time_ns),
-            }
-            for a in census.launch_apis
-        ],
+        **_tables(census, top),
+        "warnings": list(census.warnings),
+    }
+
+
+def _step(s: Step) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "start_ns": s.start_ns,
+        "end_ns": s.end_ns,
+        **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
+        "phases": [_phase(p) for p in s.phases],
+    }
+
+
+def _step_timing(s: Step) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "step_time_ns": s.duration_ns,
+        "gpu_busy_ns": s.gpu_busy_ns,
+        "gpu_idle_ns": s.gpu_idle_ns,
+        "gpu_start_ns": s.gpu_start_ns,
+        "gpu_span_ns": s.gpu_span_ns,
+        "host_lead_ns": s.host_lead_ns,
+        **idle_values(s.idle),
+    }
+
+
+def _tables(census: Census, top: int) -> dict[str, Any]:
+    """Kernel classes, the top kernels, memory operations, launch APIs and NCCL collectives:
+    each row with its per-step means (None without steps)."""
+    n = census.step_count
+
+    def mean(x: int) -> float | None:
+        return x / n if n else None
+
+    def kernels(k: Any) -> dict[str, Any]:
+        return {"name": k.name, "class": k.cls, "count": k.count, "time_ns": k.time_ns,
+                "per_step_count": mean(k.step_count), "per_step_time_ns": mean(k.step_time_ns)}  # fmt: skip
+
+    return {
+        "classes": [{"class": c.cls, "count": c.count, "time_ns": c.time_ns,
+                     "per_step_count": mean(c.step_count),
+                     "per_step_time_ns": mean(c.step_time_ns)} for c in census.classes],
+        "top_kernels": [kernels(k) for k in census.kernels[:top]],
+        "memory": [{"kind": m.kind, "count": m.count, "bytes": m.bytes, "time_ns": m.time_ns,
+                    "per_step_count": mean(m.step_count), "per_step_bytes": mean(m.step_bytes)}
+                   for m in census.memory],
+        "launch_apis": [{"api": a.api, "count": a.count, "time_ns": a.time_ns,
+                         "per_step_count": mean(a.step_count),
+                         "per_step_time_ns": mean(a.step_time_ns)} for a in census.launch_apis],
         "nccl": {
-            "collectives": [
-                {
-                    "collective": c.collective,
-                    "count": c.count,
-                    "time_ns": c.time_ns,
-                    "per_step_count": mean(c.step_count),
-                    "per_step_time_ns": mean(c.step_time_ns),
-                }
-                for c in census.collectives
-            ],
+            "collectives": [{"collective": c.collective, "count": c.count, "time_ns": c.time_ns,
+                             "per_step_count": mean(c.step_count),
+                             "per_step_time_ns": mean(c.step_time_ns)}
+                            for c in census.collectives],
             "overlap_ns": census.nccl_overlap_ns,
             "per_step_overlap_ns": mean(sum(s.nccl_overlap_ns for s in census.steps)),
         },
-        "warnings": list(census.warnings),
-    }
+    }  # fmt: skip
 
 
 def _phase(p: Phase) -> dict[str, Any]:
@@ -149,12 +122,7 @@ def _phase(p: Phase) -> dict[str, Any]:
             "gpu_span_ns": p.gpu_span_ns}  # fmt: skip
 
 
-def _tail(census: Census) -> dict[str, Any] | None:
-    from census.compare.tails import tail_steps
-
-    tail = tail_steps(census)
-    if tail is None:
-        return None
+def _tail(tail: Tail) -> dict[str, Any]:
     # "clock": "gpu span" when the host ran ahead (the statistics are of the GPU spans), else
     # "host range" (of the NVTX ranges)
     return {"clock": tail.clock,
@@ -162,13 +130,13 @@ def _tail(census: Census) -> dict[str, Any] | None:
             "outliers": [vars(o) for o in tail.outliers]}  # fmt: skip
 
 
-def spread_json(labels: list[str], ranks: list[Census]) -> dict:
+def spread_json(view: RanksView) -> dict:
     return {
         "ranks": [
-            {"rank": label, "summary": summary_json(c)}
-            for label, c in zip(labels, ranks, strict=True)
+            {"rank": label, "summary": summary_json(rank)}
+            for label, rank in zip(view.labels, view.ranks, strict=True)
         ],
-        "spread": {k: vars(v) for k, v in rank_spread(labels, ranks).items()},
+        "spread": {k: vars(v) for k, v in view.spread.items()},
     }
 
 
@@ -181,15 +149,17 @@ def _kernel(k: KernelDelta) -> dict[str, Any]:
     }
 
 
-def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str, Any]:
+def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
+    """The `census diff --format json` contract."""
+    d = view.diff
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
         "basis": "per_step" if d.per_step else "capture",
         "clock": d.clock,
         "comparability": d.comparability.as_dict(),
         "definitions": KEY_DEFINITIONS,
-        "a": summary_json(d.a, top),
-        "b": summary_json(d.b, top),
+        "a": summary_json(view.a, top),
+        "b": summary_json(view.b, top),
         "metrics": {k: v.as_dict() for k, v in d.metrics.items()},
         "phases": {
             name: {k: v.as_dict() for k, v in keys.items()} for name, keys in d.phases.items()
@@ -206,7 +176,7 @@ def diff_json(d: CensusDiff, explanation: list[str], top: int = 20) -> dict[str,
             "within_noise": d.within_noise,
         },
         "uncaptured": {"a": d.uncaptured_ns[0], "b": d.uncaptured_ns[1]},
-        "explanation": explanation,
+        "explanation": view.explanation,
         "warnings": list(d.warnings),
     }
 
@@ -234,15 +204,10 @@ def _arm(arm: Arm) -> dict[str, Any]:
     }
 
 
-def experiment_json(exp: Experiment, top: int = 20) -> dict[str, Any]:
+def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
     """The `census ab --json` contract."""
-    from census.compare.experiment import explain_parts
-
+    exp, parts = view.experiment, view.explanation
     st = exp.stats
-    parts = explain_parts(exp)
-    census = None
-    if exp.diff is not None:
-        census = diff_json(exp.diff, parts.lines, top)
     return {
         "census_version": CENSUS_VERSION,
         "labels": {"a": exp.labels[0], "b": exp.labels[1]},
@@ -264,5 +229,24 @@ def experiment_json(exp: Experiment, top: int = 20) -> dict[str, Any]:
         "warnings": parts.warnings,
         "capture": exp.capture_note,
         "wall_s": exp.wall_s,
-        "census": census,
+        "census": None if view.diff is None else diff_json(view.diff, top),
     }
+
+
+def render_summary_json(view: SummaryView, top: int = 20, indent: int | None = None) -> str:
+    """`census summary --json`: the summary and its capture overhead (null without a
+    calibration run)."""
+    return json.dumps({**summary_json(view, top), "capture": view.overhead}, indent=indent)
+
+
+def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None) -> str:
+    """`census summary --json` of a rank folder: the merged summary, each rank's, the spread."""
+    return json.dumps({**summary_json(view.merged, top), **spread_json(view)}, indent=indent)
+
+
+def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str:
+    return json.dumps(diff_json(view, top), indent=indent)
+
+
+def render_experiment_json(view: ExperimentView, top: int = 20, indent: int | None = None) -> str:
+    return json.dumps(experiment_json(view, top), indent=indent)

@@ -1,10 +1,10 @@
-"""GitHub-flavoured markdown: a diff, pasted into a pull request unchanged, and the metric table
-docs/definitions.md carries."""
+"""GitHub-flavoured markdown: a diff, pasted into a pull request unchanged, a compact summary of
+one capture (or a rank folder), and the metric table docs/definitions.md carries."""
 
 from __future__ import annotations
 
-from census.compare.diff import CensusDiff
-from census.definitions import METRICS, TIMING_METRICS
+from census.definitions import LAUNCHED_TITLE, METRICS, TIMING_METRICS, WINDOW_TITLE
+from census.render import summaryrows as sr
 from census.render.diffrows import (
     accounting_rows,
     basis_line,
@@ -15,6 +15,7 @@ from census.render.diffrows import (
     phase_rows,
 )
 from census.render.fit import short_names
+from census.render.views import DiffView, RanksView, SummaryView
 from census.units import one_line
 
 _RIGHT = "---:"
@@ -34,10 +35,11 @@ def _cell(text: str) -> str:
     )
 
 
-def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+def markdown_table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """A table whose first `left` columns are text (left-aligned), the others numbers."""
     lines = [
         "| " + " | ".join(_cell(h) for h in head) + " |",
-        "| " + " | ".join(["---"] + [_RIGHT] * (len(head) - 1)) + " |",
+        "| " + " | ".join(["---"] * left + [_RIGHT] * (len(head) - left)) + " |",
     ]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -46,19 +48,15 @@ def markdown_table(head: list[str], rows: list[list[str]]) -> str:
 MARKDOWN_NAME_CHARS = 80  # kernel names in a pull request's table, shortened as the terminal does
 
 
-def _kernel_table(head: list[str], rows: list[list[str]]) -> str:
-    right = [False, False, False, True, True, True, True, True]  # name, change, class: text
+def _kernel_table(head: list[str], rows: list[list[str]], left: int) -> str:
+    """Kernel names shortened as the terminal does, then `left` columns of text."""
     names = short_names([row[0] for row in rows], MARKDOWN_NAME_CHARS)
     rows = [[name, *row[1:]] for name, row in zip(names, rows, strict=True)]
-    lines = [
-        "| " + " | ".join(_cell(h) for h in head) + " |",
-        "| " + " | ".join(_RIGHT if r else "---" for r in right) + " |",
-    ]
-    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return markdown_table(head, rows, left)
 
 
-def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -> str:
+def render_diff_markdown(view: DiffView, top: int = 15) -> str:
+    d, explanation = view.diff, view.explanation
     h = headers(d)
     out = [f"**{_cell(explanation[0])}**", ""] if explanation else []  # the verdict first
     out += [one_line(f"### {d.labels[0]} vs {d.labels[1]}"), ""]
@@ -77,11 +75,40 @@ def render_diff_markdown(d: CensusDiff, explanation: list[str], top: int = 15) -
     kernels = kernel_rows(d, top)
     if kernels:
         out += [f"#### Top {len(kernels)} kernel changes", ""]
-        out += [_kernel_table(h["kernels"], kernels), ""]
+        out += [_kernel_table(h["kernels"], kernels, left=3), ""]  # name, change, class: text
     notes = d.comparability.notes  # the problems open Why already
     if notes:
         out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in notes] + [""]
     return "\n".join(out)
+
+
+def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
+    """A compact summary: what limits the step, the step window, the work launched in it, the
+    phases, the top kernels and the warnings."""
+    census = view.census
+    out = [f"**{_cell(view.lead)}**", ""] if view.lead else []
+    shown = view.shown or census.source.path
+    out += [f"### {_cell(shown)}", "", _cell(sr.about_line(census)), ""]
+    window = sr.window_rows(census)
+    if window:
+        out += [f"#### {WINDOW_TITLE}", "", markdown_table(*window), ""]
+    launched = markdown_table(*sr.census_rows(census))
+    out += [f"#### Kernel census: {LAUNCHED_TITLE}", "", launched, ""]
+    if census.per_phase():
+        out += ["#### Phases (per step, mean)", "", markdown_table(*sr.phase_rows(census)), ""]
+    head, rows = sr.kernel_rows(census, top)
+    if rows:
+        out += [f"#### Top {len(rows)} kernels by time", "", _kernel_table(head, rows, left=2), ""]
+    if census.warnings:
+        out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in census.warnings] + [""]
+    return "\n".join(out)
+
+
+def render_ranks_markdown(view: RanksView, top: int = 15) -> str:
+    """The merged summary, then each rank and the spread over ranks."""
+    return "\n".join([render_summary_markdown(view.merged, top), "#### Ranks (per step)", "",
+                      markdown_table(*sr.rank_rows(view)), "", "#### Spread over ranks", "",
+                      markdown_table(*sr.spread_rows(view)), ""])  # fmt: skip
 
 
 def render_metric_table() -> str:

@@ -1,0 +1,155 @@
+"""A summary's tables as (head, rows) of display strings, shared by the terminal and markdown
+renderers (as census.render.diffrows is for a diff)."""
+
+from __future__ import annotations
+
+from census.compare.tails import GPU_SPAN, Tail
+from census.definitions import LABELS, METRIC_KEYS
+from census.model import Census
+from census.render.views import RanksView
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
+
+Table = tuple[list[str], list[list[str]]]
+
+WINDOW_ROWS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
+               "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
+SPAN_ROW = "GPU span (first to last GPU op)"
+LEAD_ROW = "host lead (GPU end − step end)"
+
+
+def about_line(census: Census) -> str:
+    """What the export says of itself: nsys and schema versions, GPUs, steps."""
+    src = census.source
+    gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
+    return (
+        f"nsys {src.nsys_version or '?'} · schema {src.schema_version or '?'} · GPUs {gpus} · "
+        f"{census.step_count} step(s)"
+    )
+
+
+def step_time_label(ahead: bool) -> str:
+    """The NVTX range's time: the host's enqueueing, when the host ran ahead of the GPU."""
+    return "step time (host)" if ahead else "step time"
+
+
+def window_rows(census: Census) -> Table | None:
+    """The step window, per step (mean); the idle split only with --idle; None without steps."""
+    timing = census.per_step_timing()
+    if not timing:
+        return None
+    labels = {**LABELS, "step_time_ns": step_time_label(bool(census.host_ran_ahead()))}
+    rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
+    return ["metric", "per step (mean)"], rows
+
+
+def census_rows(census: Census) -> Table:
+    """The census keys, total and per step; then the work launched in the step as the GPU ran
+    it, per step only (a span does not add up over steps)."""
+    per_step = census.per_step()
+    if not per_step:  # no steps: the totals alone, no empty per-step column
+        rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k))] for k in METRIC_KEYS]
+        return ["metric", "total"], rows
+    rows = [[LABELS[k], fmt_metric(k, getattr(census.totals, k)), fmt_metric(k, per_step[k])]
+            for k in METRIC_KEYS]  # fmt: skip
+    timing = census.per_step_timing()
+    if timing:
+        rows += [[SPAN_ROW, "", fmt_ns(timing["gpu_span_ns"])],
+                 [LEAD_ROW, "", fmt_ns(timing["host_lead_ns"], signed=True)]]  # fmt: skip
+    return ["metric", "total", "per step (mean)"], rows
+
+
+def tail_line(tail: Tail, steps: int) -> str:
+    """The step-time distribution and how many steps are in its tail, of `steps` selected."""
+    left_out = steps - tail.steps  # with the GPU's clock, the steps that launched no GPU work
+    return (
+        f"{'GPU span' if tail.clock == GPU_SPAN else 'step time'}: median "
+        f"{fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max {fmt_ns(tail.max_ns)}; tail "
+        f"above {fmt_ns(tail.threshold_ns)}: {len(tail.outliers)} of {tail.steps} step(s)"
+        + (f" ({left_out} without GPU work left out)" if left_out else "")
+    )
+
+
+TAIL_HEAD = ["step", "time", "over median", "phase that grew", "Δ kernels", "Δ launches",
+             "Δ GPU busy", "Δ GPU idle"]  # fmt: skip
+# On the GPU's clock the step windows time the host's enqueueing: their Δ GPU busy and idle are
+# left out (the JSON keeps them).
+TAIL_HEAD_GPU = ["step", "GPU span", "over median", "phase that grew (GPU span)", "Δ kernels",
+                 "Δ launches"]  # fmt: skip
+
+
+def tail_rows(tail: Tail) -> Table:
+    """The tail steps against the median step, on the tail's clock."""
+    gpu = tail.clock == GPU_SPAN
+    rows = [
+        [o.name, fmt_ns(o.gpu_span_ns if gpu else o.step_time_ns), fmt_ns(o.excess_ns, signed=True),
+         "" if o.phase is None else f"{o.phase} {fmt_ns(o.phase_delta_ns, signed=True)}",
+         fmt_count(o.kernel_count_delta, signed=True), fmt_count(o.launch_count_delta, signed=True),
+         *([] if gpu else [fmt_ns(o.gpu_busy_delta_ns, signed=True),
+                           fmt_ns(o.gpu_idle_delta_ns, signed=True)])]
+        for o in tail.outliers
+    ]  # fmt: skip
+    return (TAIL_HEAD_GPU if gpu else TAIL_HEAD), rows
+
+
+def phase_rows(census: Census) -> Table:
+    """The phase table: per phase, per step (mean); its GPU span first when the host ran ahead
+    (the phase's time is then the host's)."""
+    head = ["phase", "time", "GPU busy", "kernels", "launch calls", "launch API time", "D2D"]
+    rows = [[name, fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
+             fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
+             fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"])]
+            for name, m in census.per_phase().items()]  # fmt: skip
+    spans = [fmt_ns(m["gpu_span_ns"]) for m in census.per_phase().values()]
+    if census.host_ran_ahead():
+        head = ["phase", "GPU span", "host time", *head[2:]]
+        return head, [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
+    return [*head, "GPU span"], [[*r, span] for r, span in zip(rows, spans, strict=True)]
+
+
+def class_rows(census: Census) -> Table:
+    n = census.step_count
+    rows = [[c.cls, fmt_count(c.count), fmt_ns(c.time_ns),
+             *((fmt_count(c.step_count / n), fmt_ns(c.step_time_ns / n)) if n else ())]
+            for c in census.classes]  # fmt: skip
+    return ["class", "count", "time", *(("per step count", "per step time") if n else ())], rows
+
+
+def kernel_rows(census: Census, top: int) -> Table:
+    rows = [[k.name, k.cls, fmt_count(k.count), fmt_ns(k.time_ns)] for k in census.kernels[:top]]
+    return ["kernel", "class", "count", "time"], rows
+
+
+def collective_rows(census: Census) -> Table:
+    n = census.step_count
+    rows = [[c.collective, fmt_count(c.count), fmt_ns(c.time_ns),
+             *((fmt_ns(c.step_time_ns / n),) if n else ())] for c in census.collectives]  # fmt: skip
+    return ["collective", "count", "time", "per step time"][: 4 if n else 3], rows
+
+
+def memory_rows(census: Census) -> Table:
+    """Memory operations, then launch APIs (no bytes)."""
+    rows = [[m.kind, fmt_count(m.count), fmt_bytes(m.bytes), fmt_ns(m.time_ns)]
+            for m in census.memory]  # fmt: skip
+    rows += [[a.api, fmt_count(a.count), "", fmt_ns(a.time_ns)] for a in census.launch_apis]
+    return ["what", "count", "bytes", "time"], rows
+
+
+def rank_rows(view: RanksView) -> Table:
+    """One row per rank, per step (whole capture without steps)."""
+    rows = []
+    for label, rank in zip(view.labels, view.ranks, strict=True):
+        c = rank.census
+        per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
+        rows.append([label, str(c.step_count), fmt_ns(per.get("step_time_ns")),
+                     fmt_ns(per.get("gpu_busy_ns")), fmt_ns(per["nccl_kernel_time_ns"]),
+                     fmt_ns(per["non_nccl_union_ns"])])  # fmt: skip
+    head = ["rank", "steps", "step time", "GPU busy in step window", "NCCL kernel time",
+            "non-NCCL union (unclipped)"]  # fmt: skip
+    return head, rows
+
+
+def spread_rows(view: RanksView) -> Table:
+    """Min / median / max over ranks, and the slowest rank (a straggler stands out)."""
+    rows = [[LABELS[key], fmt_ns(v.min), fmt_ns(v.median), fmt_ns(v.max), v.max_rank]
+            for key, v in view.spread.items()]  # fmt: skip
+    return ["metric", "min", "median", "max", "slowest rank"], rows
