@@ -120,11 +120,10 @@ def experiment_foreign(folder: Path) -> str | None:
 
 def _is_record(path: Path) -> bool:
     """Whether `path` is the ab.json census writes (run_ab)."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(record, dict) and isinstance(record.get("labels"), list)
+    from census.capture.run import json_object
+
+    record = json_object(path)
+    return (record is not None and isinstance(record.get("labels"), list)
             and len(record["labels"]) == 2 and isinstance(record.get("arms"), list)
             and isinstance(record.get("commands"), dict))  # fmt: skip
 

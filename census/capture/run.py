@@ -169,13 +169,19 @@ def capture_foreign(folder: Path) -> str | None:
     return None
 
 
+def json_object(path: Path) -> dict | None:
+    """The JSON object in `path`; None when it is unreadable, not JSON or not an object."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def is_capture_record(path: Path) -> bool:
     """Whether `path` is the run.json census writes (run_info)."""
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return (isinstance(info, dict) and isinstance(info.get("census_version"), str)
+    info = json_object(path)
+    return (info is not None and isinstance(info.get("census_version"), str)
             and isinstance(info.get("command"), list)
             and isinstance(info.get("nsys_command"), list))  # fmt: skip
 
