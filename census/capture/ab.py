@@ -98,14 +98,11 @@ def _validate(spec: ABSpec) -> None:
 def experiment_foreign(folder: Path) -> str | None:
     """Why `folder` is not an experiment census made; None when it is: an ab.json that is
     census's record, and beside it only its captures `a/` and `b/`, each one census made."""
-    from census.capture.run import capture_foreign
+    from census.capture.run import capture_foreign, folder_names
 
-    try:
-        names = sorted(p.name for p in folder.iterdir())
-    except NotADirectoryError:
-        return "not a folder"
-    except OSError as exc:
-        return f"cannot read it ({exc.strerror or exc})"
+    names = folder_names(folder)
+    if isinstance(names, str):
+        return names
     if not _is_record(folder / RECORD):
         return f"not a census experiment (no census {RECORD} in it)"
     others = [n for n in names if n not in (RECORD, "a", "b")]

@@ -152,15 +152,22 @@ def check_capture_folder(folder: Path, force: bool) -> None:
 _CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|run\.json")
 
 
-def capture_foreign(folder: Path) -> str | None:
-    """Why `folder` is not a capture census made; None when it is: a run.json that is census's
-    record, and no file census does not write."""
+def folder_names(folder: Path) -> list[str] | str:
+    """The names in `folder`, sorted; or why they cannot be read (a str)."""
     try:
-        names = sorted(p.name for p in folder.iterdir())
+        return sorted(p.name for p in folder.iterdir())
     except NotADirectoryError:
         return "not a folder"
     except OSError as exc:
         return f"cannot read it ({exc.strerror or exc})"
+
+
+def capture_foreign(folder: Path) -> str | None:
+    """Why `folder` is not a capture census made; None when it is: a run.json that is census's
+    record, and no file census does not write."""
+    names = folder_names(folder)
+    if isinstance(names, str):
+        return names
     if not is_capture_record(folder / "run.json"):
         return "not a census capture (no census run.json in it)"
     others = [n for n in names if not _CAPTURE_FILE.fullmatch(n)]

@@ -118,41 +118,27 @@ def _gpu_headline(d: CensusDiff, unit: str) -> str | None:
 
 
 def _phases(d: CensusDiff) -> str | None:
-    """The phase that holds most of the step-time change, and what changed in it."""
-    if not d.phases:
+    """The phase that holds most of the step-time change, and what changed in it: by its time
+    in the step, or by its GPU span when the steps are compared on the GPU's clock."""
+    gpu = d.clock == "gpu"
+    key = "gpu_span_ns" if gpu else "duration_ns"
+    phases = {n: m for n, m in d.phases.items() if m[key].delta is not None or not gpu}
+    if not phases:
         return None
-    if d.clock == "gpu":
-        return _gpu_phases(d)
-    ranked = sorted(d.phases.items(), key=lambda kv: -abs(kv[1]["duration_ns"].delta or 0))
+    ranked = sorted(phases.items(), key=lambda kv: -abs(kv[1][key].delta or 0))
     name, top = ranked[0]
-    dur, busy = top["duration_ns"], top["gpu_busy_ns"]
+    change, busy = top[key], top["gpu_busy_ns"]
     kernels, launches = top["kernel_count"].delta or 0, top["launch_api_count"].delta or 0
-    others = ", ".join(f"{n} {fmt_ns(v['duration_ns'].delta, signed=True)}" for n, v in ranked[1:])
-    return (
-        f"by phase: most of the step-time change is in {name}: "
-        f"{fmt_ns(dur.delta, signed=True)}/step ({fmt_pct(dur.pct)}), GPU busy "
-        f"{fmt_ns(busy.delta, signed=True)}, kernels {fmt_count(kernels, signed=True)}, launch "
-        f"calls {fmt_count(launches, signed=True)}" + (f"; {others}" if others else "")
-    )
-
-
-def _gpu_phases(d: CensusDiff) -> str | None:
-    """By phase, as the GPU ran them: the phase whose GPU span changed most."""
-    spans = {n: m for n, m in d.phases.items() if m["gpu_span_ns"].delta is not None}
-    if not spans:
-        return None
-    ranked = sorted(spans.items(), key=lambda kv: -abs(kv[1]["gpu_span_ns"].delta or 0))
-    name, top = ranked[0]
-    span, busy = top["gpu_span_ns"], top["gpu_busy_ns"]
-    kernels, launches = top["kernel_count"].delta or 0, top["launch_api_count"].delta or 0
-    others = ", ".join(f"{n} {fmt_ns(v['gpu_span_ns'].delta, signed=True)}" for n, v in ranked[1:])
-    return (
-        f"by phase on the GPU: most of the change is in {name}: GPU span "
-        f"{fmt_ns(span.delta, signed=True)}/step ({fmt_pct(span.pct)}), kernels "
-        f"{fmt_count(kernels, signed=True)}, launch calls {fmt_count(launches, signed=True)}, "
-        f"GPU busy in its host window {fmt_ns(busy.delta, signed=True)}"
-        + (f"; {others}" if others else "")
-    )
+    others = ", ".join(f"{n} {fmt_ns(v[key].delta, signed=True)}" for n, v in ranked[1:])
+    delta = f"{fmt_ns(change.delta, signed=True)}/step ({fmt_pct(change.pct)})"
+    counts = f"kernels {fmt_count(kernels, signed=True)}, launch calls {fmt_count(launches, signed=True)}"
+    if gpu:
+        text = (f"by phase on the GPU: most of the change is in {name}: GPU span {delta}, {counts}, "
+                f"GPU busy in its host window {fmt_ns(busy.delta, signed=True)}")  # fmt: skip
+    else:
+        text = (f"by phase: most of the step-time change is in {name}: {delta}, GPU busy "
+                f"{fmt_ns(busy.delta, signed=True)}, {counts}")  # fmt: skip
+    return text + (f"; {others}" if others else "")
 
 
 IDLE_CAUSES = {
