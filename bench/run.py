@@ -174,6 +174,8 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
                     "-o", "PREFIX", str(e)]  # fmt: skip
     commands = {
         "summary": ([*census, "summary", str(e), "--json"], (e,)),
+        # the same without the idle split (on by default): what the split costs
+        "summary_no_idle": ([*census, "summary", str(e), "--json", "--no-idle"], (e,)),
         "diff": ([*census, "diff", str(e), str(c), "--format", "json"], (e, c)),
     }
     runs: dict[str, list[dict]] = {}
@@ -255,8 +257,9 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
     head = (
         "| kernels | file | SQL floor | floor, start/end only | nsys stats (3 reports) | nsys PSS "
         "| census summary | summary / nsys | summary / floor | summary CPU / floor | summary PSS "
+        "| summary --no-idle | idle split cost (summary / --no-idle) | --no-idle PSS "
         "| cached summary | census diff (2 files) | diff PSS | cached diff |\n"
-        "|" + " ---: |" * 15
+        "|" + " ---: |" * 18
     )
     lines = [head]
     for r in rows:
@@ -273,6 +276,9 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
             f"{r['summary_wall'] / r['floor_wall']:.2f}x",
             f"{r['summary_cpu'] / r['floor_wall']:.2f}x",
             m(r["summary_pss"]),
+            s(r["summary_no_idle_wall"]),
+            f"{r['summary_wall'] / r['summary_no_idle_wall']:.2f}x",
+            m(r["summary_no_idle_pss"]),
             s(r["summary_cached_wall"]),
             s(r["diff_wall"]),
             m(r["diff_pss"]),

@@ -40,7 +40,7 @@ class Options:
     steps_regex: str = DEFAULT_STEPS_REGEX
     skip_first: int = 0
     phases_regex: str = DEFAULT_PHASES_REGEX
-    idle: bool = False  # split the GPU idle time by cause (syncs, launches, other host time)
+    idle: bool = True  # split the GPU idle time by cause and host range (False: --no-idle)
     ranks: bool = False  # a folder of exports is the ranks of one run (--ranks); not a cache key
 
     def __post_init__(self) -> None:

@@ -45,6 +45,7 @@ from census.model import (
     MemoryStat,
     Metrics,
     Phase,
+    RangeIdle,
     Source,
     Step,
 )
@@ -75,7 +76,16 @@ def compute_census(profile: Profile) -> Census:
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=overlap.get(None, 0),
+        idle_by_range=_range_idle(profile.idle_by_range),
     )
+
+
+def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None:
+    """The ranges by idle time, descending (ties by name); ranges without idle time left out."""
+    if by_range is None:
+        return None
+    rows = sorted(((-ns, name) for name, ns in by_range.items() if ns > 0))
+    return tuple(RangeIdle(name, -ns) for ns, name in rows)
 
 
 def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
@@ -330,7 +340,18 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path) -> Census
         sliced=any(c.sliced for c in ranks),
         collectives=_sum([x for c in ranks for x in c.collectives], CollectiveStat, "collective"),
         nccl_overlap_ns=sum(c.nccl_overlap_ns for c in ranks),
+        idle_by_range=_merged_range_idle(ranks),
     )
+
+
+def _merged_range_idle(ranks: list[Census]) -> tuple[RangeIdle, ...] | None:
+    if any(c.idle_by_range is None for c in ranks):
+        return None
+    total: dict[str, int] = {}
+    for c in ranks:
+        for r in c.idle_by_range or ():
+            total[r.range] = total.get(r.range, 0) + r.idle_ns
+    return _range_idle(total)
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,25 @@ LIMITER_RULE = (
     "largest of idle_after_sync_ns ('sync'), idle_launch_ns ('host (launch)') and idle_other_ns "
     "('host (other)'); 'host' when the idle split was not computed; null without steps"
 )
+# GPU idle time by host range (census.load.idle_ranges): what the training loop's thread was
+# inside while the GPU idled.
+IDLE_BY_RANGE_RULE = (
+    "per range text: the GPU idle instants of the steps (no kernel, memcpy or memset of the "
+    "step's process running) at which that range is the innermost NVTX range open on the step "
+    "range's thread (push/pop or start/end, any domain; innermost = the latest-started of those "
+    "open, at equal starts the one that ends first; the step ranges excluded); "
+    "idle_ns_per_step = their sum / steps, share = their sum / the steps' gpu_idle_ns; idle "
+    "with no range open goes to none, so the shares add up to at most 1"
+)
+# A diff whose GPU work fell while its step did not (census.compare.explain): the freed GPU time
+# became idle, so the step is limited by the host.
+NON_GAIN_MIN_SHARE = 0.05
+NON_GAIN_RULE = (
+    "per step: GPU busy fell by at least 5% of A's GPU busy, and the step time fell by less "
+    "than half of that (Δ step time > Δ GPU busy / 2), the step times being the captures' "
+    "calibration runs' (without nsys) when both sides have one, else the captured ones: the GPU "
+    "work removed did not shorten the step"
+)
 LIMITER_IDLE_CLASSES = (
     ("idle_after_sync_ns", "sync", "after host syncs"),
     ("idle_launch_ns", "host (launch)", "inside launch calls"),
@@ -322,57 +341,6 @@ def nccl_collective(name: str) -> str | None:
         if key in flat:
             return label
     return "other NCCL"
-
-
-# Inductor kernel names: triton_<kind>_fused_<op>_<op>..._<n>.
-_TRITON_KINDS = {
-    "poi": "pointwise",
-    "red": "reduction",
-    "per": "persistent reduction",
-    "tem": "template",
-    "for": "foreach",
-}
-_TRITON_NAME = re.compile(r"^triton_(?P<kind>[a-z]+)_(?:fused_)?(?P<ops>.*?)(?:_\d+)*$")
-# aten ops whose names hold underscores; everything else is one token.
-_MULTI_TOKEN_OPS = tuple(sorted((
-    "native_layer_norm_backward", "native_layer_norm", "native_dropout_backward", "native_dropout",
-    "native_batch_norm_backward", "native_batch_norm", "native_group_norm_backward",
-    "native_group_norm", "gelu_backward", "silu_backward", "threshold_backward", "select_backward",
-    "slice_backward", "embedding_dense_backward", "scaled_dot_product",
-    "_log_softmax_backward_data", "_softmax_backward_data", "_log_softmax", "_softmax", "_to_copy",
-    "_unsafe_view", "_scaled_mm", "nll_loss_backward", "nll_loss_forward", "nll_loss",
-    "mse_loss_backward", "mse_loss", "index_put", "scatter_add", "new_zeros", "new_empty",
-    "full_like", "zeros_like", "ones_like", "empty_like", "masked_fill", "add_", "copy_",
-), key=len, reverse=True))  # fmt: skip
-
-
-def decode_triton(name: str) -> tuple[str, tuple[str, ...]] | None:
-    """('pointwise', ('_to_copy', 'add', 'mul')) for `triton_poi_fused__to_copy_add_mul_3`."""
-    match = _TRITON_NAME.match(name)
-    if not match:
-        return None
-    kind = _TRITON_KINDS.get(match["kind"], match["kind"])
-    return kind, _split_ops(match["ops"])
-
-
-def _split_ops(text: str) -> tuple[str, ...]:
-    ops: list[str] = []
-    rest = text
-    while rest:
-        op = next(
-            (m for m in _MULTI_TOKEN_OPS if rest == m or rest.startswith(m + "_")),
-            None,
-        )
-        if op is None:
-            lead = "_" if rest.startswith("_") else ""
-            body = rest[len(lead) :]
-            op = lead + body.split("_", 1)[0]
-        if op and op not in ops:
-            ops.append(op)
-        rest = rest[len(op) + 1 :] if len(op) < len(rest) else ""
-        if not op:
-            rest = rest.lstrip("_")
-    return tuple(o for o in ops if o)
 
 
 # ENUM_CUDA_MEMCPY_OPER, for exports that lack the enum table.

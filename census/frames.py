@@ -109,6 +109,13 @@ def phases(c: Census) -> pd.DataFrame:
     return _frame(rows, ["step", "step_name", "phase", *PHASE_KEYS])
 
 
+def idle_by_range(c: Census) -> pd.DataFrame:
+    """One row per host NVTX range holding GPU idle time, by time: range, idle_ns_per_step,
+    share (of the steps' GPU idle time); the summary JSON's `idle_by_range`. Empty without the
+    idle split (--no-idle) or without steps."""
+    return _frame(c.idle_ranges() or [], ["range", "idle_ns_per_step", "share"])
+
+
 def arms(exp: Experiment) -> pd.DataFrame:
     """One row per measured step of every arm of a `census ab` experiment, in run order: arm
     (its index, the discarded warm arm 0), side (a or b), label, discarded, step (its position

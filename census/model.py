@@ -178,6 +178,14 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class RangeIdle:
+    """GPU idle time inside one host NVTX range (definitions.IDLE_BY_RANGE_RULE)."""
+
+    range: str
+    idle_ns: int  # summed over the selected steps
+
+
+@dataclass(frozen=True)
 class Source:
     path: str
     nsys_version: str | None
@@ -199,6 +207,8 @@ class Census:
     sliced: bool = False
     collectives: tuple[CollectiveStat, ...] = ()
     nccl_overlap_ns: int = 0
+    # GPU idle time by host range, by time descending; None: not computed (--no-idle)
+    idle_by_range: tuple[RangeIdle, ...] | None = None
 
     @property
     def step_count(self) -> int:
@@ -236,6 +246,16 @@ class Census:
         host_lead_ns over the steps with GPU work is more than HOST_AHEAD_SHARE of the median
         step time. None without steps, or when no step launched GPU work."""
         return self._memo("host_ran_ahead", self._host_ran_ahead)
+
+    def idle_ranges(self) -> list[dict[str, Any]] | None:
+        """[{"range", "idle_ns_per_step", "share"}] by time: each range's GPU idle time per step
+        and its share of the steps' GPU idle time; None when not computed or without steps."""
+        if self.idle_by_range is None or not self.steps:
+            return None
+        idle = sum(s.gpu_idle_ns for s in self.steps)
+        return [{"range": r.range, "idle_ns_per_step": self.mean(r.idle_ns),
+                 "share": r.idle_ns / idle if idle else None}
+                for r in self.idle_by_range]  # fmt: skip
 
     def _memo(self, name: str, compute: Any) -> Any:
         """Means over tens of thousands of steps, computed once (the fields never change)."""

@@ -1,7 +1,7 @@
 """A GPU-bound training loop with no per-step sync, as most loops that log every N steps are.
 
-    census capture runahead --warmup 5 --steps 12 --calibrate -- python examples/gpu_bound.py
-    census capture runahead-compiled --warmup 5 --steps 12 --calibrate -- \
+    census capture runahead --warmup 5 --active 12 --calibrate -- python examples/gpu_bound.py
+    census capture runahead-compiled --warmup 5 --active 12 --calibrate -- \
         python examples/gpu_bound.py --compile
 
 Four MLP blocks (d 4096, hidden 16384) over 8192 tokens in bf16 autocast with AdamW: about 50 ms

@@ -1,9 +1,9 @@
 """A user's own training script, instrumented for census with two lines.
 
-    census capture mine --warmup 3 --steps 5 -- python examples/user_train.py
+    census capture mine --warmup 3 --active 5 -- python examples/user_train.py
 
 `census.steps` wraps each measured step in an NVTX range `step N` and opens the capture range
-after the warm-up; `--warmup/--steps` reach it through the environment.
+after the warm-up; `--warmup/--active` reach it through the environment.
 """
 
 import torch

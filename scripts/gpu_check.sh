@@ -12,6 +12,10 @@
 #   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
 #                                 eager and compiled, calibrated: census's GPU spans beside nsys's
 #                                 nvtx_gpu_proj_trace, and the diff
+#   scripts/gpu_check.sh deepspeed a third-party host-heavy loop (examples/deepspeed_moe.py: HF
+#                                 Qwen3-MoE, DeepSpeed ZeRO-1, .device-kit/wheels-ds), eager and
+#                                 engine.compile(), calibrated: summaries, diff, exports
+#                                 (DS_ARGS="..." adds arguments to the script on both sides)
 set -u
 SECTION=${1:-all}
 OUT=${OUT:-$PWD/gpu-out}
@@ -25,9 +29,9 @@ ddp() {
   local n; n=$(python3 -c "import torch; print(torch.cuda.device_count())")
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   step "capture ddp-eager on $n GPU(s) through torchrun"
-  census capture ddp-eager --demo ddp-eager --nproc "$n" --warmup 5 --steps 10 -o $P; echo "exit $?"
+  census capture ddp-eager --demo ddp-eager --nproc "$n" --warmup 5 --active 10 -o $P; echo "exit $?"
   step "capture ddp-compiled on $n GPU(s) through torchrun"
-  census capture ddp-compiled --demo ddp-compiled --nproc "$n" --warmup 5 --steps 10 -o $P; echo "exit $?"
+  census capture ddp-compiled --demo ddp-compiled --nproc "$n" --warmup 5 --active 10 -o $P; echo "exit $?"
   ls -la $P/ddp-eager $P/ddp-compiled; cat $P/ddp-eager/run.json
   step "summary of the rank folder"; census summary $P/ddp-compiled; echo "exit $?"
   step "diff of the rank folders"
@@ -54,8 +58,8 @@ ab() {
 }
 engine() {
   step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
-  census capture eng-eager --demo eager --warmup 5 --steps 20 -o $P --force; echo "exit $?"
-  census capture eng-compiled --demo compiled --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  census capture eng-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  census capture eng-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
   step "the same census from 1 process and from 2, 4, 16 workers with small batches"
   for n in eng-eager eng-compiled; do
     python3 - "$P/$n/capture.sqlite" <<'PY'
@@ -109,8 +113,8 @@ PY
 }
 honest() {
   step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
-  census capture h-eager --demo eager --warmup 5 --steps 20 -o $P --force; echo "exit $?"
-  census capture h-compiled --demo compiled --warmup 5 --steps 20 -o $P --force; echo "exit $?"
+  census capture h-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  census capture h-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
   step "summary of the eager capture at 80 columns, with the idle split"
   COLUMNS=80 census summary $P/h-eager --idle | tee "$OUT/h-summary-80.txt"; echo "exit ${PIPESTATUS[0]}"
   step "diff at 80 columns"
@@ -153,7 +157,7 @@ runahead() {
   for side in eager compiled; do
     local flag=""; [ $side = compiled ] && flag=--compile
     step "capture ra-$side: examples/gpu_bound.py $flag (5 warm-up + 12 steps, calibrated)"
-    /usr/bin/time -f "wall %e s" python3 -m census capture ra-$side --warmup 5 --steps 12 \
+    /usr/bin/time -f "wall %e s" python3 -m census capture ra-$side --warmup 5 --active 12 \
       --calibrate -o $R --force -- python3 examples/gpu_bound.py $flag; echo "exit $?"
     cat $R/ra-$side/run.json
     step "summary of ra-$side"
@@ -172,14 +176,80 @@ runahead() {
   COLUMNS=100 census diff $R/ra-eager $R/ra-compiled --labels eager,compiled --format json \
     > "$OUT/ra-diff.json"
   step "Ctrl-C twice during a real capture (nsys running the loop for 400 steps)"
-  python3 -m census capture intr --warmup 5 --steps 400 -o $R -- python3 examples/gpu_bound.py &
+  python3 -m census capture intr --warmup 5 --active 400 -o $R -- python3 examples/gpu_bound.py &
   local pid=$!
   sleep 25; kill -INT $pid; sleep 0.5; kill -INT $pid; wait $pid; echo "census exit $?"
   sleep 2
   echo "left running: $(pgrep -fc 'examples/gpu_bound.py|nsys profile' || true)"
   ls -a $R
 }
+ds_moe() {
+  # DS_TAG names this variant's profiles and files (default ds); 3 files back per variant:
+  # TAG-diff.json and TAG-{eager,compiled}.sqlite.xz (under 15 MiB), beside log-TAG.txt
+  local tag=${DS_TAG:-ds} D=/tmp/prof-ds W=5 N=15 T0=$SECONDS T=$SECONDS side flag size
+  ds_lap() { echo "[deepspeed timing] $1: $((SECONDS - T)) s (section so far $((SECONDS - T0)) s)"; T=$SECONDS; }
+  rmdir "$OUT/r" 2>/dev/null
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  step "install .device-kit/wheels-ds into /tmp/site (DeepSpeed 0.19.8 and what the image lacks)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .device-kit/wheels-ds/*.whl; echo "exit $?"
+  export PYTHONPATH=/tmp/site:$PYTHONPATH
+  python3 -c "from importlib.metadata import version as v
+print(*(f'{n} {v(n)}' for n in ('torch', 'transformers', 'deepspeed', 'pydantic', 'pydantic-core',
+  'typing-extensions', 'nvtx')), sep=', ')
+import deepspeed, deepspeed.utils.nvtx as n
+from deepspeed.accelerator import get_accelerator
+print('accelerator', get_accelerator()._name, 'enable_nvtx', n.enable_nvtx)"; echo "exit $?"
+  ds_lap "install and import check"
+  for side in eager compiled; do
+    flag=""; [ $side = compiled ] && flag=--compile
+    step "capture $tag-$side: examples/deepspeed_moe.py $flag ${DS_ARGS:-} ($W warm-up + $N steps, calibrated)"
+    python3 -m census capture $tag-$side --warmup $W --active $N --calibrate -o $D --force -- \
+      python3 examples/deepspeed_moe.py $flag ${DS_ARGS:-}; echo "exit $?"
+    ds_lap "capture $tag-$side (calibration run + nsys run + export)"
+    cat $D/$tag-$side/run.json
+  done
+  for side in eager compiled; do
+    step "summary of $tag-$side (the idle split is on by default)"
+    COLUMNS=100 census summary $D/$tag-$side; echo "exit $?"
+    step "NVTX ranges in $tag-$side (DeepSpeed's domain included)"
+    python3 - $D/$tag-$side/capture.sqlite <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+import collections, re
+names = {r[0]: r[1] for r in db.execute("SELECT id, value FROM StringIds")}
+domains = dict(db.execute("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75"))
+rows = db.execute("SELECT text, textId, domainId, COUNT(*) FROM NVTX_EVENTS "
+                  "WHERE eventType IN (59, 60, 70) GROUP BY text, textId, domainId").fetchall()
+count = collections.Counter()
+for text, text_id, domain, n in rows:
+    text = re.sub(r"^step \d+$", "step N", text or names.get(text_id, "?"))
+    count[domains.get(domain, f"domain {domain}"), text] += n
+for (domain, text), n in count.most_common(20):
+    print(f"  {n:6d}  {domain:>12}  {text}")
+PY
+  done
+  ds_lap "summaries"
+  step "diff eager vs compiled"
+  COLUMNS=100 census diff $D/$tag-eager $D/$tag-compiled --labels eager,compiled; echo "exit $?"
+  census diff $D/$tag-eager $D/$tag-compiled --labels eager,compiled --format json \
+    > "$OUT/$tag-diff.json"; echo "json exit $?"
+  step "nsys stats of $tag-eager (kernel, API and memory-size reports) beside census's totals"
+  nsys stats -q -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum -f csv \
+    --force-export=false $D/$tag-eager/capture.sqlite 2>&1 | head -40
+  ds_lap "diff and nsys stats"
+  step "exports, xz-compressed (returned when under 15 MiB)"
+  for side in eager compiled; do
+    xz -T0 -c $D/$tag-$side/capture.sqlite > "$OUT/$tag-$side.sqlite.xz"
+    size=$(stat -c %s "$OUT/$tag-$side.sqlite.xz")
+    echo "$tag-$side: sqlite $(stat -c %s $D/$tag-$side/capture.sqlite) bytes, xz $size bytes"
+    [ "$size" -gt $((15 * 1024 * 1024)) ] && rm -f "$OUT/$tag-$side.sqlite.xz" && echo "  too large: not returned"
+  done
+  ds_lap "xz"
+  ls -la "$OUT"
+}
 if [ "$SECTION" = runahead ]; then { runahead; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
+if [ "$SECTION" = deepspeed ]; then { ds_moe; } 2>&1 | tee "$OUT/log-${DS_TAG:-ds}.txt"; exit 0; fi
 if [ "$SECTION" = honest ]; then
   { honest; } 2>&1 | tee "$OUT/log.txt"
   tar -cJf "$OUT/h-captures.tar.xz" -C $P h-eager h-compiled 2>/dev/null
@@ -200,11 +270,11 @@ fi
 {
 step "census doctor"; census doctor -o $P; echo "exit $?"
 step "capture sample-eager (demo, eager)"
-census capture sample-eager --demo eager --warmup 5 --steps 20 -o $P; echo "exit $?"
+census capture sample-eager --demo eager --warmup 5 --active 20 -o $P; echo "exit $?"
 step "capture sample-compiled (demo, compiled)"
-census capture sample-compiled --demo compiled --warmup 5 --steps 20 -o $P; echo "exit $?"
+census capture sample-compiled --demo compiled --warmup 5 --active 20 -o $P; echo "exit $?"
 step "capture of a user script"
-census capture user --warmup 3 --steps 5 -o $P -- python3 examples/user_train.py; echo "exit $?"
+census capture user --warmup 3 --active 5 -o $P -- python3 examples/user_train.py; echo "exit $?"
 step "diff of the samples (markdown)"
 census diff $P/sample-eager $P/sample-compiled --labels eager,compiled --format markdown; echo "exit $?"
 for n in sample-eager sample-compiled user; do

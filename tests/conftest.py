@@ -8,27 +8,21 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+# Fixtures live here; plain helpers in tests/helpers/ (test modules import those, never each
+# other). The names below stay importable from here for tests written before the move.
+from tests.helpers.files import DATA, FIXTURES, REPO, SHARED, fixture_file
+
+__all__ = ["DATA", "FIXTURES", "REPO", "SHARED", "fixture_file"]
+
 # CI runs the property tests on a fixed sequence of examples (a run that passed passes again);
 # elsewhere each run draws new ones, and a failure found there becomes an @example.
 settings.register_profile("ci", derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("CENSUS_SHARED", REPO.parent / "shared"))
-FIXTURES = SHARED / "fixtures" / "nsys"
-DATA = Path(__file__).resolve().parent / "data"
-
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-
-
-def fixture_file(name: str) -> Path:
-    path = FIXTURES / name
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent (needs ../shared beside the checkout)")
-    return path
 
 
 @pytest.fixture
@@ -46,3 +40,11 @@ def ab_demo(tmp_path_factory) -> Path:
         packed = DATA / "ab-demo" / side / "capture.sqlite.xz"
         (folder / side / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
     return folder
+
+
+@pytest.fixture
+def export(tmp_path: Path) -> Path:
+    """One step with one kernel (tests.helpers.exports.small_export)."""
+    from tests.helpers.exports import small_export
+
+    return small_export(tmp_path)

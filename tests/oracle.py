@@ -5,6 +5,7 @@ It loads whole tables into Python, which census must not do; fine for test-sized
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import re
 import sqlite3
@@ -312,3 +313,54 @@ def _idle_oracle(step, owned, gpu, api, sync, add) -> None:
             add(owner, idle_launch_ns=b - a)
         else:
             add(owner, idle_other_ns=b - a)
+
+
+def idle_by_range_oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
+    """Range text -> GPU idle ns inside it, summed over the steps: every stretch of a step
+    (between consecutive bounds of any interval involved) in which no kernel, memcpy or memset
+    of the step's process runs goes to the innermost NVTX range open over it on the step
+    range's thread (the latest-started; at equal starts the one that ends first), the step
+    ranges excluded; a stretch with no range open goes to none."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    ranges = [
+        (s, e, text, tid)
+        for s, e, text, tid in conn.execute(
+            "SELECT n.start, n.end, COALESCE(n.text, (SELECT value FROM StringIds WHERE id ="
+            " n.textId)), n.globalTid FROM NVTX_EVENTS n WHERE eventType IN (59, 60, 70)"
+        )
+        if e is not None and s is not None and e > s
+    ]
+    steps = [(s, e, t, tid) for s, e, t, tid in ranges if t and re.search(steps_regex, t)]
+    gpu: dict[int, list[tuple[int, int]]] = {}
+    for table in ("KERNEL", "MEMCPY", "MEMSET"):
+        if f"CUPTI_ACTIVITY_KIND_{table}" not in _tables(conn):
+            continue
+        for s, e, pid in conn.execute(
+            f"SELECT start, end, globalPid FROM CUPTI_ACTIVITY_KIND_{table}"
+        ):
+            if s is not None and e is not None and e >= s:
+                gpu.setdefault(pid >> 24, []).append((s, e))
+    out: dict[str, int] = {}
+    own = set(steps)
+    for s0, e0, _, tid in steps:
+        merged: list[list[int]] = []  # the GPU's busy union over the step, merged by hand
+        for s, e in sorted(x for x in gpu.get(tid >> 24, []) if x[1] > s0 and x[0] < e0):
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        starts = [m[0] for m in merged]
+        mine = [r for r in ranges if r[3] == tid and r not in own and r[1] > s0 and r[0] < e0]
+        cuts = sorted({s0, e0, *(x for m in merged for x in m),
+                       *(x for a, b, _, _ in mine for x in (a, b))})  # fmt: skip
+        cuts = [c for c in cuts if s0 <= c <= e0]
+        for a, b in itertools.pairwise(cuts):
+            i = bisect.bisect_right(starts, a) - 1  # a stretch is all busy or all idle
+            if i >= 0 and merged[i][1] > a:
+                continue
+            open_ = [r for r in mine if r[0] <= a and r[1] >= b]
+            if open_:
+                inner = max(open_, key=lambda r: (r[0], -r[1]))
+                name = inner[2] if inner[2] is not None else "(unnamed range)"
+                out[name] = out.get(name, 0) + b - a
+    return out

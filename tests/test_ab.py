@@ -38,7 +38,7 @@ def run_ab(tmp_path: Path, *args: str, env: dict | None = None):
 def test_ab_finds_a_real_gain_and_writes_the_document(tmp_path: Path) -> None:
     page = tmp_path / "ab.html"
     r = run_ab(tmp_path, "--a", cmd("--ms", "6"), "--b", cmd("--ms", "2"), "--labels",
-               "slow,fast", "--warmup", "2", "--steps", "6", "--json", "--html", str(page))  # fmt: skip
+               "slow,fast", "--warmup", "2", "--active", "6", "--json", "--html", str(page))  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["labels"] == {"a": "slow", "b": "fast"}
@@ -66,7 +66,7 @@ def test_ab_finds_a_real_gain_and_writes_the_document(tmp_path: Path) -> None:
 
 def test_diff_of_an_experiment_folder_shows_the_same(tmp_path: Path) -> None:
     r = run_ab(tmp_path, "--a", cmd("--ms", "2"), "--b", cmd("--ms", "2"), "--arms", "4",
-               "--steps", "4", "--warmup", "1")  # fmt: skip
+               "--active", "4", "--warmup", "1")  # fmt: skip
     assert r.exit_code == 0, r.output
     again = runner.invoke(app, ["diff", str(tmp_path / "exp"), "--format", "markdown"])
     assert again.exit_code == 0, again.output

@@ -13,7 +13,7 @@ from census.api import census_view, diff_view
 from census.definitions import METRIC_KEYS, TIMING_KEYS
 from census.render.json_docs import diff_json, summary_json
 from census.store import cache
-from tests.conftest import REPO, fixture_file
+from tests.helpers.files import REPO, fixture_file
 
 FRAMES_LOADED = (
     "import sys, census; print([m for m in ('pandas', 'census.api') if m in sys.modules])"
@@ -72,9 +72,10 @@ def test_frames_equal_the_summary_json() -> None:
     assert steps.attrs["definitions"] == {
         k: v
         for k, v in doc["definitions"].items()
-        if "." not in k and k not in ("limiter", "host_ran_ahead")
+        if "." not in k and k not in ("limiter", "host_ran_ahead", "idle_by_range")
     }
-    assert doc["limiter"] == "host"  # the sample's GPU is idle 58% of the step; no idle split
+    assert doc["limiter"] == "host (other)"  # the sample's GPU is idle 58% of the step
+    assert census.frames.idle_by_range(c).to_dict("records") == doc["idle_by_range"]
 
 
 def test_frames_without_steps_have_missing_means() -> None:

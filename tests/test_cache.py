@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from census.api import Options, census_view, summarize, summary_document
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 
 
 def test_cache_hit_equals_fresh_and_edits_miss(tmp_path: Path, monkeypatch) -> None:

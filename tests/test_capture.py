@@ -23,7 +23,7 @@ from census.capture import steps as cnvtx
 from census.capture.run import CaptureSpec, nsys_profile_command, run_info
 from census.cli.app import app
 from census.sources.samples import SAMPLES_DIR
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 
 FAKE = str(Path(__file__).parent / "helpers" / "fake_nsys.py")
 runner = CliRunner()
@@ -49,7 +49,7 @@ def test_nsys_command_line() -> None:
 
 
 def test_run_info_fields(tmp_path: Path) -> None:
-    spec = CaptureSpec("x", ("python", "t.py"), tmp_path, nsys=FAKE, warmup=2, steps=3)
+    spec = CaptureSpec("x", ("python", "t.py"), tmp_path, nsys=FAKE, warmup=2, active=3)
     t0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
     info = run_info(spec, ["nsys", "profile"], t0, t0, {"uncaptured_mean_step_time_ns": 5.0})
     assert {
@@ -67,10 +67,10 @@ def test_run_info_fields(tmp_path: Path) -> None:
         "census_version",
         "calibration",
         "warmup",
-        "steps",
+        "active",
     } <= set(info)
     assert info["nsys_version"] == "NVIDIA Nsight Systems version 0000.0.0-fake"
-    assert info["command"] == ["python", "t.py"] and info["warmup"] == 2
+    assert info["command"] == ["python", "t.py"] and (info["warmup"], info["active"]) == (2, 3)
 
 
 @pytest.mark.parametrize("name", ["eager", "compiled"])
@@ -312,7 +312,7 @@ def test_calibration_keeps_the_gpu_clock_beside_the_host_clock(tmp_path: Path) -
 
     record = {"clock": "cuda_events", "step_time_ns": [47, 45, 46], "host_step_time_ns": [5, 4, 6]}
     write = f"import json, os; json.dump({record!r}, open(os.environ['CENSUS_STEP_TIMES'], 'w'))"
-    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, steps=3)
+    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, active=3)
     assert calibrate(spec, tmp_path) == {
         "uncaptured_step_time_ns": [5, 4, 6],
         "uncaptured_mean_step_time_ns": 5.0,
@@ -321,5 +321,5 @@ def test_calibration_keeps_the_gpu_clock_beside_the_host_clock(tmp_path: Path) -
     }
     host = {**record, "clock": "host"}
     write = f"import json, os; json.dump({host!r}, open(os.environ['CENSUS_STEP_TIMES'], 'w'))"
-    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, steps=3)
+    spec = CaptureSpec("x", (sys.executable, "-c", write), tmp_path, nsys=FAKE, warmup=0, active=3)
     assert calibrate(spec, tmp_path)["uncaptured_gpu_step_time_ns"] is None

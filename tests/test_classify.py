@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from census.definitions import classify_kernel, decode_triton, launch_api_kind, nccl_collective
+from census.definitions import classify_kernel, launch_api_kind, nccl_collective
+from census.triton_names import decode_triton
 
 
 @pytest.mark.parametrize(

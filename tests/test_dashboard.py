@@ -4,59 +4,16 @@ as SVG, hostile kernel names shown as text."""
 from __future__ import annotations
 
 import html
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
-
-import pytest
 
 from census.api import census_view, diff_view, summarize
 from census.compare.diff import diff_census
 from census.render.html import render_diff_html, render_summary_html
 from census.sources.samples import sample_path
+from tests.helpers.browser import check_page, needs_browser
 from tests.nsysdb import Export
 
 HOSTILE = "<img src=x onerror=alert(1)> & \"quotes\" 'single' </script><b>bold</b>"
-CHROMIUM = (
-    shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-)
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None, reason="no headless Chromium on this machine (apt-get install chromium)"
-)
-
-
-def render_in_browser(page: Path) -> tuple[str, list[str]]:
-    """The DOM after scripts ran, and every console line Chromium logged."""
-    profile = tempfile.mkdtemp(prefix="census-chromium-")
-    try:
-        r = subprocess.run(
-            [
-                CHROMIUM,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={profile}",
-                "--enable-logging=stderr",
-                "--v=0",
-                "--virtual-time-budget=20000",
-                "--dump-dom",
-                page.resolve().as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    console = [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln]
-    return r.stdout, console
 
 
 def hostile_pair(tmp_path: Path):
@@ -69,17 +26,6 @@ def hostile_pair(tmp_path: Path):
     b.launch("triton_poi_fused_add_mul_0", 1, 10, 100)
     b.launch("void gemm<float, 128>", 2, 100, 300)
     return (summarize(a.write(tmp_path / "a.sqlite")), summarize(b.write(tmp_path / "b.sqlite")))
-
-
-def check_page(page: Path, figures: int) -> str:
-    dom, console = render_in_browser(page)
-    assert console == [], console
-    assert 'data-charts-ready="true"' in dom
-    for i in range(figures):
-        block = dom.split(f'id="fig-{i}"', 1)[1][:200_000]
-        assert "<svg" in block[:5000], f"figure {i} has no SVG"
-    assert "<img" not in dom
-    return dom
 
 
 def test_hostile_names_are_escaped_in_the_markup(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
 from census.render.json_docs import diff_json
 from census.render.markdown import render_diff_markdown
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 
 runner = CliRunner()
 

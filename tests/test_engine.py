@@ -17,7 +17,8 @@ from census.load.aggregates import load_profile
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
 from census.sources.samples import sample_path
 from census.store.codec import to_record
-from tests.conftest import DATA, FIXTURES
+from tests.helpers.exports import real_exports, unpacked
+from tests.helpers.files import DATA
 from tests.nsysdb import Export
 from tests.oracle import _union, oracle
 
@@ -31,14 +32,6 @@ def census_record(path: Path, workers: int, batch_rows: int) -> tuple[dict, list
         path, DEFAULT_STEPS_REGEX, 0, lambda s, *_: stages.append(s), workers, batch_rows
     )
     return to_record(compute_census(profile)), stages
-
-
-def real_exports() -> list[Path]:
-    from tests.test_nsys_stats import unpacked
-
-    found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
-    ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
-    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours
 
 
 @pytest.mark.parametrize("path", real_exports(), ids=lambda p: p.parent.name + "/" + p.name)
@@ -187,8 +180,6 @@ ENGINE_TOTALS = {
 
 @pytest.mark.parametrize("name", sorted(ENGINE_TOTALS))
 def test_fresh_h200_captures_exact_and_as_defined(name: str) -> None:
-    from tests.test_nsys_stats import unpacked
-
     path = unpacked(DATA / "engine" / f"{name}.sqlite.xz")
     census = compute_census(load_profile(path, DEFAULT_STEPS_REGEX, 0, None, 2, 64))
     for key, value in ENGINE_TOTALS[name].items():

@@ -8,7 +8,7 @@ import pytest
 from census.api import summarize
 from census.definitions import METRIC_KEYS
 from census.sources.samples import sample_path
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 from tests.oracle import oracle
 
 # name -> (kernel_count, kernel_time_ns, nccl_count, nccl_time_ns, union_ns,

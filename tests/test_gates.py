@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from census.cli.app import app
 from census.compare.gates import parse_gate
 from census.errors import UsageError
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 
 runner = CliRunner()
 pytestmark = pytest.mark.fixtures

@@ -30,10 +30,10 @@ from census.definitions import (
 from census.load.aggregates import load_profile
 from census.render.json_docs import summary_json
 from census.store.codec import from_record, to_record
-from tests.conftest import DATA, fixture_file
+from tests.helpers.exports import build_run_ahead, real_exports
+from tests.helpers.files import DATA, fixture_file
 from tests.nsysdb import Export
 from tests.oracle import span_oracle
-from tests.test_engine import real_exports
 
 OUT = OUTSIDE_PHASES
 MS = 1_000_000
@@ -67,22 +67,6 @@ def summarize(path: Path, **options) -> census.Census:
 
 
 # -- (1) a host that runs ahead of its GPU ------------------------------------------------------
-def build_run_ahead(tmp_path: Path, steps: int = 5) -> Path:
-    """Step k's range is [4k, 4k + 3] ms; in it the host launches three kernels (3, 3 and 4 ms
-    of GPU work) without waiting. The GPU runs them back to back, so it falls behind: step k's
-    kernels start when step k-1's end, at 1000 ns + 10k ms."""
-    e = Export()
-    gpu = 0
-    for k in range(steps):
-        start = 4 * MS * k
-        e.range(f"step {k}", start, start + 3 * MS)
-        for i, (at, length) in enumerate(((100, 3 * MS), (MS, 3 * MS), (2 * MS, 4 * MS))):
-            begin = max(start + at + 900, gpu)  # a queue: after the launch, after the last one
-            e.launch(f"k{i}", start + at, begin, begin + length)
-            gpu = begin + length
-    return e.write(tmp_path / "ahead.sqlite")
-
-
 def test_host_running_ahead_of_the_gpu(tmp_path: Path) -> None:
     path = build_run_ahead(tmp_path)
     c = summarize(path)

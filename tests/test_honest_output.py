@@ -1,6 +1,8 @@
 """Output that cannot mislead: the clipped step window and the unclipped launched work never share
 a table; terminal tables fit 80 columns with every column whole and names told apart; dashboards
-say when there is nothing to draw, name their colours and keep their titles clear."""
+say when there is nothing to draw, name their colours and keep their titles clear. And what census
+says when it cannot back a claim: sides without steps, no step range matched, a table missing,
+sides not comparable, identical arms, a difference under a nanosecond, steps of no time."""
 
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from census.api import census_view, diff_view, summarize
+from census.capture.arms import arm_order
 from census.cli.app import app
 from census.compare.diff import diff_census
+from census.compare.experiment import Experiment
 from census.compare.explain import explain_diff
+from census.compare.stats import analyze
 from census.definitions import LABELS
+from census.model import Arm
 from census.render.diff_table import render_diff_table
 from census.render.fit import MIN_NAME, short_names
 from census.render.html import render_diff_html, render_summary_html
@@ -26,8 +32,10 @@ from census.render.markdown import render_diff_markdown
 from census.render.table import render_summary
 from census.sources.samples import sample_path
 from census.units import fmt_ns
+from tests.helpers.browser import CHROMIUM, check_page
+from tests.helpers.files import fixture_file
+from tests.helpers.terminal import cells, terminal_tables
 from tests.nsysdb import Export
-from tests.test_dashboard import CHROMIUM, check_page
 
 runner = CliRunner()
 BUSY, UNION = LABELS["gpu_busy_ns"], LABELS["non_nccl_union_ns"]
@@ -43,20 +51,6 @@ def pair():
     a, b = summarize(sample_path("eager")), summarize(sample_path("compiled"))
     d = diff_census(a, b, ("eager", "compiled"))
     return d, explain_diff(d)
-
-
-def terminal_tables(text: str) -> list[list[str]]:
-    """The lines of each rich table drawn in `text` (from its top border to its bottom one)."""
-    tables, current = [], None
-    for line in text.splitlines():
-        if line.startswith("┏"):
-            current = []
-        if current is not None:
-            current.append(line)
-        if line.startswith("└"):
-            tables.append(current)
-            current = None
-    return tables
 
 
 def test_a_step_of_the_real_sample_has_less_busy_time_than_union(eager) -> None:
@@ -105,10 +99,6 @@ def test_json_documents_carry_each_rule(eager, pair) -> None:
 
 
 # Terminal tables at 80 columns and wider
-
-
-def cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip("│").split("│")]
 
 
 @pytest.mark.parametrize("width", [80, 100, 132])
@@ -169,6 +159,21 @@ def test_short_names_tell_different_names_apart(parts, width: int) -> None:
             assert (names[i] == names[j]) == (shown[i] == shown[j])
 
 
+def test_markdown_shortens_kernel_names_as_the_terminal_does(pair) -> None:
+    from census.render.fit import short_names
+    from census.render.markdown import MARKDOWN_NAME_CHARS, _cell, render_diff_markdown
+
+    d, why = pair
+    text = render_diff_markdown(diff_view(d, explanation=why), top=15)
+    table = text.split("kernel changes", 1)[1].split("\n\n", 2)[1].splitlines()[2:]
+    full = [k.name for k in d.kernels if k.bucket != "unchanged"][:15]
+    shown = short_names(full, MARKDOWN_NAME_CHARS)
+    assert len(table) == 15 and len(set(shown)) == 15
+    assert all(len(name) <= MARKDOWN_NAME_CHARS for name in shown)
+    assert any(len(name) > MARKDOWN_NAME_CHARS for name in full)  # some were cut
+    assert [row.split(" | ")[0] for row in table] == [f"| {_cell(n)}" for n in shown]
+
+
 # Dashboards
 
 
@@ -212,9 +217,9 @@ def test_the_terminal_summary_names_what_the_user_gave() -> None:
     r = runner.invoke(app, ["summary", "--sample", "eager"], env={"COLUMNS": "200"})
     first, second = r.stdout.splitlines()[:2]
     assert r.exit_code == 0 and second.startswith("sample:eager  nsys 2025.3.2.0 · ")
-    assert first == (  # what limits the step comes first
-        "host-bound: GPU idle 58% of the step (--idle says whether in launches, syncs or other "
-        "host work)"
+    assert first == (  # what limits the step comes first, and where the host was meanwhile
+        "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step), most "
+        "inside backward (52% of the idle)"
     )
 
 
@@ -240,19 +245,7 @@ def test_a_dashboard_without_kernels_draws_in_a_browser(tmp_path: Path) -> None:
     assert "no kernels in this capture" in dom
 
 
-def test_markdown_shortens_kernel_names_as_the_terminal_does(pair) -> None:
-    from census.render.fit import short_names
-    from census.render.markdown import MARKDOWN_NAME_CHARS, _cell, render_diff_markdown
-
-    d, why = pair
-    text = render_diff_markdown(diff_view(d, explanation=why), top=15)
-    table = text.split("kernel changes", 1)[1].split("\n\n", 2)[1].splitlines()[2:]
-    full = [k.name for k in d.kernels if k.bucket != "unchanged"][:15]
-    shown = short_names(full, MARKDOWN_NAME_CHARS)
-    assert len(table) == 15 and len(set(shown)) == 15
-    assert all(len(name) <= MARKDOWN_NAME_CHARS for name in shown)
-    assert any(len(name) > MARKDOWN_NAME_CHARS for name in full)  # some were cut
-    assert [row.split(" | ")[0] for row in table] == [f"| {_cell(n)}" for n in shown]
+# What census says when it cannot back a claim
 
 
 def test_a_capture_without_steps_has_no_empty_per_step_columns(fixture) -> None:
@@ -261,3 +254,121 @@ def test_a_capture_without_steps_has_no_empty_per_step_columns(fixture) -> None:
     ).stdout
     assert "per step" not in out
     assert "│ GPU kernels                │        2 │\n" in out
+
+
+def test_both_sides_without_steps_have(tmp_path: Path) -> None:
+    e = Export()
+    e.launch("k", 10, 20, 30)
+    a, b = e.write(tmp_path / "a.sqlite"), e.write(tmp_path / "b.sqlite")
+    r = runner.invoke(app, ["diff", str(a), str(b), "--format", "json"])
+    assert "a and b have no step ranges" in r.stderr
+
+
+def test_no_step_ranges_names_the_texts_and_a_steps_regex(tmp_path: Path) -> None:
+    e = Export()
+    for i in range(3):
+        e.range(f"iteration {i}", i * 100, i * 100 + 90)
+        e.range("fwd", i * 100, i * 100 + 40)
+    e.launch("k", 10, 20, 30)
+    path = e.write(tmp_path / "x.sqlite")
+    r = runner.invoke(app, ["summary", str(path), "--json"])
+    assert (
+        "warning: no NVTX step ranges matched --steps '^(step\\b|ProfilerStep#)': per-step "
+        "figures are unavailable; its most frequent ranges: 'fwd' ×3, 'iteration 0' ×1, "
+        "'iteration 1' ×1, 'iteration 2' ×1; try --steps '^iteration\\b'"
+    ) in r.stderr
+    r = runner.invoke(app, ["summary", str(path), "--json", "--steps", "^iteration\\b"])
+    assert json.loads(r.stdout)["timing"]["per_step"]["step_time_ns"] == 90
+
+
+def test_a_steps_suggestion_needs_numbered_texts() -> None:
+    from census.load.steps import _steps_suggestion
+
+    assert _steps_suggestion([("aten::mm", 18088), ("aten::add", 900)]).startswith(
+        "none looks like a numbered step"
+    )
+    assert (
+        _steps_suggestion([("iter_1", 1), ("iter_2", 1), ("fwd", 9)])
+        == "try --steps '^iter_?[0-9]'"
+    )
+    assert _steps_suggestion([("ProfilerStep#3", 1), ("ProfilerStep#4", 1)]) == (
+        "try --steps '^ProfilerStep\\b'"
+    )
+    assert _steps_suggestion([("layer 1", 5)]).startswith("none looks")  # one number is no series
+
+
+@pytest.mark.fixtures
+def test_a_missing_memset_table_is_warned() -> None:
+    r = runner.invoke(app, ["summary", str(fixture_file("nsysai_mock.sqlite")), "--json"])
+    assert "warning: no CUPTI_ACTIVITY_KIND_MEMSET table: no memsets were captured" in r.stderr
+
+
+@pytest.mark.fixtures
+def test_incomparable_sides_are_said_first_and_voided_sentences_withheld() -> None:
+    eager = fixture_file("h200_eager_3steps.sqlite")
+    graph = fixture_file("flameox_nsight-2025.5.2_cudagraph.sqlite")
+    for fmt in ("json", "markdown", "table"):
+        r = runner.invoke(app, ["diff", str(eager), str(graph), "--labels", "node,graph",
+                                "--format", fmt], env={"COLUMNS": "400"})  # fmt: skip
+        assert r.exit_code == 0
+        out = " ".join(r.stdout.split())
+        assert "not directly comparable: graph traced CUDA graphs as whole graphs" in out, fmt
+        assert "kernels (" not in out and "over 0 calls" not in out
+        if fmt != "json":  # JSON also carries it as data (comparability, warnings)
+            assert out.count("traced CUDA graphs as whole graphs") == 1, fmt  # once, first
+    doc = json.loads(runner.invoke(app, ["diff", str(eager), str(graph), "--format", "json",
+                                         "--labels", "node,graph"]).stdout)  # fmt: skip
+    first = doc["explanation"][0]
+    assert first.startswith("not directly comparable: graph traced CUDA graphs")
+    assert "graph has no step ranges: whole captures are compared" in first
+    assert "different GPUs (node: 1 × NVIDIA H200; graph: 1 × NVIDIA GeForce RTX 3060)" in first
+    assert first == "not directly comparable: " + "; ".join(doc["comparability"]["problems"])
+    assert len(doc["comparability"]["problems"]) == 3
+    assert not any("kernels" in s and "Triton" in s for s in doc["explanation"])
+
+
+# Degenerate arms: no difference is "no difference", a zero time no division
+
+
+def experiment(a: tuple[int, ...], b: tuple[int, ...], arms: int = 4) -> Experiment:
+    order = arm_order(arms)
+    runs = tuple(Arm(s, i, i == 0, a if s == "a" else b) for i, s in enumerate(order))
+    return Experiment(("A", "B"), {"a": ["a"], "b": ["b"]}, runs, analyze(list(runs)), None, "x")
+
+
+def test_identical_arms_are_no_difference_never_slower_by_0_ns() -> None:
+    for steps in ((1000, 1000, 1000), (1000, 1001, 1000, 999), (7,)):
+        st = experiment(steps, steps, 8).stats
+        assert st.verdict == "no difference"
+        assert (st.delta_median_ns, st.ci95_ns, st.residual_sd_ns) == (0.0, (0.0, 0.0), 0.0)
+        assert st.pairs_agreeing == 4 and st.arms_needed is None
+
+
+def test_an_exact_difference_without_spread_is_settled() -> None:
+    st = experiment((1000,) * 3, (1005,) * 3).stats
+    assert st.verdict == "slower" and st.residual_sd_ns == 0
+    assert st.ci95_ns[0] == st.ci95_ns[1] == pytest.approx(5)
+    assert st.pairs_agreeing == 2
+
+
+def test_a_difference_under_a_nanosecond_is_never_claimed() -> None:
+    # every arm of B is exactly 0.5 ns slower: a difference under the record's unit
+    st = experiment((1000, 1000), (1000, 1001)).stats
+    assert abs(st.delta_median_ns) < 1 and st.verdict == "no difference"
+    assert st.arms_needed is None
+
+
+def test_zero_time_steps_render_without_dividing_by_zero() -> None:
+    from census.api import experiment_view
+    from census.render import render
+    from census.render.ab import delta_line, e2e_rows
+
+    for a, b in (((0, 0), (0, 0)), ((0, 0), (5, 5)), ((5, 5), (0, 0))):
+        exp = experiment(a, b)
+        assert e2e_rows(exp)[1][5] == ""  # no throughput to compare with a step of no time
+        assert "()" not in delta_line(exp)
+        view = experiment_view(exp)
+        assert "B − A" in render(view, "terminal", width=200)
+        assert "| throughput |" in render(view, "markdown")
+        assert "<html" in render(view, "html").lower()
+        json.loads(render(view, "json"))

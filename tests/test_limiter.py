@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import census
-from census.compare.limiter import find_limiter, limiter_sentence
+from census.compare.limiter import find_limiter, limiter_sentence, summary_lead
 from tests.nsysdb import Export
 
 
@@ -51,11 +51,10 @@ def test_other_host_work_and_no_split(tmp_path: Path) -> None:
     c = _step(tmp_path, "other", lambda e: e.launch("k", 10, 100, 200))
     lim = find_limiter(c)
     assert (lim.kind, lim.cause_ns) == ("host (other)", 895)  # 900 idle, 5 in the launch call
-    plain = census.summarize(Path(c.source.path), use_cache=False)
+    plain = census.summarize(Path(c.source.path), use_cache=False, idle=False)  # --no-idle
     assert find_limiter(plain).kind == "host"
     assert limiter_sentence(find_limiter(plain)) == (
-        "host-bound: GPU idle 90% of the step (--idle says whether in launches, syncs or other "
-        "host work)"
+        "host-bound: GPU idle 90% of the step (the idle split was off: --no-idle)"
     )
 
 
@@ -70,6 +69,10 @@ def test_the_bundled_sample_is_host_bound_in_other_host_work() -> None:
     assert lim.kind == "host (other)"
     assert limiter_sentence(lim) == (
         "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step)"
+    )
+    assert summary_lead(census.summarize("sample:eager")) == (
+        "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step), most "
+        "inside backward (52% of the idle)"
     )
 
 

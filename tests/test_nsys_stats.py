@@ -15,7 +15,8 @@ import pytest
 from census.api import summarize
 from census.definitions import launch_api_kind
 from census.sources.samples import sample_path
-from tests.conftest import DATA, fixture_file
+from tests.helpers.exports import unpacked
+from tests.helpers.files import DATA, fixture_file
 
 STATS = DATA / "nsys_stats"
 FILES = {
@@ -36,19 +37,6 @@ FILES = {
     "engine-eager": lambda: unpacked(DATA / "engine" / "eager.sqlite.xz"),
     "engine-compiled": lambda: unpacked(DATA / "engine" / "compiled.sqlite.xz"),
 }
-
-
-def unpacked(xz: Path) -> Path:
-    """An xz-compressed capture of our own (made on the H200 with `census capture`), unpacked:
-    ddp/rank0 from `--demo ddp-eager` through torchrun; engine/ from `--demo eager|compiled`
-    (5 warm-up + 20 steps), captured to check the columnar engine."""
-    import lzma
-    import tempfile
-
-    target = Path(tempfile.gettempdir()) / f"census-test-{xz.parent.name}-{xz.stem}"
-    if not target.exists():
-        target.write_bytes(lzma.decompress(xz.read_bytes()))
-    return target
 
 
 def _rows(stem: str, report: str) -> list[dict[str, str]]:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import census
 from census.cli.app import app
 from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
-from tests.conftest import fixture_file
+from tests.helpers.files import fixture_file
 from tests.nsysdb import Export
 from tests.oracle import phase_oracle
 
@@ -127,7 +127,7 @@ def test_phases_add_up_to_the_step(tmp_path: Path) -> None:
     path = build_step(tmp_path)
     c = census.summarize(path, use_cache=False, idle=True)
     assert_law(c)
-    plain = census.summarize(path, use_cache=False)
+    plain = census.summarize(path, use_cache=False, idle=False)  # --no-idle
     assert plain.steps[0].idle is None and plain.per_step_timing()["idle_other_ns"] is None
     assert plain.per_phase()["forward"]["sync_count"] is None
 

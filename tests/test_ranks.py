@@ -12,21 +12,9 @@ from census.census import rank_spread
 from census.cli.app import app
 from census.compare.diff import diff_census
 from census.sources.ranks import rank_files
-from tests.conftest import fixture_file
+from tests.helpers.exports import rank_folder
 
 runner = CliRunner()
-
-
-def rank_folder(tmp_path: Path, *names: str) -> Path:
-    """A multi-rank capture folder as `census capture` writes it: rankN.sqlite and a run.json
-    that maps each rank to its export."""
-    folder = tmp_path / "cap"
-    folder.mkdir(parents=True)
-    for i, name in enumerate(names):
-        (folder / f"rank{i}.sqlite").symlink_to(fixture_file(name))
-    ranks = {str(i): f"rank{i}.sqlite" for i in range(len(names))}
-    (folder / "run.json").write_text(json.dumps({"calibration": None, "ranks": ranks}), "utf-8")
-    return folder
 
 
 def test_rank_files_order_by_number(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ from census.compare import experiment, explain, limiter, tails
 from census.definitions import LAUNCHED_TITLE, WINDOW_TITLE
 from census.errors import UsageError
 from census.render import FORMATS, render
+from census.render.summaryrows import IDLE_RANGES_TITLE
 from census.render.views import RanksView, SummaryView
-from tests.test_ranks import rank_folder
+from tests.helpers.exports import rank_folder
 
 
 @pytest.fixture(scope="module")
@@ -107,12 +108,17 @@ def test_the_markdown_summary_is_short_and_pasteable(views: dict) -> None:
     assert lines[0] == f"**{view.lead}**" and view.lead.startswith("host-bound")
     assert lines[2] == "### sample:eager"
     heads = [line for line in lines if line.startswith("#### ")]
-    assert heads == [f"#### {WINDOW_TITLE}", f"#### Kernel census: {LAUNCHED_TITLE}",
-                     "#### Phases (per step, mean)", "#### Top 5 kernels by time"]  # fmt: skip
+    assert heads == [f"#### {WINDOW_TITLE}", f"#### {IDLE_RANGES_TITLE}",
+                     f"#### Kernel census: {LAUNCHED_TITLE}", "#### Phases (per step, mean)",
+                     "#### Top 5 kernels by time"]  # fmt: skip
+    assert (
+        "| backward | 3.55 ms | 52.5% |" in lines
+        and "| (no range open) | 46.2 µs | 0.7% |" in lines
+    )
     assert "| step time | 11.70 ms |" in lines
     assert "| GPU kernels | 4,940 | 247 |" in lines
     tables = table_rows(md)
-    assert len(tables) == 4 and all(len(set(t)) == 1 for t in tables)  # every row whole
+    assert len(tables) == 5 and all(len(set(t)) == 1 for t in tables)  # every row whole
     assert len(lines) < 70
 
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import census
 from census.cli.app import app
 from census.compare.explain import explain_diff
-from tests.conftest import DATA
+from tests.helpers.files import DATA
 from tests.nsysdb import Export
 
 MS = 1_000_000

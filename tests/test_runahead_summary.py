@@ -22,10 +22,10 @@ from census.compare.limiter import summary_lead
 from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
 from census.render.html import render_summary_html
 from census.render.table import render_summary
-from tests.conftest import DATA
+from tests.helpers.exports import build_run_ahead
+from tests.helpers.files import DATA
+from tests.helpers.terminal import cells, terminal_tables
 from tests.nsysdb import Export
-from tests.test_gpu_span import build_run_ahead
-from tests.test_honest_output import cells, terminal_tables
 
 runner = CliRunner()
 MS = 1_000_000
@@ -34,8 +34,8 @@ AHEAD = (
     "first to last GPU op launched in the range); "
 )
 SAMPLE_LEAD = (
-    "host-bound: GPU idle 58% of the step (--idle says whether in launches, syncs or other host "
-    "work)"
+    "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step), most inside "
+    "backward (52% of the idle)"
 )
 
 
@@ -148,7 +148,7 @@ def test_real_run_ahead_capture_fits_80_columns_and_keeps_window_and_work_apart(
 
 # -- built exports --------------------------------------------------------------------------------
 def test_built_host_ahead_first_line_and_steps(tmp_path: Path) -> None:
-    """tests/test_gpu_span.build_run_ahead: 3 ms ranges, 10 ms of GPU work each, run back to
+    """tests/helpers/exports.build_run_ahead: 3 ms ranges, 10 ms of GPU work each, run back to
     back; leads 7, 13, 19, 25, 31 ms (+1 µs): a median of 19 ms over 10 ms spans is ~2 steps.
     The GPU is busy in every window but the first's first microsecond."""
     lines = summary(build_run_ahead(tmp_path))
@@ -266,7 +266,7 @@ def test_the_sample_keeps_its_first_line_and_the_host_clock() -> None:
 def test_the_page_charts_the_gpu_spans_and_drops_empty_idle_columns(ra_eager: Path) -> None:
     from census.render.charts import summary_charts
 
-    c = census.summarize(ra_eager, use_cache=False)
+    c = census.summarize(ra_eager, use_cache=False, idle=False)  # --no-idle
     titles = [ch.title for ch in summary_charts(c)]
     assert titles[2:4] == [
         "GPU span of each step: its work as the GPU ran it (ms)",

@@ -30,7 +30,7 @@ class ABSpec:
     labels: tuple[str, str] = ("A", "B")
     arms: int = 8
     warmup: int | None = None
-    steps: int | None = None
+    active: int | None = None  # measured steps per arm and capture
     capture: bool = True
     out_dir: Path = Path("profiles")
     nsys: str | None = None
@@ -67,7 +67,7 @@ def run_ab(
         except ToolMissingError:
             note = "nsys is not installed"
     arms = run_arms(
-        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.steps), progress
+        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active), progress
     )
     work = make_work_folder(spec.out_dir, spec.name)
     try:
@@ -147,7 +147,7 @@ def _capture_sides(
                 )
 
         run_capture(CaptureSpec(name=side, command=command, out_dir=work, nsys=nsys,
-                                warmup=spec.warmup, steps=spec.steps), verify)  # fmt: skip
+                                warmup=spec.warmup, active=spec.active), verify)  # fmt: skip
 
 
 def _arm_record(arm: Arm) -> dict:

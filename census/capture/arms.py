@@ -44,7 +44,7 @@ class ArmsSpec:
     labels: tuple[str, str]
     arms: int = 8
     warmup: int | None = None
-    steps: int | None = None
+    active: int | None = None  # measured steps per arm
     env: tuple[tuple[str, str], ...] = ()
 
 
@@ -69,8 +69,8 @@ def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> 
     env = {**os.environ, **dict(spec.env), ENV_STEP_TIMES: str(times)}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
-    if spec.steps is not None:
-        env[ENV_ACTIVE] = str(spec.steps)
+    if spec.active is not None:
+        env[ENV_ACTIVE] = str(spec.active)
     named = label if label == side.upper() else f"{side.upper()}, {label}"
     what = f"arm {index} ({named}{', the discarded warm arm' if index == 0 else ''})"
     run_group(command, env, what)  # silently: a failed arm's tail is printed as lines

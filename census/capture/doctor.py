@@ -28,18 +28,28 @@ def _run(cmd: list[str], timeout: float = 60.0) -> tuple[int, str]:
 
 
 def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
-    checks: list[Check] = []
+    """Every check of `census doctor`, in the order it prints them."""
+    return [*_check_nsys(nsys), *_check_torch(), _check_driver(), _check_profiles(profiles)]
+
+
+def _check_nsys(nsys: str | None) -> list[Check]:
+    """nsys found and its version, then `nsys status -e` (whether this machine can profile)."""
     try:
         exe = find_nsys(nsys)
-        rc, out = _run([exe, "--version"])
-        checks.append(Check("nsys", rc == 0, f"{exe}: {out.splitlines()[-1] if out else rc}"))
-        rc, out = _run([exe, "status", "-e"])
-        last = out.splitlines()[-1] if out else f"exit {rc}"
-        checks.append(
-            Check("nsys status -e", rc == 0, last if rc == 0 else f"{last} (see `nsys status -e`)")
-        )
     except ToolMissingError as exc:
-        checks.append(Check("nsys", False, str(exc)))
+        return [Check("nsys", False, str(exc))]
+    rc, out = _run([exe, "--version"])
+    checks = [Check("nsys", rc == 0, f"{exe}: {out.splitlines()[-1] if out else rc}")]
+    rc, out = _run([exe, "status", "-e"])
+    last = out.splitlines()[-1] if out else f"exit {rc}"
+    checks.append(
+        Check("nsys status -e", rc == 0, last if rc == 0 else f"{last} (see `nsys status -e`)")
+    )
+    return checks
+
+
+def _check_torch() -> list[Check]:
+    """torch importable in this interpreter, the CUDA it was built for, and the GPU it sees."""
     code = (
         "import json, torch; c = torch.cuda.is_available(); "
         "print(json.dumps([torch.__version__, torch.version.cuda, c, "
@@ -47,40 +57,41 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
     )
     rc, out = _run([sys.executable, "-c", code])
     if rc != 0:
-        checks.append(
+        return [
             Check(
                 "torch",
                 False,
                 "torch is not importable: install PyTorch for this machine's CUDA (PyTorch's own "
                 "instructions), then census into the same environment",
             )
-        )
-    else:
-        import json
+        ]
+    import json
 
-        version, cuda, available, name = json.loads(out.splitlines()[-1])
-        checks.append(Check("torch", True, f"torch {version}, built for CUDA {cuda}"))
-        checks.append(
-            Check("GPU visible to torch", bool(available), name or "no CUDA GPU: check drivers")
-        )
+    version, cuda, available, name = json.loads(out.splitlines()[-1])
+    return [
+        Check("torch", True, f"torch {version}, built for CUDA {cuda}"),
+        Check("GPU visible to torch", bool(available), name or "no CUDA GPU: check drivers"),
+    ]
+
+
+def _check_driver() -> Check:
     rc, out = _run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
-    checks.append(
-        Check(
-            "NVIDIA driver",
-            rc == 0,
-            out.splitlines()[0] if rc == 0 and out else "nvidia-smi not found or failed",
-        )
+    return Check(
+        "NVIDIA driver",
+        rc == 0,
+        out.splitlines()[0] if rc == 0 and out else "nvidia-smi not found or failed",
     )
+
+
+def _check_profiles(profiles: Path) -> Check:
+    """The captures' folder writable (made when its parent exists)."""
     profiles.mkdir(parents=True, exist_ok=True) if profiles.parent.exists() else None
     writable = profiles.is_dir() and os.access(profiles, os.W_OK)
-    checks.append(
-        Check(
-            f"{profiles}/ writable",
-            writable,
-            "ok" if writable else "cannot write captures here: use -o",
-        )
+    return Check(
+        f"{profiles}/ writable",
+        writable,
+        "ok" if writable else "cannot write captures here: use -o",
     )
-    return checks
 
 
 def cannot_capture(nsys: str | None) -> str | None:

@@ -42,7 +42,7 @@ class CaptureSpec:
     nsys: str = "nsys"
     trace: str = DEFAULT_TRACE
     warmup: int | None = None
-    steps: int | None = None
+    active: int | None = None  # measured steps: census.steps(active=N)
     force: bool = False
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
@@ -125,8 +125,8 @@ def step_env(spec: CaptureSpec) -> dict[str, str]:
     env = dict(spec.env)
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
-    if spec.steps is not None:
-        env[ENV_ACTIVE] = str(spec.steps)
+    if spec.active is not None:
+        env[ENV_ACTIVE] = str(spec.active)
     return env
 
 
@@ -351,7 +351,7 @@ def run_info(
         "git_commit": _probe(["git", "rev-parse", "HEAD"], timeout=5),
         "census_version": __version__,
         "warmup": spec.warmup,
-        "steps": spec.steps,
+        "active": spec.active,
         **environment_info(spec.nsys),
         "calibration": calibration,
     }

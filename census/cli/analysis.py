@@ -71,7 +71,7 @@ def summary(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = False,
+    idle: IdleOpt = True,
     ranks: RanksOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     fmt: Annotated[
@@ -122,7 +122,7 @@ def diff(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = False,
+    idle: IdleOpt = True,
     ranks: RanksOpt = False,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
@@ -186,7 +186,7 @@ def dashboard(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = False,
+    idle: IdleOpt = True,
     ranks: RanksOpt = False,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`

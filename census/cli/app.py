@@ -256,9 +256,9 @@ PHASES_DEFAULT = DEFAULT_PHASES_REGEX
 IdleOpt = Annotated[
     bool,
     typer.Option(
-        "--idle",
-        help="Split GPU idle time by cause: after host syncs, while launching, other host time "
-        "(one more pass, which holds the GPU timeline in memory).",
+        "--idle/--no-idle",
+        help="Split GPU idle time by cause (after host syncs, while launching, other host time) "
+        "and by the host's NVTX range; on by default (--idle is kept and does nothing more).",
     ),
 ]
 RanksOpt = Annotated[

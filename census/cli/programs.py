@@ -23,6 +23,25 @@ from census.cli.app import (
 )
 from census.errors import EXIT_TOOL_MISSING, UsageError
 
+# One meaning per name: --steps is the step-range regex of summary and diff; the number of
+# measured steps of capture, ab and demo is --active N, as in census.steps(loader, active=N).
+ActiveOpt = Annotated[
+    int | None,
+    typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
+]
+StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
+
+
+def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
+    """`--steps` given to a command that counts steps: a usage error naming --active."""
+    if steps is None:
+        return
+    where = "; a program's own --steps goes after --" if after_dash else ""
+    raise UsageError(
+        f"--steps {steps!r}: --steps is the step-range regex of census summary and census diff; "
+        f"the number of measured steps is --active N{where}"
+    )
+
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 @handle_errors
@@ -30,7 +49,7 @@ def capture(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Capture name: the folder under -o.")],
     warmup: Annotated[int | None, typer.Option(help="Steps before the capture range.")] = None,
-    steps: Annotated[int | None, typer.Option(help="Steps inside the capture range.")] = None,
+    active: ActiveOpt = None,
     nsys: NsysOpt = None,
     trace: Annotated[str, typer.Option(help="nsys --trace value.")] = "cuda,nvtx",
     output: OutputDirOpt = Path("profiles"),
@@ -44,19 +63,21 @@ def capture(
         bool | None,
         typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
     ] = None,
+    steps: StepsRefusedOpt = None,
 ) -> None:
     """Run COMMAND (after --) under nsys and print its census."""
     from census.capture.demo import demo_command
 
-    _check_counts(warmup, steps, nproc)
+    refuse_steps(steps, after_dash=True)
+    _check_counts(warmup, active, nproc)
     command = tuple(ctx.args)
     if demo:
         if command:
             raise UsageError("give either --demo or a command after --, not both")
         command = demo_command(
-            demo, 5 if warmup is None else warmup, 3 if steps is None else steps, nproc
+            demo, 5 if warmup is None else warmup, 3 if active is None else active, nproc
         )
-    run = (warmup, steps, nsys, trace, output, force)
+    run = (warmup, active, nsys, trace, output, force)
     folder = capture_shown(name, command, *run, bool(demo) if calibrate is None else calibrate)
     print(f"capture written to {folder}", file=sys.stderr)
 
@@ -64,12 +85,13 @@ def capture(
 @app.command()
 @handle_errors
 def demo(
-    steps: Annotated[int, typer.Option(help="Measured steps per capture.")] = 20,
+    active: Annotated[int, typer.Option("--active", help="Measured steps per capture.")] = 20,
     warmup: Annotated[int, typer.Option(help="Warm-up steps (compilation happens here).")] = 5,
     output: OutputDirOpt = Path("profiles"),
     report: Annotated[Path, typer.Option(help="Dashboard to write.")] = Path("reports/demo.html"),
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace existing demo captures.")] = True,
+    steps: StepsRefusedOpt = None,
 ) -> None:
     """Capture eager and compiled runs of the built-in workload, diff them, write a dashboard.
 
@@ -82,7 +104,8 @@ def demo(
     from census.render import render
     from census.sources.samples import sample_path
 
-    _check_counts(warmup, steps)
+    refuse_steps(steps)
+    _check_counts(warmup, active)
     check_output(report)  # every output target before any work
     reason = cannot_capture(nsys)
     if reason:
@@ -92,9 +115,9 @@ def demo(
     else:
         for mode in DEMO_MODES:
             check_capture_folder(output / f"demo-{mode}", force)
-        run = (warmup, steps, nsys, "cuda,nvtx", output, force, True)
+        run = (warmup, active, nsys, "cuda,nvtx", output, force, True)
         paths = [
-            capture_shown(f"demo-{m}", demo_command(m, warmup, steps), *run) for m in DEMO_MODES
+            capture_shown(f"demo-{m}", demo_command(m, warmup, active), *run) for m in DEMO_MODES
         ]
         sources = (str(paths[0]), str(paths[1]))
     view = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options(), sources)
@@ -102,12 +125,12 @@ def demo(
     write_report(render(view, "html"), report)
 
 
-def _check_counts(warmup: int | None, steps: int | None, nproc: int | None = None) -> None:
+def _check_counts(warmup: int | None, active: int | None, nproc: int | None = None) -> None:
     """Warm-up steps 0 or more, measured steps and GPUs 1 or more: before nsys is looked for."""
     from census.cli.app import check_count
 
     check_count("--warmup", warmup)
-    check_count("--steps", steps, least=1)
+    check_count("--active", active, least=1)
     check_count("--nproc", nproc, least=1)
 
 
@@ -124,7 +147,7 @@ def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> Non
         raise typer.Exit(EXIT_TOOL_MISSING)
 
 
-def capture_shown(name, command, warmup, steps, nsys, trace, output, force, calibrate) -> Path:
+def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate) -> Path:
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
     ranges), print its census, its capture overhead on stderr; the capture folder."""
     from census.api import Options, capture_steps
@@ -133,7 +156,7 @@ def capture_shown(name, command, warmup, steps, nsys, trace, output, force, cali
     from census.render.table import overhead_note
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
-                       trace=trace, warmup=warmup, steps=steps, force=force,
+                       trace=trace, warmup=warmup, active=active, force=force,
                        calibrate=calibrate)  # fmt: skip
     folder = capture_steps(spec, nsys)
     view, shape = summary_shown(folder, Options()), terminal()
@@ -153,7 +176,9 @@ def ab(
     labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
     arms: Annotated[int, typer.Option(help="Measured arms, a multiple of 4.")] = 8,
     warmup: Annotated[int | None, typer.Option(help="Steps before the measured ones.")] = None,
-    steps: Annotated[int | None, typer.Option(help="Measured steps per arm.")] = None,
+    active: Annotated[
+        int | None, typer.Option("--active", help="Measured steps per arm (and per capture).")
+    ] = None,
     capture: Annotated[
         bool, typer.Option(help="After the arms, capture each side once under nsys.")
     ] = True,
@@ -168,6 +193,7 @@ def ab(
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace an existing experiment.")] = False,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+    steps: StepsRefusedOpt = None,
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
@@ -175,20 +201,21 @@ def ab(
     from census.capture.ab import ABSpec
     from census.cli.analysis import show_experiment
 
+    refuse_steps(steps)
     fmt = output_format("json" if as_json else fmt)
-    _check_counts(warmup, steps)
+    _check_counts(warmup, active)
     if html:
         from census.paths import check_output
 
         check_output(html)
-    commands, names = _ab_commands(a, b, labels, demo, warmup, steps)
-    spec = ABSpec(name, commands, names, arms, warmup, steps, capture, output, nsys, force)
+    commands, names = _ab_commands(a, b, labels, demo, warmup, active)
+    spec = ABSpec(name, commands, names, arms, warmup, active, capture, output, nsys, force)
     exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
     show_experiment(experiment_view(exp), fmt, html)
 
 
-def _ab_commands(a, b, labels, demo, warmup, steps) -> tuple[dict, tuple[str, str]]:
+def _ab_commands(a, b, labels, demo, warmup, active) -> tuple[dict, tuple[str, str]]:
     import shlex
 
     from census.capture.demo import DEMO_MODES, demo_command
@@ -199,7 +226,7 @@ def _ab_commands(a, b, labels, demo, warmup, steps) -> tuple[dict, tuple[str, st
         modes = [m.strip() for m in demo.split(",")]
         if len(modes) != 2 or not set(modes) <= set(DEMO_MODES):
             raise UsageError(f"--demo {demo!r}: give two of eager, compiled (eager,compiled)")
-        w, s = 5 if warmup is None else warmup, 20 if steps is None else steps
+        w, s = 5 if warmup is None else warmup, 20 if active is None else active
         commands = {side: demo_command(m, w, s) for side, m in zip("ab", modes, strict=True)}
         default = (
             (modes[0], modes[1]) if modes[0] != modes[1] else (f"{modes[0]}-a", f"{modes[1]}-b")

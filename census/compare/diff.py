@@ -91,6 +91,9 @@ class CensusDiff:
     # "gpu" when either side's host ran ahead of its GPU: steps and phases are compared by their
     # GPU spans (step_key gpu_span_ns), their NVTX ranges timing only the host's enqueueing
     clock: str = "host"
+    # host range -> its GPU idle ns per step on either side (absent: 0), by |delta| descending;
+    # empty unless both sides have steps and the idle split
+    idle_by_range: dict[str, Delta] = field(default_factory=dict)
 
     @property
     def step_key(self) -> str:
@@ -177,7 +180,20 @@ def diff_census(
         uncaptured_ns=uncaptured_ns,
         phases=_phase_deltas(a, b) if per_step else {},
         clock=clock,
+        idle_by_range=idle_range_deltas(a, b),
     )
+
+
+def idle_range_deltas(a: Census, b: Census) -> dict[str, Delta]:
+    """Per host range of either side, its GPU idle ns per step (a range one side lacks is 0
+    there), by |delta| descending, then name; empty unless both sides have the split."""
+    ra, rb = a.idle_ranges(), b.idle_ranges()
+    if ra is None or rb is None:
+        return {}
+    va = {r["range"]: r["idle_ns_per_step"] for r in ra}
+    vb = {r["range"]: r["idle_ns_per_step"] for r in rb}
+    rows = {n: Delta(va.get(n, 0.0), vb.get(n, 0.0)) for n in va.keys() | vb.keys()}
+    return dict(sorted(rows.items(), key=lambda kv: (-abs(kv[1].delta or 0.0), kv[0])))
 
 
 def _phase_deltas(a: Census, b: Census) -> dict[str, dict[str, Delta]]:

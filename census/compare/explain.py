@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff, Delta, compared_value
-from census.definitions import D2D_KIND_NAME, decode_triton
-from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct
+from census.compare.limiter import find_limiter, limiter_sentence
+from census.definitions import D2D_KIND_NAME, NON_GAIN_MIN_SHARE
+from census.triton_names import decode_triton
+from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 TOP_FUSED = 3
 
@@ -19,6 +21,7 @@ def explain_diff(d: CensusDiff) -> list[str]:
     for name, make in (
         ("kernels", _kernels),
         ("idle", _idle),
+        ("idle", _idle_ranges),
         ("kernels", _union),
         ("launch", _launch),
         ("d2d", _d2d),
@@ -29,7 +32,8 @@ def explain_diff(d: CensusDiff) -> list[str]:
         if sentence:
             ranked.append(sentence)
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (_headline(d, unit), _uncaptured(d), _phases(d)) if line]
+    head = [line for line in (_headline(d, unit), _non_gain(d, unit), _uncaptured(d),
+                              _phases(d)) if line]  # fmt: skip
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
 
@@ -58,9 +62,10 @@ def _headline(d: CensusDiff, unit: str) -> str | None:
             "`census ab` settles it with repeated uncaptured runs"
         )
     verdict = "faster" if step.delta < 0 else "slower"
-    # The larger term of Δ step = Δ busy + Δ idle names where the change came from.
+    # The larger term of Δ step = Δ busy + Δ idle names where the change came from; a change
+    # of the idle time is named by the part of the idle split that moved most.
     if abs(idle.delta) > abs(busy.delta):
-        share = "fewer GPU gaps (launch/CPU-bound time)" if idle.delta < 0 else "more GPU gaps"
+        share = f"{'fewer' if idle.delta < 0 else 'more'} GPU gaps{_idle_cause(d)}"
     else:
         share = "less GPU work" if busy.delta < 0 else "more GPU work"
     basis = (
@@ -146,6 +151,56 @@ IDLE_CAUSES = {
     "idle_launch_ns": "while the host launched",
     "idle_other_ns": "in other host work",
 }
+
+
+def _idle_cause(d: CensusDiff, lead: str = " ") -> str:
+    """` in other host work`: the idle part whose change was largest, after `lead`; "" without
+    the split."""
+    parts = {k: d.metrics[k].delta for k in IDLE_CAUSES if d.metrics[k].delta is not None}
+    if not parts:
+        return ""
+    key = max(parts, key=lambda k: abs(parts[k] or 0))
+    return f"{lead}{IDLE_CAUSES[key]}"
+
+
+def _non_gain(d: CensusDiff, unit: str) -> str | None:
+    """NON_GAIN_RULE: the GPU work fell and the step did not follow (the step times of the
+    captures' calibration runs when both have one: nsys distorts the captured ones). Says that
+    B is host-bound, how much GPU work went, where the freed time went when the captured idle
+    time grew (the idle split, the host ranges that gained it), and B's limiter."""
+    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    if d.clock == "gpu" or None in (step.delta, busy.delta, idle.delta) or not step.a:
+        return None
+    ua, ub = d.uncaptured_ns
+    uncaptured = ua is not None and ub is not None and ua > 0
+    moved = Delta(ua, ub) if uncaptured else step
+    if busy.delta > -NON_GAIN_MIN_SHARE * (busy.a or 0) or (moved.delta or 0) <= busy.delta / 2:
+        return None
+    lb = d.labels[1]
+    where = "without nsys: step time" if uncaptured else "step time"
+    text = (
+        f"host-bound: {lb} removed GPU work (GPU busy {_change(busy, fmt_ns, unit)}, "
+        f"{fmt_count(d.metrics['kernel_count'].delta, signed=True)} kernels{unit}) but its step "
+        f"did not follow ({where} {_change(moved, fmt_ns, unit)})"
+    )
+    if idle.delta > 0:
+        grew = [(n, v.delta) for n, v in d.idle_by_range.items() if (v.delta or 0) > 0][:3]
+        ranges = ", ".join(f"{one_line(clip(n, 60))} ({fmt_ns(x, signed=True)}{unit})"
+                           for n, x in grew)  # fmt: skip
+        text += f": GPU idle {fmt_ns(idle.delta, signed=True)}{unit}{_idle_cause(d, ', mostly ')}"
+        text += f"; the idle grew most inside {ranges}" if ranges else ""
+    limiter = find_limiter(d.b)
+    return text + (f"; {lb} is {limiter_sentence(limiter, d.b.idle_ranges())}" if limiter else "")
+
+
+def _idle_ranges(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+    """The host ranges whose GPU idle time changed most."""
+    moved = [(n, v.delta) for n, v in d.idle_by_range.items() if v.delta][:4]
+    if not moved:
+        return None
+    parts = ", ".join(f"{one_line(clip(n, 60))} {fmt_ns(x, signed=True)}" for n, x in moved)
+    per = ", per step" if unit else ""
+    return moved[0][1] or 0.0, f"GPU idle by host range{per}: {parts}"
 
 
 def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:

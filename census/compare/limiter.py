@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from census.definitions import GPU_BOUND_SHARE, LIMITER_IDLE_CLASSES
 from census.model import Census
-from census.units import fmt_ns
+from census.units import clip, fmt_ns, one_line
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,29 @@ def find_limiter(census: Census) -> Limiter | None:
     return Limiter(kind, share, timing[key], words)
 
 
-def limiter_sentence(limiter: Limiter) -> str:
+def limiter_sentence(limiter: Limiter, ranges: list[dict] | None = None) -> str:
     """The summary's first line: `host-bound: GPU idle 58% of the step, mostly in other host
-    work (4.12 ms/step)`."""
+    work (4.12 ms/step), most inside backward (52% of the idle)`; `ranges`: the census's
+    idle_ranges(), whose first names where the host was."""
     idle = f"GPU idle {100 * (1 - limiter.busy_share):.0f}% of the step"
     if limiter.kind == "gpu":
         return f"GPU-bound: GPU busy {100 * limiter.busy_share:.0f}% of the step"
     if limiter.kind == "host":
-        return f"host-bound: {idle} (--idle says whether in launches, syncs or other host work)"
+        return f"host-bound: {idle} (the idle split was off: --no-idle)"
     bound = "sync-bound" if limiter.kind == "sync" else "host-bound"
-    return f"{bound}: {idle}, mostly {limiter.cause} ({fmt_ns(limiter.cause_ns)}/step)"
+    where = range_clause(ranges)
+    return f"{bound}: {idle}, mostly {limiter.cause} ({fmt_ns(limiter.cause_ns)}/step){where}"
+
+
+def range_clause(ranges: list[dict] | None) -> str:
+    """`, most inside backward (52% of the idle)`: the host range holding the most GPU idle
+    time; "" when no range holds any."""
+    if not ranges or not ranges[0]["share"]:
+        return ""
+    top = ranges[0]
+    return (
+        f", most inside {one_line(clip(top['range'], 60))} ({100 * top['share']:.0f}% of the idle)"
+    )
 
 
 def steps_ahead(census: Census) -> int:
@@ -74,6 +87,7 @@ def summary_lead(census: Census) -> str:
     limiter = find_limiter(census)
     if limiter is None:
         return ""
+    sentence = limiter_sentence(limiter, census.idle_ranges())
     if census.host_ran_ahead():
-        return f"{ahead_sentence(census)}; {limiter_sentence(limiter)}"
-    return limiter_sentence(limiter)
+        return f"{ahead_sentence(census)}; {sentence}"
+    return sentence

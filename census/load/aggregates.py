@@ -18,7 +18,7 @@ from census.errors import ColumnError, InputError
 from census.load.steps import StepRange, read_steps
 from census.sources import schema as sc
 from census.sources.export import Progress
-from census.sources.readonly import describe_sqlite_error, open_readonly
+from census.sources.readonly import describe_sqlite_error, open_readonly, wal_note
 
 if TYPE_CHECKING:
     from census.load.api_calls import LaunchTotals
@@ -135,6 +135,9 @@ class Profile:
     # per step idx and per segment idx: the split of the GPU idle time (census.load.idle)
     step_idle: dict[int, IdleSplit] = field(default_factory=dict)
     segment_idle: dict[int, IdleSplit] = field(default_factory=dict)
+    # range text -> GPU idle ns inside it over the steps (census.load.idle_ranges); None: not
+    # computed
+    idle_by_range: dict[str, int] | None = None
 
 
 def load_profile(
@@ -145,27 +148,20 @@ def load_profile(
     workers: int | None = None,
     batch_rows: int | None = None,
     phases_regex: str | None = None,
-    idle: bool = False,
+    idle: bool = True,
 ) -> Profile:
     """Read the aggregates of one export. `workers`: processes to read it with (default: one
     per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
     batch (tests make it small to exercise what carries from batch to batch); `phases_regex`:
     the NVTX ranges inside steps that are phases (None: no phases); `idle`: split the GPU idle
-    time by cause (census.load.idle: one more pass that holds the processes' GPU timelines in
-    memory)."""
+    time by cause and by host range (census.load.idle, census.load.idle_ranges), from the
+    intervals the passes gather on the way."""
     conn = open_readonly(path)
+    note = wal_note(path)  # read with its log, from a private copy: said first
     try:
         run = (progress or _silent, workers, batch_rows)
-        profile = _load(conn, path, steps_regex, skip_first, phases_regex, *run)
-        if idle and profile.steps:
-            from census.load.idle import idle_splits
-
-            run[0]("reading where the GPU idle time goes")
-            steps, segs = idle_splits(
-                conn, profile.schema, list(profile.steps), list(profile.segments)
-            )
-            profile = replace(profile, step_idle=steps, segment_idle=segs)
-        return profile
+        profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run)
+        return replace(profile, warnings=(note, *profile.warnings)) if note else profile
     except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     except ColumnError as exc:
@@ -184,6 +180,7 @@ def _load(
     steps_regex: str,
     skip_first: int,
     phases_regex: str | None,
+    idle: bool,
     progress: Progress,
     workers: int | None,
     batch_rows: int | None,
@@ -207,7 +204,9 @@ def _load(
     ranges = segments or steps
     index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in ranges)
     parents = np.array([g.step for g in segments], np.int64) if segments else None
-    passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents)
+    timeline = idle and bool(steps)
+    passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
+                        timeline)  # fmt: skip
     agg = seg_agg = _aggregates(conn, schema, passes)
     if segments:
         agg, seg_agg = _split_aggregates(seg_agg, parents)
@@ -216,8 +215,25 @@ def _load(
         agg.graph_executions = conn.execute(count).fetchone()[0]
     warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
     gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
-    return Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), tuple(segments),
-                   seg_agg if segments else None)  # fmt: skip
+    profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), tuple(segments),
+                      seg_agg if segments else None)  # fmt: skip
+    if passes.timeline is None:
+        return profile
+    return _with_idle(conn, profile, passes.timeline, progress)
+
+
+def _with_idle(conn, profile: Profile, parts, progress: Progress) -> Profile:
+    """The profile with its GPU idle time split by cause, per step and segment."""
+    from census.load.idle import gathered_timelines, idle_splits
+    from census.load.idle_ranges import idle_by_range
+
+    progress("splitting the GPU idle time")
+    steps = list(profile.steps)
+    timelines = gathered_timelines(conn, profile.schema, parts, {s.proc for s in steps})
+    step_idle, segment_idle = idle_splits(timelines, steps, list(profile.segments))
+    by_range = idle_by_range(conn, profile.schema, steps, timelines)
+    return replace(profile, step_idle=step_idle, segment_idle=segment_idle,
+                   idle_by_range=by_range)  # fmt: skip
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from census.definitions import GRAPH_LAUNCH_APIS, launch_api_kind
+from census.definitions import GRAPH_LAUNCH_APIS, SYNC_APIS, launch_api_kind, normalise_api_name
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
 from census.load.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
+from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
+CANDIDATE_WORDS = ("launch", "memcpy", "memset")  # runtime calls that can issue GPU work
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
 _MAX = np.iinfo(np.int64).max
 
@@ -34,10 +36,25 @@ class ApiNames:
     launch_ids: np.ndarray  # sorted
     launch_api: tuple[str, ...]  # per launch id
     graph: np.ndarray  # per launch id: 1 for a graph launch
+    # synchronising calls (SYNC_APIS), read beside the candidates only for the idle split
+    sync_ids: tuple[int, ...] = ()
+    timeline: bool = False  # gather the launch and sync calls of the idle split
 
     @property
     def where(self) -> str:
         return f"nameId IN ({','.join(map(str, self.candidates))})" if self.candidates else "0"
+
+    @property
+    def pass_where(self) -> str:
+        """The rows the runtime pass reads: the candidates, and the syncs when asked for."""
+        ids = sorted({*self.candidates, *self.sync_ids})
+        return f"nameId IN ({','.join(map(str, ids))})" if ids else "0"
+
+    def is_candidate(self, name: np.ndarray) -> np.ndarray:
+        return np.isin(name, np.array(self.candidates, np.int64))
+
+    def is_sync(self, name: np.ndarray) -> np.ndarray:
+        return np.isin(name, np.array(self.sync_ids, np.int64))
 
     def launch_code(self, name: np.ndarray) -> np.ndarray:
         """Index into launch_ids of each name id, -1 when it is not a launch."""
@@ -48,20 +65,27 @@ class ApiNames:
         return np.where(self.launch_ids[ii] == name, ii, -1)
 
 
-def read_api_names(conn: sqlite3.Connection, schema: sc.Schema) -> ApiNames:
-    rows = []
+def read_api_names(conn: sqlite3.Connection, schema: sc.Schema, syncs: bool = False) -> ApiNames:
+    """The runtime names census reads; `syncs`: the synchronising calls too (idle split)."""
+    found = []
     if schema.has(sc.STRINGS):
-        rows = conn.execute(
+        syncing = " OR value LIKE '%synchronize%'" if syncs else ""
+        found = conn.execute(
             f"""SELECT id, value FROM "{sc.STRINGS}" WHERE id IS NOT NULL AND (value LIKE
-                '%launch%' OR value LIKE '%memcpy%' OR value LIKE '%memset%')"""
+                '%launch%' OR value LIKE '%memcpy%' OR value LIKE '%memset%'{syncing})"""
         ).fetchall()
+    # SQLite's LIKE ignores ASCII case: so does this
+    rows = [(i, v) for i, v in found if any(w in str(v).lower() for w in CANDIDATE_WORDS)]
     launches = sorted((int(i), api) for i, v in rows if (api := launch_api_kind(str(v))))
     return ApiNames(
         candidates=tuple(sorted({int(i) for i, _ in rows})),
         launch_ids=np.array([i for i, _ in launches], np.int64),
         launch_api=tuple(api for _, api in launches),
         graph=np.array([int(api in GRAPH_LAUNCH_APIS) for _, api in launches], np.int64),
-    )
+        sync_ids=tuple(sorted(int(i) for i, v in found
+                              if normalise_api_name(str(v)) in SYNC_APIS)) if syncs else (),
+        timeline=syncs,
+    )  # fmt: skip
 
 
 @dataclass
@@ -155,6 +179,7 @@ class RuntimePart:
     increasing: dict[int, bool] = field(default_factory=dict)  # strictly, across the batches
     launch: LaunchTotals = field(default_factory=LaunchTotals)
     unkeyed_launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    timeline: TimelineParts = field(default_factory=TimelineParts)  # launch and sync calls
 
 
 def read_runtime_part(
@@ -169,8 +194,14 @@ def read_runtime_part(
     part = RuntimePart()
     unkeyed = []
     last = rows.lo
-    for b, top in read_batches(conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.where, batch_rows):
+    for b, top in read_batches(
+        conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.pass_where, batch_rows
+    ):
         with_end(sc.RUNTIME, b)
+        if names.timeline:
+            _add_timeline(part.timeline, names, steps, b)
+        if names.sync_ids:
+            b = {k: v[names.is_candidate(b["name"])] for k, v in b.items()}
         step = steps.step_at(b["proc"], b["start"])
         keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
         for p, r in _by_value(b["proc"], keyed):
@@ -187,6 +218,18 @@ def read_runtime_part(
     return part
 
 
+def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict) -> None:
+    """The launch and synchronising calls of processes with steps, where they touch a step."""
+    timed = (b["dur"] != INT_NULL) & (b["dur"] >= 0)
+    kinds = (("launch", timed & (names.launch_code(b["name"]) >= 0)),
+             ("sync", timed & names.is_sync(b["name"])))  # fmt: skip
+    for kind, rows in kinds:
+        for p in steps.by_proc:
+            mine = rows & (b["proc"] == p)
+            if mine.any():
+                parts.add(kind, steps, p, b["start"][mine], b["end"][mine])
+
+
 def _increasing(chunks: list[np.ndarray]) -> bool:
     """Whether the chunks, one after another, are strictly increasing."""
     return all(bool(np.all(c[1:] > c[:-1])) for c in chunks) and _seams_increase(chunks)
@@ -197,8 +240,9 @@ def _seams_increase(chunks: list[np.ndarray]) -> bool:
     return all(a[1] < b[0] for a, b in itertools.pairwise(edges))
 
 
-def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool]:
-    """The API map and launch totals of all parts; True when some call has several rows."""
+def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool, TimelineParts]:
+    """The API map and launch totals of all parts; True when some call has several rows; the
+    launch and sync calls the idle split needs."""
     api = ApiMap()
     launch = LaunchTotals()
     duplicated = False
@@ -216,9 +260,11 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool]
         api.corr[p], api.step[p] = corr, step
     unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
     duplicated |= len(np.unique(unkeyed)) < len(unkeyed)
+    timeline = TimelineParts()
     for part in parts:
         launch.merge(part.launch)
-    return api, launch, duplicated
+        timeline.merge(part.timeline)
+    return api, launch, duplicated, timeline
 
 
 def read_runtime_grouped(

@@ -14,8 +14,8 @@ of the step is put in exactly one class:
 So gpu_idle_ns = idle_after_sync_ns + idle_launch_ns + idle_other_ns, exactly, per step and per
 phase (a phase takes the classified idle time inside the time it owns). sync_count and
 sync_time_ns (the time the host was blocked) count the synchronising calls that start in it.
-This is one more pass over the start and end of the GPU tables and the runtime calls it needs,
-made only when the capture has steps.
+The timelines come from the engine's passes (census.load.timeline), which gather them while
+they read the GPU and runtime rows anyway.
 """
 
 from __future__ import annotations
@@ -26,36 +26,37 @@ import numpy as np
 
 from census.definitions import SYNC_APIS, launch_api_kind, normalise_api_name
 from census.load.columns import read_batches, rowid_range
+from census.load.timeline import Intervals, Timeline, TimelineParts, union
 from census.model import IdleSplit
 from census.sources import schema as sc
 
-Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
 GPU_TABLES = (sc.KERNEL, sc.MEMCPY, sc.MEMSET)
 
 
 def read_timelines(
     conn: sqlite3.Connection, schema: sc.Schema, procs: set[int]
-) -> dict[int, tuple[Intervals, Intervals, tuple[np.ndarray, np.ndarray]]]:
-    """Per process: (union of its GPU work, union of its launch calls, its sync calls' starts
-    and ends, by start)."""
-    gpu = _read(conn, schema, GPU_TABLES, "globalPid >> 24", procs)
-    launch, sync = _runtime(conn, schema, procs)
-    out = {}
-    for p in procs:
-        s, e = gpu.get(p, _EMPTY)
-        ls, le = launch.get(p, _EMPTY)
-        ss, se = sync.get(p, _EMPTY)
-        order = np.argsort(ss, kind="stable")
-        out[p] = (union(s, e), union(ls, le), (ss[order], se[order]))
-    return out
+) -> dict[int, Timeline]:
+    """The timelines read on their own, without the passes: the slow reference tests compare
+    the gathered ones with."""
+    parts = TimelineParts(busy=_read(conn, schema, GPU_TABLES, "globalPid >> 24", procs))
+    parts.launch, parts.sync = _runtime(conn, schema, procs)
+    return parts.timelines(procs)
 
 
-_EMPTY = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+def gathered_timelines(
+    conn: sqlite3.Connection, schema: sc.Schema, parts: TimelineParts, procs: set[int]
+) -> dict[int, Timeline]:
+    """The timelines the passes gathered; the runtime calls read here when the runtime pass
+    had to regroup calls recorded twice (legacy exports) and so gathered none."""
+    if not parts.has_runtime:
+        parts = TimelineParts(busy=parts.busy)
+        parts.launch, parts.sync = _runtime(conn, schema, procs)
+    return parts.timelines(procs)
 
 
 def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "", extra=None):
-    """Per process, (start, end[, extra]) of the rows of `tables` that do not end before they
-    start."""
+    """Per process, batches of (start, end[, extra]) of the rows of `tables` that do not end
+    before they start."""
     parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
     columns = {
         "start": "start",
@@ -75,12 +76,12 @@ def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "",
                     parts.setdefault(p, []).append(
                         tuple(batch[c][keep] for c in columns if c != "proc")
                     )
-    return {p: tuple(np.concatenate(c) for c in zip(*v, strict=True)) for p, v in parts.items()}
+    return parts
 
 
 def _runtime(conn, schema, procs: set[int]) -> tuple[dict, dict]:
-    """Per process, the launch calls and the synchronising calls: one read of the runtime rows
-    with either name."""
+    """Per process, batches of the launch calls and of the synchronising calls: one read of
+    the runtime rows with either name."""
     if not schema.has(sc.RUNTIME) or not schema.has(sc.STRINGS):
         return {}, {}
     names = {i: n for i, n in conn.execute(
@@ -91,26 +92,13 @@ def _runtime(conn, schema, procs: set[int]) -> tuple[dict, dict]:
     wanted = [*launch.tolist(), *sync.tolist()]
     where = f"nameId IN ({','.join(map(str, wanted))})" if wanted else "0"
     rows = _read(conn, schema, (sc.RUNTIME,), "globalTid >> 24", procs, where, extra="nameId")
-    split = ({}, {})
-    for p, (s, e, name) in rows.items():
-        for out, ids in zip(split, (launch, sync), strict=True):
-            keep = np.isin(name, ids)
-            out[p] = (s[keep], e[keep])
+    split: tuple[dict, dict] = ({}, {})
+    for p, batches in rows.items():
+        for s, e, name in batches:
+            for out, ids in zip(split, (launch, sync), strict=True):
+                keep = np.isin(name, ids)
+                out.setdefault(p, []).append((s[keep], e[keep]))
     return split
-
-
-def union(start: np.ndarray, end: np.ndarray) -> Intervals:
-    """The union of [start, end) intervals as sorted, disjoint intervals."""
-    if not len(start):
-        return _EMPTY
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    firsts = np.flatnonzero(new)
-    lasts = np.append(firsts[1:] - 1, len(s) - 1)
-    return s[firsts], reach[lasts]
 
 
 def _inside(iv: Intervals, t: np.ndarray) -> np.ndarray:
@@ -136,31 +124,129 @@ def _after_sync(busy: Intervals, sync_end: np.ndarray, steps: Intervals) -> Inte
     return union(t, end)
 
 
-def classify_timeline(
-    timeline, steps: Intervals, cuts: np.ndarray
-) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(boundaries, [prefix sums of after-sync, launch-bound, other idle ns]) over the process's
-    timeline cut at every interval end and at `cuts` (every bound that will be measured);
-    `steps`: the step ranges, by start."""
-    busy, launch, (_, sync_end) = timeline
-    after = _after_sync(busy, sync_end, steps)
-    bounds = np.sort(np.concatenate([*busy, *after, *launch, cuts]))
-    bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
-    left = bounds[:-1]
-    is_busy = _inside(busy, left)
-    is_after = ~is_busy & _inside(after, left)
-    is_launch = ~is_busy & ~is_after & _inside(launch, left)
-    is_other = ~is_busy & ~is_after & ~is_launch
-    lengths = np.diff(bounds)
-    sums = [np.concatenate([[0], np.cumsum(np.where(m, lengths, 0))]) for m in
-            (is_after, is_launch, is_other)]  # fmt: skip
-    return bounds, sums
+class ByBounds:
+    """The classes over a timeline cut at every bound: exact for any steps, overlapping ones
+    included, but it sorts and searches every bound (the reference, and the path for steps
+    that overlap within a process)."""
+
+    def __init__(self, timeline, steps: Intervals, cuts: np.ndarray) -> None:
+        busy, launch, (_, sync_end) = timeline
+        after = _after_sync(busy, sync_end, steps)
+        bounds = np.sort(np.concatenate([*busy, *after, *launch, cuts]))
+        self.bounds = bounds = bounds[np.concatenate(([True], bounds[1:] != bounds[:-1]))]
+        left = bounds[:-1]
+        is_busy = _inside(busy, left)
+        is_after = ~is_busy & _inside(after, left)
+        is_launch = ~is_busy & ~is_after & _inside(launch, left)
+        is_other = ~is_busy & ~is_after & ~is_launch
+        lengths = np.diff(bounds)
+        self.sums = [np.concatenate([[0], np.cumsum(np.where(m, lengths, 0))]) for m in
+                     (is_after, is_launch, is_other)]  # fmt: skip
+
+    def measure(self, lo: np.ndarray, hi: np.ndarray) -> list:
+        """Per range [lo, hi] (both among the cuts): the ns of each class inside it."""
+        i, j = np.searchsorted(self.bounds, lo), np.searchsorted(self.bounds, hi)
+        return [(p[j] - p[i]).tolist() for p in self.sums]
 
 
-def measure(bounds: np.ndarray, sums: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> list:
-    """Per range [lo, hi] (both among `bounds`): the ns of each class inside it."""
-    i, j = np.searchsorted(bounds, lo), np.searchsorted(bounds, hi)
-    return [(p[j] - p[i]).tolist() for p in sums]
+class ByGaps:
+    """The classes from the GPU's idle gaps inside the steps (steps disjoint, by start): linear
+    in the gaps, a few searches, no sort. Each gap between two pieces of GPU work (a zero-length
+    one too) cut to a step is [g0, g1); its after-sync part is [a, g1) from the first sync end
+    a inside it (a = g1 without one); of [g0, a), the launch calls' union covers the
+    launch-bound part, and the rest is other host time."""
+
+    def __init__(self, timeline, steps: Intervals) -> None:
+        busy, launch, (_, sync_end) = timeline
+        g0, g1 = idle_gaps(busy, steps)
+        ends = np.sort(sync_end)
+        j = np.searchsorted(ends, g0, "left")
+        hit = j < len(ends)
+        first = np.where(hit, ends[np.minimum(j, max(len(ends) - 1, 0))] if len(ends) else 0, g1)
+        self.g0, self.g1 = g0, g1
+        self.a = np.where(hit & (first < g1), first, g1)
+        self.launched = _Covered(launch)
+        parts = self._parts(g1)
+        self.prefix = [np.concatenate(([0], np.cumsum(x))) for x in parts]
+
+    def _parts(self, x: np.ndarray, rows: np.ndarray | None = None) -> list[np.ndarray]:
+        """(after-sync, launch-bound, other) ns of each gap (or of gaps `rows`) before x."""
+        g0, a = (self.g0, self.a) if rows is None else (self.g0[rows], self.a[rows])
+        g1 = self.g1 if rows is None else self.g1[rows]
+        end = np.minimum(x, g1)
+        after = np.maximum(end - a, 0)
+        pre_end = np.maximum(np.minimum(end, a), g0)
+        launch = self.launched.upto(pre_end) - self.launched.upto(g0)
+        return [after, launch, pre_end - g0 - launch]
+
+    def measure(self, lo: np.ndarray, hi: np.ndarray) -> list:
+        """Per range [lo, hi] inside one step: the ns of each class inside it."""
+        return [(b - a).tolist() for a, b in zip(self._upto(lo), self._upto(hi), strict=True)]
+
+    def _upto(self, x: np.ndarray) -> list[np.ndarray]:
+        """Each class's ns before each time x: the whole gaps before, and the part of the gap x
+        falls in."""
+        m = np.searchsorted(self.g0, x, "right") - 1
+        whole = [p[np.maximum(m, 0)] for p in self.prefix]
+        rows = np.maximum(m, 0)
+        part = self._parts(x, rows) if len(self.g0) else [np.zeros(len(x), np.int64)] * 3
+        return [np.where(m >= 0, w + p, 0) for w, p in zip(whole, part, strict=True)]
+
+
+_MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+class _Covered:
+    """How much of a union of intervals lies before each time x."""
+
+    def __init__(self, iv: Intervals) -> None:
+        self.s, self.e = iv
+        self.before = np.concatenate(([0], np.cumsum(self.e - self.s)))
+
+    def upto(self, x: np.ndarray) -> np.ndarray:
+        if not len(self.s):
+            return np.zeros(len(x), np.int64)
+        i = np.searchsorted(self.s, x, "right") - 1
+        k = np.maximum(i, 0)
+        inside = np.clip(x - self.s[k], 0, self.e[k] - self.s[k])
+        return np.where(i >= 0, self.before[k] + inside, 0)
+
+
+def _intersect(a0, a1, b0, b1) -> Intervals:
+    """The pieces of the sorted, disjoint intervals [a0, a1) inside the sorted, disjoint
+    [b0, b1), in order (pieces of no length dropped)."""
+    s, e, _ = intersect(a0, a1, b0, b1)
+    return s, e
+
+
+def intersect(a0, a1, b0, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start, end, index into b) of the pieces of the sorted, disjoint intervals [a0, a1)
+    inside the sorted, disjoint [b0, b1), in order; pieces of no length dropped."""
+    lo = np.searchsorted(b1, a0, "right")  # the first b that ends after a starts
+    hi = np.searchsorted(b0, a1, "left")  # the b's that start before a ends
+    count = np.maximum(hi - lo, 0)
+    rep = np.repeat(np.arange(len(a0)), count)
+    offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
+    b = lo[rep] + np.arange(len(rep)) - offsets[rep]
+    s, e = np.maximum(a0[rep], b0[b]), np.minimum(a1[rep], b1[b])
+    keep = e > s
+    return s[keep], e[keep], b[keep]
+
+
+def idle_gaps(busy: Intervals, windows: Intervals) -> Intervals:
+    """The stretches of the sorted, disjoint `windows` with no GPU work (cut at zero-length
+    work too, which ends an after-sync stretch)."""
+    bs, be = busy
+    return _intersect(np.concatenate(([_MIN], be)), np.concatenate((bs, [_MAX])), *windows)
+
+
+def classify_timeline(timeline, steps: Intervals, cuts: np.ndarray) -> ByGaps | ByBounds:
+    """The idle classes of one process's timeline; `steps` by start; `cuts`: every bound that
+    will be measured."""
+    ss, se = steps
+    if len(ss) > 1 and bool(np.any(ss[1:] < se[:-1])):  # steps overlap
+        return ByBounds(timeline, steps, cuts)
+    return ByGaps(timeline, steps)
 
 
 def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> tuple[list, list]:
@@ -174,10 +260,9 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
 
 
 def idle_splits(
-    conn: sqlite3.Connection, schema: sc.Schema, steps: list, segments: list
+    timelines: dict[int, Timeline], steps: list, segments: list
 ) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
     """Per step idx and per segment idx: the split of its GPU idle time."""
-    timelines = read_timelines(conn, schema, {s.proc for s in steps})
     last_seg = {}
     for seg in segments:
         last_seg[seg.step] = seg.idx
@@ -189,7 +274,7 @@ def idle_splits(
         step_iv = (np.array([s.start_ns for s in mine], np.int64),
                    np.array([s.end_ns for s in mine], np.int64))  # fmt: skip
         cuts = np.array([t for r in (*mine, *segs) for t in (r.start_ns, r.end_ns)], np.int64)
-        bounds, sums = classify_timeline(tl, step_iv, cuts)
+        classes = classify_timeline(tl, step_iv, cuts)
         for rows, target, closed in (
             (mine, out_steps, [True] * len(mine)),
             (segs, out_segs, [last_seg[g.step] == g.idx for g in segs]),
@@ -199,7 +284,7 @@ def idle_splits(
             if not len(rows):
                 continue
             counts, blocked = sync_calls(tl, lo, hi, np.array(closed))
-            after_sync, launch, other = measure(bounds, sums, lo, hi)
+            after_sync, launch, other = classes.measure(lo, hi)
             for k, r in enumerate(rows):
                 target[r.idx] = IdleSplit(
                     sync_count=counts[k],

@@ -40,6 +40,16 @@ class StepIndex:
             )
         return cls(by_proc)
 
+    def touching(self, proc: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Whether each [start, end] of process `proc` touches one of its ranges (ends
+        included): a cheap filter that keeps everything a measurement inside the ranges needs."""
+        if proc not in self.by_proc or not len(start):
+            return np.zeros(len(start), bool)
+        starts, ends, _ = self.by_proc[proc]
+        reach = np.maximum.accumulate(ends)  # ranges may overlap: the furthest end so far
+        i = np.searchsorted(starts, end, side="right") - 1
+        return (i >= 0) & (reach[np.maximum(i, 0)] >= start)
+
     def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The step process `proc` was in at time `t`: the latest-starting step that began at or
         before `t`, kept only if it had not ended before `t`; NO_STEP otherwise."""

@@ -39,6 +39,7 @@ from census.load.intervals import (
     factorize,
     sweep,
 )
+from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
@@ -76,6 +77,7 @@ class GpuContext:
     # with phase segments as the index: each segment's step, for the steps' own unions (scopes
     # parent_scope(step)); None when the index holds the steps themselves
     parents: np.ndarray | None = None
+    timeline: bool = False  # gather the GPU busy pieces the idle split needs (census.timeline)
 
     @property
     def step_procs(self) -> np.ndarray:
@@ -103,6 +105,7 @@ class PartResult:
     bad_kernels: int = 0
     devices: set[int] = field(default_factory=set)
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
+    timeline: TimelineParts = field(default_factory=TimelineParts)  # with ctx.timeline
 
 
 def kernel_columns(ctx: GpuContext) -> dict[str, str]:
@@ -150,6 +153,10 @@ class PartReader:
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)
         busy = busy_members(self.step_procs, b["proc"], b["start"], b["end"], extent)
+        if self.ctx.timeline:
+            zero = timed & (b["dur"] == 0)  # the next GPU work after a sync, too
+            add_timeline(self.res.timeline, self.ctx.steps,
+                         busy_members(self.step_procs, b["proc"], b["start"], b["end"], zero))  # fmt: skip
         return latest, unions, busy
 
     def _check_order(self, starts: np.ndarray, part: Part) -> int | None:
@@ -253,6 +260,22 @@ class PartReader:
         for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
             high[m.key(code)] = top
         add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
+        if self.ctx.timeline:
+            new = swept.end > swept.piece_lo
+            pieces = Members(
+                swept.codes[swept.seg[new]], swept.piece_lo[new], swept.end[new], m.key
+            )
+            add_timeline(self.res.timeline, self.ctx.steps, pieces)
+
+
+def add_timeline(parts: TimelineParts, steps: StepIndex, m: Members) -> None:
+    """GPU busy intervals of processes with steps, kept where they touch a step."""
+    if not len(m.code):
+        return
+    codes, inverse = np.unique(m.code, return_inverse=True)
+    for i, code in enumerate(codes.tolist()):
+        rows = inverse == i
+        parts.add("busy", steps, m.key(code), m.start[rows], m.end[rows])
 
 
 def add_busy(busy: dict[int, int], steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:

@@ -15,7 +15,8 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
 from census.load.intervals import INT_NULL, Spans, add_spans, exact_sums, group_rows, merge_spans
-from census.load.kernels import GpuContext, Members, busy_members, note_missing
+from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
+from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
@@ -31,6 +32,8 @@ class MemoryResult:
     # (process index, start, end) batches of intervals that count in busy time; merged: one
     busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     span: Spans = field(default_factory=dict)  # GPU work launched in each step or segment
+    # zero-length memcpys/memsets (ctx.timeline): the next GPU work after a sync, too
+    timeline: TimelineParts = field(default_factory=TimelineParts)
 
 
 def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
@@ -61,6 +64,10 @@ def read_memory_part(
         extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
         m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
         res.busy.append((m.code, m.start, m.end))
+        if ctx.timeline:
+            zero = (b["dur"] != INT_NULL) & (b["dur"] == 0)
+            add_timeline(res.timeline, ctx.steps,
+                         busy_members(procs, b["proc"], b["start"], b["end"], zero))  # fmt: skip
         tick(top - last)
         last = top
     return res
@@ -100,6 +107,7 @@ def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryRe
         for p, corrs in res.missing.items():
             out.missing.setdefault(p, []).extend(corrs)
         merge_spans(out.span, ((k, *v) for k, v in res.span.items()))
+        out.timeline.merge(res.timeline)
     none = [np.zeros(0, np.int64)]
     code, start, end = (
         np.concatenate([batch[i] for res in results for batch in res.busy] or none)

@@ -30,6 +30,7 @@ from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_p
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers
 from census.load.range_fold import fold
+from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 from census.sources.export import Progress
 
@@ -41,6 +42,7 @@ class Passes:
     gpu: PartResult
     launch: LaunchTotals
     any_nccl: bool
+    timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
 
 
 def run_passes(
@@ -52,19 +54,21 @@ def run_passes(
     workers: int | None = None,
     batch_rows: int | None = None,
     parents: np.ndarray | None = None,
+    timeline: bool = False,
 ) -> Passes:
     """`steps` indexes what the work is attributed to: the steps, or their phase segments with
-    `parents[segment]` the step of each (then the steps' unions are kept too)."""
+    `parents[segment]` the step of each (then the steps' unions are kept too); `timeline`:
+    gather, on the way, the intervals the idle split needs (census.load.timeline)."""
     batch_rows = batch_rows or BATCH_ROWS
-    names = read_api_names(conn, schema)
+    names = read_api_names(conn, schema, syncs=timeline)
     rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
     runner = Runner(conn, path, size, progress)
-    api, launch = _runtime_pass(runner, schema, names, steps, batch_rows)
+    api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
-                     parents=parents)  # fmt: skip
+                     parents=parents, timeline=timeline)  # fmt: skip
     gpu = _gpu_passes(runner, ctx, batch_rows)
     if gpu.missing and schema.has(sc.RUNTIME):
         missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
@@ -72,7 +76,11 @@ def run_passes(
         if more:  # GPU work issued by calls that are not launches, memcpys or memsets
             ctx = replace(ctx, api=api.extended(more))
             gpu = _gpu_passes(runner, ctx, batch_rows)
-    return Passes(gpu, launch, ctx.any_nccl)
+    if not timeline:
+        return Passes(gpu, launch, ctx.any_nccl)
+    gathered = gpu.timeline
+    gathered.launch, gathered.sync = calls.launch, calls.sync
+    return Passes(gpu, launch, ctx.any_nccl, gathered)
 
 
 def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
@@ -83,6 +91,7 @@ def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     memory, busy = merge_memory(parts, ctx)
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
     gpu.memory = memory.memory
+    gpu.timeline.merge(memory.timeline)
     merge_spans(gpu.span, ((k, *v) for k, v in memory.span.items()))
     for p, corrs in memory.missing.items():
         gpu.missing.setdefault(p, []).extend(corrs)
@@ -99,14 +108,15 @@ def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
 def _runtime_pass(runner: Runner, schema: sc.Schema, names: ApiNames, steps, batch_rows):
     whole = rowid_range(runner.conn, sc.RUNTIME) if schema.has(sc.RUNTIME) else None
     if whole is None:
-        return ApiMap(), LaunchTotals()
+        return ApiMap(), LaunchTotals(), TimelineParts()
     jobs = [(r, batch_rows) for r in split(whole, runner.jobs)]
     parts = runner.map(_runtime_job, (names, steps), jobs, whole.rows, "reading CUDA API calls")
-    api, launch, duplicated = merge_runtime(parts)
+    api, launch, duplicated, calls = merge_runtime(parts)
     if duplicated:  # legacy exports record some calls twice: regroup, in this process
         runner.progress("regrouping CUDA API calls recorded twice")
         api, launch = read_runtime_grouped(runner.conn, names, steps)
-    return api, launch
+        calls = TimelineParts(launch=None, sync=None)  # the idle split reads them itself
+    return api, launch, calls
 
 
 def _runtime_job(conn, shared, job, tick):

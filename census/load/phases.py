@@ -36,7 +36,7 @@ def read_segments(
     """The segments of every step, or none when no phase range lies inside any step."""
     rows = matching_ranges(conn, schema, phases_regex, table="phase_texts", option="--phases")
     by_proc: dict[int, list[tuple[int, int, str]]] = {}
-    for name, start, end, proc in rows:
+    for name, start, end, proc, _ in rows:
         if start is not None and end is not None and proc is not None and end >= start:
             by_proc.setdefault(proc, []).append((start, end, name))
     starts = {p: [r[0] for r in v] for p, v in by_proc.items()}

@@ -118,6 +118,7 @@ def _add(total: PartResult, res: PartResult) -> None:
         for key, v in theirs.items():
             mine[key] = max(mine.get(key, v), v)
     merge_spans(total.span, ((k, *v) for k, v in res.span.items()))
+    total.timeline.merge(res.timeline)
     total.bad_kernels += res.bad_kernels
     total.devices |= res.devices
     for p, corrs in res.missing.items():

@@ -21,6 +21,7 @@ class StepRange:
     proc: int
     start_ns: int
     end_ns: int
+    tid: int | None = None  # the range's thread (globalTid): the one that runs the loop
 
 
 def matching_ranges(
@@ -29,8 +30,8 @@ def matching_ranges(
     regex: str,
     table: str = "step_texts",
     option: str = "--steps",
-) -> list[tuple[str, int | None, int | None, int | None]]:
-    """(text, start, end, process) of the NVTX ranges (push/pop or start/end, any domain) whose
+) -> list[tuple[str, int | None, int | None, int | None, int | None]]:
+    """(text, start, end, process, thread) of the NVTX ranges (push/pop or start/end, any domain) whose
     text matches `regex` (the user's `option`), by start time. Each distinct text is matched
     once in Python, with a time limit; SQLite then picks the ranges that carry a match."""
     if not schema.has(sc.NVTX):
@@ -57,13 +58,13 @@ def matching_ranges(
         f"INSERT OR IGNORE INTO temp.{table} VALUES (CAST(? AS TEXT))", ((t,) for t in matching)
     )
     return conn.execute(
-        f"""SELECT {text}, n.start, n.end, n.globalTid >> 24 {ranges}
+        f"""SELECT {text}, n.start, n.end, n.globalTid >> 24, n.globalTid {ranges}
               AND {text} IN (SELECT t FROM temp.{table}) ORDER BY n.start"""
     ).fetchall()
 
 
 def _usable(row: tuple) -> bool:
-    _, start, end, proc = row
+    _, start, end, proc, _ = row
     return start is not None and end is not None and proc is not None and end >= start
 
 
@@ -77,12 +78,12 @@ def read_steps(
     if unusable:
         warnings.append(f"{len(unusable)} step range(s) without a valid end or thread were ignored")
     seen: dict[int, int] = {}
-    kept: list[tuple[str, int, int, int]] = []
-    for name, start, end, proc in filter(_usable, rows):
+    kept: list[tuple[str, int, int, int, int]] = []
+    for name, start, end, proc, tid in filter(_usable, rows):
         seen[proc] = seen.get(proc, 0) + 1
         if seen[proc] > skip_first:
-            kept.append((name, start, end, proc))
-    steps = [StepRange(i, n, p, s, e) for i, (n, s, e, p) in enumerate(kept)]
+            kept.append((name, start, end, proc, tid))
+    steps = [StepRange(i, n, p, s, e, t) for i, (n, s, e, p, t) in enumerate(kept)]
     if not steps and schema.has(sc.NVTX):
         warnings.append(_no_steps_hint(conn, steps_regex))
     if _overlapping(steps):

@@ -7,11 +7,13 @@ from rich.markup import escape
 
 from census.compare.diff import CensusDiff
 from census.render.diffrows import (
+    IDLE_RANGES_TITLE,
     accounting_rows,
     basis_line,
     class_rows,
     headers,
     headline_groups,
+    idle_range_rows,
     kernel_rows,
     phase_rows,
 )
@@ -56,6 +58,9 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
     phases = phase_rows(d)
     if phases:
         print_fit(console, "Phases (per step)", h["phases"], phases)
+    ranges = idle_range_rows(d)
+    if ranges:
+        print_fit(console, IDLE_RANGES_TITLE, h["idle_ranges"], ranges, left=1)
     print_fit(console, "Kernel classes", h["classes"], class_rows(d))
     kernels = kernel_rows(d, top)
     if kernels:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from census.compare.diff import CensusDiff
 from census.definitions import LABELS, LAUNCHED_TITLE, WINDOW_TITLE
-from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
 # census.definitions: LAUNCHED_TITLE, WINDOW_TITLE).
@@ -64,6 +64,17 @@ def phase_rows(d: CensusDiff) -> list[list[str]]:
     return rows
 
 
+IDLE_RANGES_TITLE = (
+    "GPU idle by host range (per step; the innermost NVTX range on the step's thread)"
+)
+
+
+def idle_range_rows(d: CensusDiff, top: int = 8) -> list[list[str]]:
+    """The host ranges whose GPU idle time per step changed most."""
+    return [[one_line(name), fmt_ns(v.a), fmt_ns(v.b), fmt_ns(v.delta, signed=True)]
+            for name, v in list(d.idle_by_range.items())[:top]]  # fmt: skip
+
+
 def class_rows(d: CensusDiff) -> list[list[str]]:
     return [
         [
@@ -106,6 +117,7 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
         "accounting": ["Step accounting", "per step"],
         "phases": ["Phase", f"{la} time", f"{lb} time", "Δ time", "Δ GPU span", "Δ GPU busy",
                    "Δ kernels", "Δ launches", "Δ D2D"],
+        "idle_ranges": ["Host range", f"{la} GPU idle", f"{lb} GPU idle", "Δ"],
         "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
                     "Δ time"],
         "kernels": ["Kernel", "Change", "Class", f"{la} count", f"{lb} count", f"{la} time",

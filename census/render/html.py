@@ -16,6 +16,7 @@ from census.compare.diff import CensusDiff
 from census.definitions import LABELS
 from census.model import Census
 from census.render.charts import Chart, diff_charts, esc, summary_charts
+from census.render.diffrows import IDLE_RANGES_TITLE as DIFF_RANGES_TITLE
 from census.render.diffrows import (
     accounting_rows,
     basis_line,
@@ -23,6 +24,8 @@ from census.render.diffrows import (
     headline_groups,
     phase_rows,
 )
+from census.render.diffrows import idle_range_rows as diff_range_rows
+from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows
 from census.render.views import DiffView, RanksView, SummaryView
 from census.units import fmt_count, fmt_metric, one_line
 
@@ -199,6 +202,7 @@ def render_summary_html(view: SummaryView) -> str:
     body = (
         _cards(_summary_cards(census))
         + (f"<ul>{warnings}</ul>" if warnings else "")
+        + _idle_range_table(census)
         + _phase_table(census)
         + figures(summary_charts(census))
         + _summary_kernels(census)
@@ -264,6 +268,11 @@ def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[st
     return [span, lead, host, *window[1:]]
 
 
+def _idle_range_table(census: Census) -> str:
+    ranges = idle_range_rows(census)
+    return f"<h2>{esc(IDLE_RANGES_TITLE)}</h2>{html_table(*ranges)}" if ranges else ""
+
+
 def _phase_table(census: Census) -> str:
     """Per phase, per step (mean): its time, GPU busy, idle split, kernels, launches, D2D and
     GPU span (first when the host ran ahead of the GPU, the phase's time then the host's)."""
@@ -293,8 +302,36 @@ def _phase_table(census: Census) -> str:
 def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart], str]:
     """(explanation and tables, charts, kernel table) of a diff's page: the explanation (its
     sentences as given: the page shows the headline above its title) before the tables."""
-    la, lb = d.labels
     h = headers(d)
+    why = "".join(f"<li>{esc(s)}</li>" for s in explanation)
+    # The problems open the explanation already; the page lists the notes.
+    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.comparability.notes)
+    acc = accounting_rows(d)
+    phases = phase_rows(d)
+    ranges = diff_range_rows(d)
+    head = (
+        (f"<h2>Why</h2><ul class='why'>{why}</ul>" if why else "")
+        + (f"<ul>{warnings}</ul>" if warnings else "")
+        + f"<p class='sub'>{esc(basis_line(d))}</p>"
+        + "".join(
+            f"<h2>{esc(t)}</h2>"
+            + html_table(h["headline"], rows)
+            + (html_table(h["accounting"], acc) if i == 0 and acc else "")
+            for i, (t, rows) in enumerate(headline_groups(d))
+        )  # the step accounting under the step-window table, where it adds up
+        + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
+        + (
+            f"<h2>{esc(DIFF_RANGES_TITLE)}</h2>{html_table(h['idle_ranges'], ranges)}"
+            if ranges
+            else ""
+        )
+    )
+    return head, diff_charts(d), _kernel_table(*_kernel_changes(d), "abs_delta")
+
+
+def _kernel_changes(d: CensusDiff) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(columns, rows) of the diff page's sortable kernel table."""
+    la, lb = d.labels
     columns = [
         {"key": "name", "label": "kernel", "left": True},
         {"key": "cls", "label": "class", "left": True},
@@ -321,24 +358,7 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
         }
         for k in d.kernels
     ]
-    why = "".join(f"<li>{esc(s)}</li>" for s in explanation)
-    # The problems open the explanation already; the page lists the notes.
-    warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.comparability.notes)
-    acc = accounting_rows(d)
-    phases = phase_rows(d)
-    head = (
-        (f"<h2>Why</h2><ul class='why'>{why}</ul>" if why else "")
-        + (f"<ul>{warnings}</ul>" if warnings else "")
-        + f"<p class='sub'>{esc(basis_line(d))}</p>"
-        + "".join(
-            f"<h2>{esc(t)}</h2>"
-            + html_table(h["headline"], rows)
-            + (html_table(h["accounting"], acc) if i == 0 and acc else "")
-            for i, (t, rows) in enumerate(headline_groups(d))
-        )  # the step accounting under the step-window table, where it adds up
-        + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
-    )
-    return head, diff_charts(d), _kernel_table(columns, rows, "abs_delta")
+    return columns, rows
 
 
 def render_diff_html(view: DiffView) -> str:

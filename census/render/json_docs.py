@@ -13,6 +13,7 @@ from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
     HOST_AHEAD_RULE,
+    IDLE_BY_RANGE_RULE,
     LIMITER_RULE,
     METRIC_KEYS,
     PHASE_METRICS,
@@ -27,6 +28,7 @@ KEY_DEFINITIONS = {
     **DEFINITIONS,
     **{f"phase.{m.name}": m.definition for m in (*PHASE_METRICS, PHASE_SPAN_METRIC)},
     "limiter": LIMITER_RULE,
+    "idle_by_range": IDLE_BY_RANGE_RULE,
     "host_ran_ahead": HOST_AHEAD_RULE,
 }
 
@@ -50,6 +52,7 @@ def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
         "limiter": None if limiter is None else limiter.kind,
+        "idle_by_range": census.idle_ranges(),
         "host_ran_ahead": census.host_ran_ahead(),
         "timing": {
             "steps": [_step_timing(s) for s in census.steps],
@@ -164,6 +167,7 @@ def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
         "phases": {
             name: {k: v.as_dict() for k, v in keys.items()} for name, keys in d.phases.items()
         },
+        "idle_by_range": {name: v.as_dict() for name, v in d.idle_by_range.items()},
         "classes": [
             {"class": c.cls, "count": c.count.as_dict(), "time_ns": c.time_ns.as_dict()}
             for c in d.classes

@@ -6,11 +6,13 @@ from __future__ import annotations
 from census.definitions import LAUNCHED_TITLE, METRICS, TIMING_METRICS, WINDOW_TITLE
 from census.render import summaryrows as sr
 from census.render.diffrows import (
+    IDLE_RANGES_TITLE,
     accounting_rows,
     basis_line,
     class_rows,
     headers,
     headline_groups,
+    idle_range_rows,
     kernel_rows,
     phase_rows,
 )
@@ -71,6 +73,9 @@ def render_diff_markdown(view: DiffView, top: int = 15) -> str:
     phases = phase_rows(d)
     if phases:
         out += ["#### Phases (per step)", "", markdown_table(h["phases"], phases), ""]
+    ranges = idle_range_rows(d)
+    if ranges:
+        out += [f"#### {IDLE_RANGES_TITLE}", "", markdown_table(h["idle_ranges"], ranges), ""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top)
     if kernels:
@@ -92,6 +97,9 @@ def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
     window = sr.window_rows(census)
     if window:
         out += [f"#### {WINDOW_TITLE}", "", markdown_table(*window), ""]
+    ranges = sr.idle_range_rows(census)
+    if ranges:
+        out += [f"#### {sr.IDLE_RANGES_TITLE}", "", markdown_table(*ranges), ""]
     launched = markdown_table(*sr.census_rows(census))
     out += [f"#### Kernel census: {LAUNCHED_TITLE}", "", launched, ""]
     if census.per_phase():

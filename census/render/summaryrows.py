@@ -7,7 +7,7 @@ from census.compare.tails import GPU_SPAN, Tail
 from census.definitions import LABELS, METRIC_KEYS
 from census.model import Census
 from census.render.views import RanksView
-from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns
+from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -40,6 +40,35 @@ def window_rows(census: Census) -> Table | None:
     labels = {**LABELS, "step_time_ns": step_time_label(bool(census.host_ran_ahead()))}
     rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
     return ["metric", "per step (mean)"], rows
+
+
+IDLE_RANGES_TITLE = (
+    "GPU idle by host range (per step, mean: the innermost NVTX range open on the step's "
+    "thread while the GPU idled)"
+)
+NO_RANGE = "(no range open)"
+
+
+def idle_range_rows(census: Census, top: int = 10) -> Table | None:
+    """The host ranges holding the most GPU idle time, then the idle time with no range open;
+    None without the split or without idle time in any range."""
+    ranges = census.idle_ranges()
+    timing = census.per_step_timing()
+    if not ranges or not timing:
+        return None
+    idle = timing["gpu_idle_ns"]
+    rows = [[one_line(r["range"]), fmt_ns(r["idle_ns_per_step"]), _share(r["share"])]
+            for r in ranges[:top]]  # fmt: skip
+    if len(ranges) > top:
+        rest = sum(r["idle_ns_per_step"] for r in ranges[top:])
+        rows.append([f"({len(ranges) - top} more ranges)", fmt_ns(rest), _share(rest / idle)])
+    none = idle - sum(r["idle_ns_per_step"] for r in ranges)
+    rows.append([NO_RANGE, fmt_ns(none), _share(none / idle if idle else None)])
+    return ["host range", "GPU idle", "of idle"], rows
+
+
+def _share(x: float | None) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
 
 
 def census_rows(census: Census) -> Table:

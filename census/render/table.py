@@ -8,10 +8,12 @@ from rich.markup import escape
 from census.definitions import LAUNCHED_TITLE, WINDOW_TITLE
 from census.render.fit import print_fit
 from census.render.summaryrows import (
+    IDLE_RANGES_TITLE,
     about_line,
     census_rows,
     class_rows,
     collective_rows,
+    idle_range_rows,
     kernel_rows,
     memory_rows,
     phase_rows,
@@ -65,6 +67,9 @@ def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool
     window = window_rows(census)
     if window:
         print_fit(console, WINDOW_TITLE, *window)
+    ranges = idle_range_rows(census)
+    if ranges:
+        print_fit(console, IDLE_RANGES_TITLE, *ranges, left=1)
     print_fit(console, f"Kernel census: {LAUNCHED_TITLE}", *census_rows(census))
     if census.steps:
         _draw_steps(view, console, all_steps)

@@ -79,17 +79,21 @@ def _readonly_uri(path: Path, header: bytes) -> str:
     """The URI to open `path` with: `mode=ro`; an export in WAL mode also `immutable=1` (no log
     to replay), or its private copy with the log."""
     in_wal_mode = header[18] == 2 and header[19] == 2  # the file format versions say WAL
+    _read_with_log.pop(path.resolve(), None)
     if not in_wal_mode:
         return f"{path.resolve().as_uri()}?mode=ro"
     if not has_live_wal(path):
         return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-    return f"{copy_with_wal(path).as_uri()}?mode=ro"
+    copy = copy_with_wal(path)
+    _read_with_log[path.resolve()] = Path(f"{copy}-wal").stat().st_size
+    return f"{copy.as_uri()}?mode=ro"
 
 
 # export -> (its state and its log's, the copy, the process that made it). Forked workers
 # inherit this and read the copy their parent made: every pass sees the same content.
 _copies: dict[Path, tuple[tuple, Path, int]] = {}
 _cleaning: set[int] = set()  # the processes that remove their copies at exit
+_read_with_log: dict[Path, int] = {}  # export -> its log's bytes, when last opened from a copy
 COPY_TRIES = 3
 
 
@@ -122,11 +126,12 @@ def copy_with_wal(path: Path) -> Path:
 
 
 def wal_note(path: Path) -> str | None:
-    """The warning for an export read from a private copy with its log (else None)."""
-    made = _copies.get(path.resolve())
-    if made is None:
+    """The warning for an export that open_readonly last opened from a private copy with its log
+    (else None: never opened here, or opened as the file alone, its log since checkpointed).
+    Loading adds it to the census's warnings."""
+    log = _read_with_log.get(path.resolve())
+    if log is None:
         return None
-    log = Path(f"{made[1]}-wal").stat().st_size
     return (
         f"in SQLite WAL mode with a {log:,}-byte log beside it (a writer at work, or one that "
         "did not close cleanly): read with the log, from a private copy of both"

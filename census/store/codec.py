@@ -18,6 +18,7 @@ from census.model import (
     MemoryStat,
     Metrics,
     Phase,
+    RangeIdle,
     Source,
     Step,
 )
@@ -69,6 +70,9 @@ def from_record(rec: dict[str, Any]) -> Census:
         sliced=rec["sliced"],
         collectives=tuple(build(CollectiveStat, c) for c in rec["collectives"]),
         nccl_overlap_ns=rec["nccl_overlap_ns"],
+        idle_by_range=None
+        if rec["idle_by_range"] is None
+        else tuple(build(RangeIdle, r) for r in rec["idle_by_range"]),
     )
     census.__dict__["_memo_values"] = dict(rec["means"])
     return census

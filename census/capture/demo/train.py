@@ -59,7 +59,7 @@ def train_step(step_fn, opt, x, target, scratch, phase) -> torch.Tensor:
     return loss
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=("eager", "compiled"), default="eager")
     p.add_argument("--warmup", type=int, default=None)
@@ -73,7 +73,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--plain", action="store_true", help="the same loop without census")
     p.add_argument("--window-out", help="write the measured steps' wall time here (JSON)")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
     if not torch.cuda.is_available():
         raise SystemExit("census demo workload: no CUDA GPU visible to torch")
     torch.manual_seed(0)
@@ -86,9 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         dist.init_process_group("nccl", device_id=dev)
         model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=True)
-    step_fn = model
-    if args.mode == "compiled":
-        step_fn = torch.compile(model)
+    step_fn = torch.compile(model) if args.mode == "compiled" else model
     x = torch.randn(args.batch, args.seq, args.d_model, device=dev)
     target = torch.randn_like(x)
     scratch = torch.empty(4 * 1024 * 1024, device=dev)  # 16 MiB of float32

@@ -1,12 +1,14 @@
-"""Never lose a user's file: `--force` replaces only census's own folders, never through a link;
-every output target is checked before any work; a report through a symbolic link lands in the
-file it names; what a killed census left behind is removed, and nothing else.
+"""Never lose a user's file: every output target is checked before any work, and a report never
+replaces an input, a directory or a device; a report through a symbolic link lands in the file it
+names; `--force` replaces only census's own folders, never through a link; what a killed census
+left behind is removed, and nothing else.
 
-Each test runs census as a real process (`python -m census`), as a user would.
+Most tests run census as a real process (`python -m census`), as a user would.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -17,16 +19,22 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from census.cli.app import app
+from census.errors import UsageError
 from census.paths import owner_tag
-from tests.conftest import fixture_file
-from tests.test_robustness import small_export
+from tests.helpers.exports import small_export
+from tests.helpers.files import FAKE_NSYS, SLEEP_TRAIN, fixture_file
 
-HELPERS = Path(__file__).parent / "helpers"
-FAKE_NSYS = str(HELPERS / "fake_nsys.py")
-ARM = (
-    f"{shlex.quote(sys.executable)} {shlex.quote(str(HELPERS / 'sleep_train.py'))} --ms 1 --steps 3"
-)
+runner = CliRunner()
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+ARM = f"{shlex.quote(sys.executable)} {shlex.quote(SLEEP_TRAIN)} --ms 1 --steps 3"
 
 
 def census(*args: object, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:
@@ -68,6 +76,168 @@ def fake_capture(out: Path, name: str, *args: object, mode: str = "copy"):
     sqlite = str(fixture_file("h200_eager_3steps.sqlite"))
     return census("capture", name, "-o", out, "--nsys", FAKE_NSYS, *args, "--", "true",
                   FAKE_NSYS_MODE=mode, FAKE_NSYS_SQLITE=sqlite)  # fmt: skip
+
+
+# A report never replaces an input, a directory or a device
+
+
+def test_a_report_never_replaces_an_input(export: Path) -> None:
+    before = digest(export)
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(export)])
+    assert r.exit_code == 2
+    assert (
+        r.stderr.strip() == f"Error: {export}: is an input of this command; choose another output"
+    )
+    assert digest(export) == before
+    r = runner.invoke(app, ["diff", str(export), str(export), "--html", str(export)])
+    assert r.exit_code == 2 and digest(export) == before
+
+
+def test_a_report_never_replaces_a_directory_or_a_device(export: Path, tmp_path: Path) -> None:
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(tmp_path)])
+    assert r.exit_code == 2 and "is a directory" in r.stderr
+    r = runner.invoke(app, ["dashboard", str(export), "-o", os.devnull])
+    assert r.exit_code == 2 and "not a regular file" in r.stderr
+    assert Path(os.devnull).is_char_device()
+
+
+def test_an_unwritable_target_is_one_line_naming_it(export: Path) -> None:
+    target = export / "sub" / "x.html"  # under a regular file: no directory can be made there
+    r = runner.invoke(app, ["dashboard", str(export), "-o", str(target)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (
+        f"Error: {target}: cannot write there ({export} is not a writable directory)"
+    )
+
+
+# Every output target is checked before any work
+
+
+@pytest.mark.parametrize("sub", ["somefile", "somefile/sub"])
+def test_ab_output_under_a_file_is_refused_before_any_arm(tmp_path: Path, sub: str) -> None:
+    (tmp_path / "somefile").write_text("the user's")
+    marker = tmp_path / "arm-ran"
+    r = run_ab(tmp_path / sub, "exp", a=marking(marker), b=marking(marker))
+    assert r.returncode == 2 and not marker.exists()
+    assert r.stderr == (
+        f"Error: {tmp_path / sub / 'exp'}: cannot write there ({tmp_path / 'somefile'} is not a "
+        "writable directory)\n"
+    )
+
+
+@pytest.mark.parametrize("sub", ["somefile", "somefile/sub"])
+def test_capture_output_under_a_file_is_refused_before_anything_runs(
+    tmp_path: Path, sub: str
+) -> None:
+    (tmp_path / "somefile").write_text("the user's")
+    marker = tmp_path / "program-ran"
+    # --calibrate runs the program without nsys first; a missing nsys would be exit 3
+    r = census("capture", "c", "-o", tmp_path / sub, "--calibrate", "--nsys", "/no/nsys", "--",
+               *shlex.split(marking(marker)))  # fmt: skip
+    assert r.returncode == 2 and not marker.exists()
+    assert r.stderr == (
+        f"Error: {tmp_path / sub / 'c'}: cannot write there ({tmp_path / 'somefile'} is not a "
+        "writable directory)\n"
+    )
+
+
+def test_ab_html_target_is_checked_before_any_arm(tmp_path: Path) -> None:
+    marker = tmp_path / "arm-ran"
+    (tmp_path / "dir.html").mkdir()
+    r = run_ab(tmp_path, "exp", "--html", tmp_path / "dir.html", a=marking(marker), b=ARM)
+    assert r.returncode == 2 and not marker.exists()
+    assert r.stderr == (
+        f"Error: {tmp_path / 'dir.html'}: is a directory; census writes reports to regular "
+        "files only\n"
+    )
+
+
+def test_ab_name_too_long_is_refused_before_any_arm(tmp_path: Path) -> None:
+    marker = tmp_path / "arm-ran"
+    r = run_ab(tmp_path, "e" * 300, a=marking(marker), b=ARM)
+    assert r.returncode == 2 and not marker.exists()
+    assert "name too long (300 bytes; this file system allows 255)" in r.stderr
+
+
+def test_ab_long_name_that_fits_gets_a_short_work_folder(tmp_path: Path) -> None:
+    r = run_ab(tmp_path, "e" * 250)
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["e" * 250]
+
+
+def test_dashboard_default_target_is_checked_before_any_work(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    (tmp_path / "reports").write_text("the user's")
+    cache = tmp_path / "cache"
+    r = census("dashboard", export, cwd=tmp_path, CENSUS_CACHE_DIR=str(cache))
+    assert r.returncode == 2
+    assert r.stderr == (
+        "Error: reports/ok.html: cannot write there (reports is not a writable directory)\n"
+    )
+    assert not cache.exists()  # no census was computed (it would have been cached)
+
+
+def test_demo_report_is_checked_before_any_work(tmp_path: Path) -> None:
+    (tmp_path / "somefile").write_text("the user's")
+    cache = tmp_path / "cache"
+    r = census("demo", "--report", tmp_path / "somefile" / "demo.html", "--nsys", "/no/nsys",
+               CENSUS_CACHE_DIR=str(cache))  # fmt: skip
+    assert r.returncode == 2 and "somefile is not a writable directory" in r.stderr
+    assert not cache.exists()  # the bundled samples were not even unpacked
+
+
+# Reports through symbolic links
+
+
+def test_a_report_through_a_link_to_a_file_lands_in_that_file(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    real = tmp_path / "real.html"
+    real.write_text("old")
+    link = tmp_path / "latest.html"
+    link.symlink_to(real)
+    r = census("dashboard", export, "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "<html" in real.read_text()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
+
+
+def test_a_link_to_standard_output_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    r = census("dashboard", export, "-o", "/proc/self/fd/1")
+    assert r.returncode == 2 and r.stdout == ""
+    line = r.stderr.strip()
+    assert line.startswith("Error: /proc/self/fd/1: is a symbolic link to /proc/")
+    assert line.endswith("which is not a regular file; census writes reports to regular files only")
+    assert "\n" not in line
+
+
+def test_a_link_to_standard_output_that_is_a_file_writes_that_file(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    out = tmp_path / "out.html"
+    with out.open("w") as stdout:
+        r = subprocess.run([sys.executable, "-m", "census", "dashboard", str(export), "-o",
+                            "/proc/self/fd/1"], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                           check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "<html" in out.read_text()
+
+
+@pytest.mark.parametrize("points_to", ["nowhere/x.html", os.devnull, "."])
+def test_a_link_to_anything_but_a_file_is_refused_and_kept(tmp_path: Path, points_to: str) -> None:
+    export = small_export(tmp_path)
+    link = tmp_path / "report.html"
+    link.symlink_to(points_to)
+    marker = tmp_path / "arm-ran"
+    for args in (["dashboard", export, "-o", link], ["diff", export, export, "--html", link],
+                 ["ab", "exp", "-o", tmp_path, "--no-capture", "--a", marking(marker), "--b",
+                  ARM, "--html", link]):  # fmt: skip
+        r = census(*args)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.startswith(f"Error: {link}: is a symbolic link to ")
+        assert r.stderr.endswith("which is not a regular file; census writes reports to regular "
+                                 "files only\n")  # fmt: skip
+    assert link.is_symlink() and os.readlink(link) == points_to and not marker.exists()
 
 
 # --force replaces only what census made
@@ -162,7 +332,6 @@ def test_force_on_a_file_refuses(tmp_path: Path) -> None:
 
 def test_a_folder_changed_while_census_worked_is_checked_again(tmp_path: Path) -> None:
     from census.capture.run import capture_foreign
-    from census.errors import UsageError
     from census.paths import replace_folder
 
     work, folder = tmp_path / ".cap.partial-x", tmp_path / "cap"
@@ -175,137 +344,7 @@ def test_a_folder_changed_while_census_worked_is_checked_again(tmp_path: Path) -
     assert holds(folder, files)
 
 
-# every output target is checked before any work
-
-
-@pytest.mark.parametrize("sub", ["somefile", "somefile/sub"])
-def test_ab_output_under_a_file_is_refused_before_any_arm(tmp_path: Path, sub: str) -> None:
-    (tmp_path / "somefile").write_text("the user's")
-    marker = tmp_path / "arm-ran"
-    r = run_ab(tmp_path / sub, "exp", a=marking(marker), b=marking(marker))
-    assert r.returncode == 2 and not marker.exists()
-    assert r.stderr == (
-        f"Error: {tmp_path / sub / 'exp'}: cannot write there ({tmp_path / 'somefile'} is not a "
-        "writable directory)\n"
-    )
-
-
-@pytest.mark.parametrize("sub", ["somefile", "somefile/sub"])
-def test_capture_output_under_a_file_is_refused_before_anything_runs(
-    tmp_path: Path, sub: str
-) -> None:
-    (tmp_path / "somefile").write_text("the user's")
-    marker = tmp_path / "program-ran"
-    # --calibrate runs the program without nsys first; a missing nsys would be exit 3
-    r = census("capture", "c", "-o", tmp_path / sub, "--calibrate", "--nsys", "/no/nsys", "--",
-               *shlex.split(marking(marker)))  # fmt: skip
-    assert r.returncode == 2 and not marker.exists()
-    assert r.stderr == (
-        f"Error: {tmp_path / sub / 'c'}: cannot write there ({tmp_path / 'somefile'} is not a "
-        "writable directory)\n"
-    )
-
-
-def test_ab_html_target_is_checked_before_any_arm(tmp_path: Path) -> None:
-    marker = tmp_path / "arm-ran"
-    (tmp_path / "dir.html").mkdir()
-    r = run_ab(tmp_path, "exp", "--html", tmp_path / "dir.html", a=marking(marker), b=ARM)
-    assert r.returncode == 2 and not marker.exists()
-    assert r.stderr == (
-        f"Error: {tmp_path / 'dir.html'}: is a directory; census writes reports to regular "
-        "files only\n"
-    )
-
-
-def test_ab_name_too_long_is_refused_before_any_arm(tmp_path: Path) -> None:
-    marker = tmp_path / "arm-ran"
-    r = run_ab(tmp_path, "e" * 300, a=marking(marker), b=ARM)
-    assert r.returncode == 2 and not marker.exists()
-    assert "name too long (300 bytes; this file system allows 255)" in r.stderr
-
-
-def test_ab_long_name_that_fits_gets_a_short_work_folder(tmp_path: Path) -> None:
-    r = run_ab(tmp_path, "e" * 250)
-    assert r.returncode == 0, r.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["e" * 250]
-
-
-def test_dashboard_default_target_is_checked_before_any_work(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    (tmp_path / "reports").write_text("the user's")
-    cache = tmp_path / "cache"
-    r = census("dashboard", export, cwd=tmp_path, CENSUS_CACHE_DIR=str(cache))
-    assert r.returncode == 2
-    assert r.stderr == (
-        "Error: reports/ok.html: cannot write there (reports is not a writable directory)\n"
-    )
-    assert not cache.exists()  # no census was computed (it would have been cached)
-
-
-def test_demo_report_is_checked_before_any_work(tmp_path: Path) -> None:
-    (tmp_path / "somefile").write_text("the user's")
-    cache = tmp_path / "cache"
-    r = census("demo", "--report", tmp_path / "somefile" / "demo.html", "--nsys", "/no/nsys",
-               CENSUS_CACHE_DIR=str(cache))  # fmt: skip
-    assert r.returncode == 2 and "somefile is not a writable directory" in r.stderr
-    assert not cache.exists()  # the bundled samples were not even unpacked
-
-
-# reports through symbolic links
-
-
-def test_a_report_through_a_link_to_a_file_lands_in_that_file(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    real = tmp_path / "real.html"
-    real.write_text("old")
-    link = tmp_path / "latest.html"
-    link.symlink_to(real)
-    r = census("dashboard", export, "-o", link)
-    assert r.returncode == 0, r.stderr
-    assert link.is_symlink() and os.readlink(link) == str(real)
-    assert "<html" in real.read_text()
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]
-
-
-def test_a_link_to_standard_output_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    r = census("dashboard", export, "-o", "/proc/self/fd/1")
-    assert r.returncode == 2 and r.stdout == ""
-    line = r.stderr.strip()
-    assert line.startswith("Error: /proc/self/fd/1: is a symbolic link to /proc/")
-    assert line.endswith("which is not a regular file; census writes reports to regular files only")
-    assert "\n" not in line
-
-
-def test_a_link_to_standard_output_that_is_a_file_writes_that_file(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    out = tmp_path / "out.html"
-    with out.open("w") as stdout:
-        r = subprocess.run([sys.executable, "-m", "census", "dashboard", str(export), "-o",
-                            "/proc/self/fd/1"], stdout=stdout, stderr=subprocess.PIPE, text=True,
-                           check=False)  # fmt: skip
-    assert r.returncode == 0, r.stderr
-    assert "<html" in out.read_text()
-
-
-@pytest.mark.parametrize("points_to", ["nowhere/x.html", os.devnull, "."])
-def test_a_link_to_anything_but_a_file_is_refused_and_kept(tmp_path: Path, points_to: str) -> None:
-    export = small_export(tmp_path)
-    link = tmp_path / "report.html"
-    link.symlink_to(points_to)
-    marker = tmp_path / "arm-ran"
-    for args in (["dashboard", export, "-o", link], ["diff", export, export, "--html", link],
-                 ["ab", "exp", "-o", tmp_path, "--no-capture", "--a", marking(marker), "--b",
-                  ARM, "--html", link]):  # fmt: skip
-        r = census(*args)
-        assert r.returncode == 2, r.stderr
-        assert r.stderr.startswith(f"Error: {link}: is a symbolic link to ")
-        assert r.stderr.endswith("which is not a regular file; census writes reports to regular "
-                                 "files only\n")  # fmt: skip
-    assert link.is_symlink() and os.readlink(link) == points_to and not marker.exists()
-
-
-# what a killed census left behind
+# What a killed census left behind
 
 
 def _killed_writing(target: Path) -> Path:

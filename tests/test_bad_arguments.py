@@ -1,16 +1,13 @@
-"""The failures a hostile or unlucky user meets, each a one-line error with the exit
-code, never a traceback, a hang or a wrong answer: folders of unrelated exports, exports in WAL
-mode, a full, closed or abandoned stdout, file names that are not UTF-8 or too long, and
---steps/--phases patterns that backtrack catastrophically."""
+"""What the user names or types that cannot work, each a one-line error with its exit code: a
+folder of unrelated exports, file names that are not UTF-8, hold a newline or are too long, counts
+below their least, `--steps` given a count, patterns that backtrack catastrophically, gate values
+in digits other than ASCII."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,18 +15,14 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli.app import app
-from tests.conftest import fixture_file
+from census.compare.gates import parse_gate
+from census.errors import UsageError
+from tests.helpers.cli import census_process
+from tests.helpers.exports import small_export
+from tests.helpers.files import fixture_file
 from tests.nsysdb import Export
-from tests.test_robustness import small_export
 
 runner = CliRunner()
-
-
-def census_process(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    """census as a user runs it: its own process, its own stdout."""
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, "-m", "census", *args], env=env, timeout=120,
-                          check=False, **kwargs)  # fmt: skip
 
 
 # A folder of unrelated exports
@@ -73,84 +66,6 @@ def test_a_capture_record_naming_a_missing_rank_is_an_input_error(mixed: Path) -
     assert r.stderr.strip() == (
         f"Error: {mixed / 'run.json'}: rank 1's export x.sqlite is not in the folder"
     )
-
-
-# SQLite WAL mode
-
-
-def test_an_export_in_wal_mode_is_never_served_stale(tmp_path: Path) -> None:
-    path = small_export(tmp_path)
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA journal_mode=WAL")
-
-    def kernels() -> int:
-        r = runner.invoke(app, ["summary", str(path), "--json"])
-        assert r.exit_code == 0, r.stderr
-        return json.loads(r.stdout)["totals"]["kernel_count"]
-
-    assert kernels() == 1
-    writer = sqlite3.connect(path)
-    try:  # the writer holds its log open: the new rows live in ok.sqlite-wal only
-        writer.execute("PRAGMA wal_autocheckpoint=0")
-        writer.execute(
-            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL"
-        )
-        writer.commit()
-        assert Path(f"{path}-wal").stat().st_size > 0
-        assert kernels() == 2
-    finally:
-        writer.close()
-
-
-# Standard output
-
-
-def test_a_full_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    with open("/dev/full", "w") as full:
-        r = census_process("summary", str(export), "--json", stdout=full, stderr=subprocess.PIPE,
-                           text=True)  # fmt: skip
-    assert r.returncode == 74
-    assert r.stderr.strip() == "Error: cannot write to standard output (No space left on device)"
-
-
-def test_help_on_a_full_stdout_is_one_line_and_exit_74() -> None:
-    with open("/dev/full", "w") as full:
-        r = census_process("summary", "--help", stdout=full, stderr=subprocess.PIPE, text=True)
-    assert r.returncode == 74
-    assert r.stderr == "Error: cannot write to standard output (No space left on device)\n"
-
-
-def test_a_closed_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
-    export = small_export(tmp_path)
-    command = f'exec "{sys.executable}" -m census summary "{export}" >&-'
-    r = subprocess.run(["sh", "-c", command], stderr=subprocess.PIPE, text=True, timeout=120,
-                       check=False)  # fmt: skip
-    assert r.returncode == 74
-    assert r.stderr.strip() == "Error: standard output is closed: census has nowhere to write"
-
-
-def test_a_closed_stderr_leaves_stdout_clean(fixture) -> None:
-    """Warnings have nowhere to go: they must not land in the JSON on stdout, nor fail census."""
-    mock = fixture("nsysai_mock.sqlite")  # it warns about two missing tables
-    command = f'exec "{sys.executable}" -m census summary "{mock}" --json 2>&-'
-    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
-                       check=False)  # fmt: skip
-    assert r.returncode == 0
-    assert json.loads(r.stdout)["totals"]["kernel_count"] == 2
-
-
-def test_a_reader_that_stops_early_is_exit_141_even_with_a_failing_gate(fixture) -> None:
-    """`census diff ... --fail-if ... | head` must not pass a CI gate by the broken pipe."""
-    eager, compiled = fixture("h200_eager_3steps.sqlite"), fixture("h200_compiled_3steps.sqlite")
-    for args in (["summary", str(eager)], ["--help"],
-                 ["diff", str(eager), str(compiled), "--fail-if", "kernel_count<+0"]):  # fmt: skip
-        read, write = os.pipe()
-        os.close(read)  # the reader is gone before census writes a byte
-        r = census_process(*args, stdout=write, stderr=subprocess.PIPE, text=True)
-        os.close(write)
-        assert r.returncode == 141, args
-        assert r.stderr == "", r.stderr
 
 
 # File names
@@ -205,6 +120,57 @@ def test_names_too_long_are_one_line_never_exit_70(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 
 
+# Counts
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["summary", "X", "--top", "-1"], "--top -1: give 0 or more"),
+        (["diff", "X", "X", "--top", "-3"], "--top -3: give 0 or more"),
+        (["ab", "e", "--a", "x", "--b", "y", "--active", "-2"], "--active -2: give 1 or more"),
+        (["ab", "e", "--demo", "eager,compiled", "--active", "0"], "--active 0: give 1 or more"),
+        (["ab", "e", "--a", "x", "--b", "y", "--warmup", "-1"], "--warmup -1: give 0 or more"),
+        (["summary", "X", "--skip-first", "-1"], "--skip-first must be 0 or more"),
+        # Checked before nsys is looked for: a usage error, not "nsys not found" (exit 3).
+        (["capture", "c", "--demo", "eager", "--warmup", "-1"], "--warmup -1: give 0 or more"),
+        (["capture", "c", "--demo", "eager", "--active", "0"], "--active 0: give 1 or more"),
+        (["capture", "c", "--demo", "ddp-eager", "--nproc", "0"], "--nproc 0: give 1 or more"),
+        (["demo", "--active", "-2"], "--active -2: give 1 or more"),
+        (["demo", "--warmup", "-1"], "--warmup -1: give 0 or more"),
+    ],
+)
+def test_negative_counts_are_usage_errors(export: Path, args: list[str], message: str) -> None:
+    r = runner.invoke(app, [str(export) if a == "X" else a for a in args])
+    assert r.exit_code == 2 and message in r.stderr
+
+
+REGEX_NOT_COUNT = (
+    "Error: --steps '5': --steps is the step-range regex of census summary and census diff; the "
+    "number of measured steps is --active N"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["capture", "c", "--steps", "5", "--", "python", "train.py"],
+         "; a program's own --steps goes after --"),
+        (["capture", "c", "--demo", "eager", "--steps", "5"], "; a program's own --steps goes after --"),
+        (["ab", "e", "--a", "x", "--b", "y", "--steps", "5"], ""),
+        (["demo", "--steps", "5"], ""),
+    ],
+)  # fmt: skip
+def test_steps_is_a_regex_never_a_count(tmp_path: Path, args: list[str], hint: str) -> None:
+    """One meaning per name: a count of steps given as --steps (the regex of summary and diff)
+    is refused, before anything runs, naming --active."""
+    r = runner.invoke(app, [*args, "-o", str(tmp_path)] if args[0] != "demo" else args)
+    assert r.exit_code == 2, r.output
+    assert r.stderr == REGEX_NOT_COUNT + hint + "\n"
+    assert list(tmp_path.iterdir()) == []
+    assert "--steps" not in runner.invoke(app, [args[0], "--help"]).stdout
+
+
 # Patterns that backtrack
 
 
@@ -251,3 +217,20 @@ def test_many_slow_texts_are_bounded_in_total(monkeypatch: pytest.MonkeyPatch) -
         "--steps '^(a|aa)+$' took over 0.3 s on the export's NVTX texts (the slowest: "
         "'aaaaaaaaaaaaaaaaaaaaaaaaaaaa!'): simplify the pattern"
     )
+
+
+# Gates
+
+
+@pytest.mark.parametrize("value", ["١٠٠", "１００", "1٠", "+5.٥%"])
+def test_a_gate_value_in_digits_other_than_ascii_is_refused(tmp_path: Path, value: str) -> None:
+    gate = f"kernel_count>{value}"
+    with pytest.raises(UsageError):
+        parse_gate(gate)
+    r = runner.invoke(app, ["summary", str(small_export(tmp_path)), "--fail-if", gate])
+    assert r.exit_code == 2, r.output  # was: accepted as 100
+    assert r.stderr.strip() == (
+        f"Error: --fail-if {gate!r}: write KEY OP VALUE (VALUE in digits 0-9), "
+        "e.g. 'kernel_count>+0' or 'd2d_bytes>+5%'"
+    )
+    assert parse_gate("kernel_count > +100").value == 100.0

@@ -1,13 +1,12 @@
 """Never hang, never leave orphans, never an internal error: census's worker processes, the
 arms of `census ab` and a capture's program as real processes (kill -9, Ctrl-C twice, SIGTERM,
-a child left holding the output), their output (200 MiB, bytes that are not UTF-8), damaged
-step-times records and ab.json, and arms whose statistics are degenerate."""
+a child left holding the output), their output (200 MiB, bytes that are not UTF-8), and census's
+own standard output (full, closed, a reader that stopped early)."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,18 +17,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.capture.arms import arm_order, check_record
 from census.capture.process import ProgramError, run_group
 from census.cli.app import app
-from census.compare.experiment import Experiment
-from census.compare.stats import analyze
 from census.load.pool import sweep_spill_folders
-from census.model import Arm
 from census.paths import owner_tag
 from census.sources.samples import sample_path
+from tests.helpers.cli import census_process
+from tests.helpers.exports import small_export
+from tests.helpers.files import FAKE_NSYS, REPO, SLEEP_TRAIN
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads processes from /proc")
-ROOT = Path(__file__).parent.parent
 runner = CliRunner()
 
 
@@ -63,7 +60,9 @@ def reaped_pid() -> int:
     return proc.pid
 
 
-# -- worker processes die with census; their spill folder is swept --------------------------------
+# Worker processes die with census; their spill folder is swept
+
+
 WORKERS = """
 import os, sys, time
 from pathlib import Path
@@ -96,7 +95,7 @@ def test_workers_die_with_a_census_killed_outright(tmp_path: Path, mode: str) ->
     export = sample_path("eager") / "capture.sqlite"
     env = {**os.environ, "TMPDIR": str(tmp)}
     with subprocess.Popen([sys.executable, str(script), mode, str(export), str(marks)],
-                          env=env, cwd=ROOT) as parent:  # fmt: skip
+                          env=env, cwd=REPO) as parent:  # fmt: skip
         assert wait_until(lambda: len(list(marks.iterdir())) == 2), "the workers did not start"
         workers = pids_in(marks)
         assert all(alive(p) for p in workers)
@@ -152,7 +151,9 @@ def test_a_later_pass_sweeps_a_dead_census_spill_folder_and_nothing_else(tmp_pat
     assert sorted(tmp_path.iterdir()) == sorted(keep)
 
 
-# -- an arm's whole process group is stopped, however census ends -------------------------------
+# An arm's whole process group is stopped, however census ends
+
+
 ARM = """
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
@@ -205,6 +206,26 @@ def test_ctrl_c_twice_or_sigterm_leaves_no_process_of_the_arm(
     assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "out" / "exp").exists()
 
 
+def test_sigterm_ends_census_like_ctrl_c(tmp_path: Path) -> None:
+    """SIGTERM during an experiment's arm: exit 130, the arm's process group stopped, no
+    experiment folder and no temporary folder left."""
+    arm = f"{sys.executable} {SLEEP_TRAIN} --ms 50 --steps 400"
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONUNBUFFERED": "1"}
+    (tmp_path / "tmp").mkdir()
+    command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path / "out"),
+               "--no-capture", "--a", arm, "--b", arm]  # fmt: skip
+    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "warm arm" in line:
+                break
+        time.sleep(1.0)
+        proc.terminate()
+        assert proc.wait(timeout=30) == 130
+    assert not (tmp_path / "out" / "exp").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
 def test_an_arm_that_leaves_a_child_holding_its_output_does_not_hang(tmp_path: Path) -> None:
     proc, marks = start_ab(tmp_path, "leave")
     with proc:
@@ -215,7 +236,9 @@ def test_an_arm_that_leaves_a_child_holding_its_output_does_not_hang(tmp_path: P
     assert (tmp_path / "out" / "exp" / "ab.json").is_file()
 
 
-# -- an arm's output: read as it comes, a bounded tail kept, any bytes ----------------------------
+# An arm's output: read as it comes, a bounded tail kept, any bytes
+
+
 LOUD = """
 import sys
 from census.capture.process import ProgramError, run_group
@@ -239,7 +262,7 @@ def test_200_mib_of_arm_output_keep_census_small(tmp_path: Path) -> None:
     script = tmp_path / "loud.py"
     script.write_text(LOUD)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, check=True,
-                         timeout=60, cwd=ROOT).stdout.decode()  # fmt: skip
+                         timeout=60, cwd=REPO).stdout.decode()  # fmt: skip
     rss_mib, message, *tail = out.splitlines()
     assert int(rss_mib) < 100  # it held 437 MiB when it kept the whole output
     assert message.startswith("arm 1 (A) failed (exit 3): ")
@@ -274,8 +297,9 @@ def test_an_arm_killed_by_a_signal_says_so() -> None:
         run_group(["sh", "-c", "echo bye; kill -9 $$"], {}, "arm 1 (A)")
 
 
-# -- a capture's program (under nsys, or its calibration run without): the same runner, shown live
-FAKE_NSYS = str(ROOT / "tests" / "helpers" / "fake_nsys.py")  # runs the program ("crash" mode)
+# A capture's program (under nsys, or its calibration run without): the same runner, shown live
+
+
 NOT_UTF8 = "import sys; sys.stdout.buffer.write(b'caf\\xc3\\xa9 \\xff\\xfe\\n'); sys.exit(3)"
 
 
@@ -328,7 +352,7 @@ def test_200_mib_of_a_captured_program_s_output_keep_census_small(tmp_path: Path
     )
     args = ["capture", "c", "-o", tmp_path / "out", "--nsys", FAKE_NSYS, "--", sys.executable, loud]
     out = subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True,
-                         check=True, timeout=120, cwd=ROOT,
+                         check=True, timeout=120, cwd=REPO,
                          env={**os.environ, "FAKE_NSYS_MODE": "crash"}).stdout.decode()  # fmt: skip
     out = out.rstrip("\n")  # Tail.text ends with one
     rss_mib, code, *tail = out.splitlines()
@@ -371,178 +395,52 @@ def test_ctrl_c_twice_during_a_capture_leaves_no_process_of_it(tmp_path: Path, n
     assert list((tmp_path / "out").iterdir()) == []
 
 
-# -- an arm's step-times record is checked before any number of it is used -----------------------
-GOOD = {"clock": "host", "step_time_ns": [5, 6, 7], "host_step_time_ns": [5, 6, 0],
-        "phase_time_ns": {"forward": [1, 0, 2]}, "peak_allocated_bytes": None,
-        "peak_reserved_bytes": 0, "dynamo": {"frames_compiled": 0, "graph_breaks": 2}}  # fmt: skip
+# census's own standard output
 
 
-@pytest.mark.parametrize(
-    ("change", "why"),
-    [
-        ({"step_time_ns": [5, -5, 7]}, "step_time_ns[1] is -5, not a positive integer"),
-        ({"step_time_ns": [5, 6, 0]}, "step_time_ns[2] is 0, not a positive integer"),
-        ({"step_time_ns": ["5"]}, 'step_time_ns[0] is "5", not a positive integer'),
-        ({"step_time_ns": [5.0]}, "step_time_ns[0] is 5.0, not a positive integer"),
-        ({"step_time_ns": [True]}, "step_time_ns[0] is true, not a positive integer"),
-        ({"step_time_ns": [float("nan")]}, "step_time_ns[0] is NaN, not a positive integer"),
-        ({"step_time_ns": [float("inf")]}, "step_time_ns[0] is Infinity, not a positive integer"),
-        ({"step_time_ns": [1 << 62]}, f"step_time_ns[0] is {1 << 62}, not a positive integer"),
-        ({"step_time_ns": {"0": 5}}, 'step_time_ns is {"0": 5}, not a JSON list'),
-        ({"step_time_ns": None}, "step_time_ns is null, not a JSON list"),
-        ({"clock": "wall"}, 'clock is "wall", not "cuda_events" or "host"'),
-        ({"clock": None}, 'clock is null, not "cuda_events" or "host"'),
-        ({"host_step_time_ns": [1, 2]}, "host_step_time_ns has 2 steps, step_time_ns 3"),
-        ({"host_step_time_ns": [1, -2, 3]}, "host_step_time_ns[1] is -2, not an integer, 0 or "),
-        ({"phase_time_ns": {"fwd": [1, 2]}}, 'phase_time_ns["fwd"] is not a list of 3 times'),
-        ({"phase_time_ns": {"fwd": [1, 2, -1]}}, 'phase_time_ns["fwd"][2] is -1, not an integer'),
-        ({"phase_time_ns": [1]}, "phase_time_ns is [1], not a JSON object"),
-        ({"peak_reserved_bytes": -1}, "peak_reserved_bytes is -1, not an integer, 0 or more"),
-        ({"peak_allocated_bytes": "1 GiB"}, 'peak_allocated_bytes is "1 GiB", not an integer'),
-        ({"dynamo": [1]}, "dynamo is [1], not a JSON object"),
-        ({"dynamo": {"graph_breaks": 1.5}}, "dynamo.graph_breaks is 1.5, not an integer"),
-    ],
-)
-def test_a_damaged_record_names_its_first_bad_field(change: dict, why: str) -> None:
-    check_record(GOOD)
-    with pytest.raises(ValueError) as info:
-        check_record({**GOOD, **change})
-    assert str(info.value).startswith(why)
+def test_a_full_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    with open("/dev/full", "w") as full:
+        r = census_process("summary", str(export), "--json", stdout=full, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    assert r.returncode == 74
+    assert r.stderr.strip() == "Error: cannot write to standard output (No space left on device)"
 
 
-def test_a_record_without_clock_or_of_another_shape_is_damaged() -> None:
-    for record, why in (([1, 2], "it is [1, 2], not a JSON object"),
-                        ({"step_time_ns": [1]}, "clock is null")):  # fmt: skip
-        with pytest.raises(ValueError, match=f"^{re.escape(why)}"):
-            check_record(record)
-    check_record({})  # no steps at all: said by the caller as "recorded no steps"
+def test_help_on_a_full_stdout_is_one_line_and_exit_74() -> None:
+    with open("/dev/full", "w") as full:
+        r = census_process("summary", "--help", stdout=full, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 74
+    assert r.stderr == "Error: cannot write to standard output (No space left on device)\n"
 
 
-WRITE_RECORD = "import os, sys; open(os.environ['CENSUS_STEP_TIMES'], 'w').write(sys.argv[1])"
+def test_a_closed_stdout_is_one_line_and_exit_74(tmp_path: Path) -> None:
+    export = small_export(tmp_path)
+    command = f'exec "{sys.executable}" -m census summary "{export}" >&-'
+    r = subprocess.run(["sh", "-c", command], stderr=subprocess.PIPE, text=True, timeout=120,
+                       check=False)  # fmt: skip
+    assert r.returncode == 74
+    assert r.stderr.strip() == "Error: standard output is closed: census has nowhere to write"
 
 
-def ab_with_records(tmp_path: Path, a: str, b: str):
-    def arm(text: str) -> str:
-        return " ".join([sys.executable, "-c", json.dumps(WRITE_RECORD), json.dumps(text)])
-
-    return runner.invoke(app, ["ab", "exp", "-o", str(tmp_path), "--no-capture", "--labels",
-                               "eager,compiled", "--a", arm(a), "--b", arm(b)],
-                         env={"CENSUS_NSYS": ""})  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("b", "why"),
-    [
-        ('{"clock": "host", "step_time_ns": [1000, 1000, -5]}', "step_time_ns[2] is -5, not a "
-         "positive integer"),
-        ('{"clock": "host", "step_time_ns": [1e400]}', "step_time_ns[0] is Infinity, not a"),
-        ('{"clock": "host", "step_time_ns": [1000', "not JSON (Expecting ',' delimiter: "),
-    ],
-)  # fmt: skip
-def test_ab_stops_at_a_damaged_record_naming_the_arm(tmp_path: Path, b: str, why: str) -> None:
-    r = ab_with_records(tmp_path, '{"clock": "host", "step_time_ns": [1000, 1000, 1000]}', b)
-    assert r.exit_code == 4, r.output
-    assert r.stderr.splitlines()[-1].startswith(
-        "Error: arm 2 (B, compiled): its step-times record ($CENSUS_STEP_TIMES) is damaged: " + why
-    )
-    assert not (tmp_path / "exp").exists()
+def test_a_closed_stderr_leaves_stdout_clean(fixture) -> None:
+    """Warnings have nowhere to go: they must not land in the JSON on stdout, nor fail census."""
+    mock = fixture("nsysai_mock.sqlite")  # it warns about two missing tables
+    command = f'exec "{sys.executable}" -m census summary "{mock}" --json 2>&-'
+    r = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120,
+                       check=False)  # fmt: skip
+    assert r.returncode == 0
+    assert json.loads(r.stdout)["totals"]["kernel_count"] == 2
 
 
-# -- an experiment's ab.json, read back, is checked as the arms' own records were -----------------
-@pytest.fixture(scope="module")
-def experiment_record(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A real experiment folder and its ab.json as census wrote it."""
-    out = tmp_path_factory.mktemp("ab")
-    r = ab_with_records(out, '{"clock": "host", "step_time_ns": [1000, 1001, 999]}',
-                        '{"clock": "host", "step_time_ns": [1100, 1101, 1099]}')  # fmt: skip
-    assert r.exit_code == 0, r.output
-    return out / "exp", (out / "exp" / "ab.json").read_text()
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "why"),
-    [
-        ("step_time_ns", "1e400", "step_time_ns[1] is Infinity, not a positive integer"),
-        ("step_time_ns", "-5", "step_time_ns[1] is -5, not a positive integer"),
-        ("step_time_ns", '"7"', 'step_time_ns[1] is "7", not a positive integer'),
-        ("step_time_ns", "true", "step_time_ns[1] is true, not a positive integer"),
-        ("step_time_ns", "5.7", "step_time_ns[1] is 5.7, not a positive integer"),
-        ("clock", '"wall"', 'clock is "wall", not "cuda_events" or "host"'),
-        ("peak_reserved_bytes", "-1", "peak_reserved_bytes is -1, not an integer, 0 or more"),
-        ("recompiles", "1e400", "recompiles is Infinity, not an integer, 0 or more"),
-        ("graph_breaks", "1.5", "graph_breaks is 1.5, not an integer, 0 or more"),
-        ("index", "1e400", "its side, index or discarded flag is damaged"),
-        ("discarded", '"false"', "its side, index or discarded flag is damaged"),
-    ],
-)
-def test_a_damaged_ab_json_names_the_arm_and_its_field(
-    experiment_record: tuple[Path, str], field: str, value: str, why: str
-) -> None:
-    folder, text = experiment_record
-    record = json.loads(text)
-    arm = record["arms"][2]
-    if field == "step_time_ns":
-        arm[field][1] = "@"
-    else:
-        arm[field] = "@"
-    (folder / "ab.json").write_text(json.dumps(record).replace('"@"', value))
-    try:
-        r = runner.invoke(app, ["diff", str(folder)])
-    finally:
-        (folder / "ab.json").write_text(text)
-    assert r.exit_code == 1, r.output
-    assert r.stderr.splitlines() == [
-        f"Error: {folder / 'ab.json'}: not a census experiment record (arm 2: {why})"
-    ]
-
-
-def test_an_undamaged_ab_json_reads_back(experiment_record: tuple[Path, str]) -> None:
-    r = runner.invoke(app, ["diff", str(experiment_record[0])])
-    assert r.exit_code == 0 and r.stdout.startswith(
-        "compiled is slower than eager by 100 ns/step"
-    ), r.output
-
-
-# -- degenerate arms: no difference is "no difference", a zero time no division --------------------
-def experiment(a: tuple[int, ...], b: tuple[int, ...], arms: int = 4) -> Experiment:
-    order = arm_order(arms)
-    runs = tuple(Arm(s, i, i == 0, a if s == "a" else b) for i, s in enumerate(order))
-    return Experiment(("A", "B"), {"a": ["a"], "b": ["b"]}, runs, analyze(list(runs)), None, "x")
-
-
-def test_identical_arms_are_no_difference_never_slower_by_0_ns() -> None:
-    for steps in ((1000, 1000, 1000), (1000, 1001, 1000, 999), (7,)):
-        st = experiment(steps, steps, 8).stats
-        assert st.verdict == "no difference"
-        assert (st.delta_median_ns, st.ci95_ns, st.residual_sd_ns) == (0.0, (0.0, 0.0), 0.0)
-        assert st.pairs_agreeing == 4 and st.arms_needed is None
-
-
-def test_an_exact_difference_without_spread_is_settled() -> None:
-    st = experiment((1000,) * 3, (1005,) * 3).stats
-    assert st.verdict == "slower" and st.residual_sd_ns == 0
-    assert st.ci95_ns[0] == st.ci95_ns[1] == pytest.approx(5)
-    assert st.pairs_agreeing == 2
-
-
-def test_a_difference_under_a_nanosecond_is_never_claimed() -> None:
-    # every arm of B is exactly 0.5 ns slower: a difference under the record's unit
-    st = experiment((1000, 1000), (1000, 1001)).stats
-    assert abs(st.delta_median_ns) < 1 and st.verdict == "no difference"
-    assert st.arms_needed is None
-
-
-def test_zero_time_steps_render_without_dividing_by_zero() -> None:
-    from census.api import experiment_view
-    from census.render import render
-    from census.render.ab import delta_line, e2e_rows
-
-    for a, b in (((0, 0), (0, 0)), ((0, 0), (5, 5)), ((5, 5), (0, 0))):
-        exp = experiment(a, b)
-        assert e2e_rows(exp)[1][5] == ""  # no throughput to compare with a step of no time
-        assert "()" not in delta_line(exp)
-        view = experiment_view(exp)
-        assert "B − A" in render(view, "terminal", width=200)
-        assert "| throughput |" in render(view, "markdown")
-        assert "<html" in render(view, "html").lower()
-        json.loads(render(view, "json"))
+def test_a_reader_that_stops_early_is_exit_141_even_with_a_failing_gate(fixture) -> None:
+    """`census diff ... --fail-if ... | head` must not pass a CI gate by the broken pipe."""
+    eager, compiled = fixture("h200_eager_3steps.sqlite"), fixture("h200_compiled_3steps.sqlite")
+    for args in (["summary", str(eager)], ["--help"],
+                 ["diff", str(eager), str(compiled), "--fail-if", "kernel_count<+0"]):  # fmt: skip
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before census writes a byte
+        r = census_process(*args, stdout=write, stderr=subprocess.PIPE, text=True)
+        os.close(write)
+        assert r.returncode == 141, args
+        assert r.stderr == "", r.stderr

@@ -1,15 +1,19 @@
-"""Bad inputs: a one-line error naming the file and a non-zero exit, or a census with a warning.
-Inputs stay byte-identical. Every case here is a row of the robustness table in docs/robustness.md."""
+"""Exports census cannot read, damaged ones and odd ones: a one-line error naming the file and its
+exit code, never a traceback, a hang or a wrong answer; or a census with a warning. Inputs stay
+byte-identical. Each case is a row of the robustness table in docs/robustness.md."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,8 @@ from typer.testing import CliRunner
 from census.api import summarize
 from census.cli.app import app
 from census.errors import InputError
-from tests.conftest import fixture_file
+from tests.helpers.exports import small_export
+from tests.helpers.files import FAKE_NSYS, FIXTURES, SHARED, fixture_file
 from tests.nsysdb import Export
 
 runner = CliRunner()
@@ -39,11 +44,16 @@ def cli_error(args: list[str], code: int) -> str:
     return lines[0]
 
 
-def small_export(tmp_path: Path) -> Path:
+def one_step_export(path: Path) -> Path:
+    """A step with one kernel and one device-to-device copy."""
     e = Export()
     e.range("step 0", 0, 100)
     e.launch("k", 1, 10, 20)
-    return e.write(tmp_path / "ok.sqlite")
+    e.copy(8, 10, 2, 30, 40)
+    return e.write(path)
+
+
+# Files that are not an nsys export
 
 
 def test_missing_path(tmp_path: Path) -> None:
@@ -85,13 +95,47 @@ def test_plain_sqlite(tmp_path: Path) -> None:
     assert "not an nsys export" in cli_error(["summary", str(p)], 1)
 
 
-def one_step_export(path: Path) -> Path:
-    """A step with one kernel and one device-to-device copy."""
-    e = Export()
-    e.range("step 0", 0, 100)
-    e.launch("k", 1, 10, 20)
-    e.copy(8, 10, 2, 30, 40)
-    return e.write(path)
+def test_plain_sqlite_is_not_an_nsys_export(tmp_path: Path) -> None:
+    import sqlite3
+
+    p = tmp_path / "plain.sqlite"
+    with sqlite3.connect(p) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    with pytest.raises(
+        InputError, match=r"plain\.sqlite: a SQLite database but not an nsys export"
+    ):
+        summarize(p)
+
+
+def test_qdstrm_only(tmp_path: Path) -> None:
+    p = tmp_path / "x.qdstrm"
+    p.write_bytes(b"q")
+    assert "QdstrmImporter" in cli_error(["summary", str(p)], 1)
+
+
+@pytest.mark.skipif(not (SHARED / "fixtures" / "kineto").is_dir(), reason="../shared absent")
+def test_a_kineto_trace_is_named_for_what_it_is(tmp_path: Path) -> None:
+    trace = SHARED / "fixtures" / "kineto" / "h200_eager_3steps.kineto.json.gz"
+    r = runner.invoke(app, ["summary", str(trace)])
+    assert r.exit_code == 1
+    assert "a PyTorch profiler (Kineto) trace, not an nsys export" in r.stderr
+    plain = tmp_path / "trace.json"
+    plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
+    r = runner.invoke(app, ["summary", str(plain)])
+    assert r.exit_code == 1 and "Kineto" in r.stderr
+
+
+def test_a_fifo_is_refused_without_reading_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.sqlite"
+    os.mkfifo(fifo)
+    r = runner.invoke(app, ["summary", str(fifo)])
+    assert r.exit_code == 1
+    assert r.stderr.strip() == (
+        f"Error: {fifo}: not a regular file (a FIFO or a device?), not an nsys export"
+    )
+
+
+# Damaged exports
 
 
 def test_nulls_in_every_column(tmp_path: Path) -> None:
@@ -115,42 +159,120 @@ def test_nulls_in_every_column(tmp_path: Path) -> None:
     assert any("missing or negative duration" in w for w in c.warnings)
 
 
-def test_unresolvable_huge_and_invalid_utf8_names(tmp_path: Path) -> None:
-    e = Export()
-    e.launch("x" * 100_000, 1, 10, 20)
-    e.launch("bad-utf8-placeholder", 2, 30, 40)
-    e.api("cudaLaunchKernel_v7000", 3, 8, corr=77)
-    e.kernels.append(
-        {**e.kernels[0], "demangledName": 424242, "shortName": 434343, "correlationId": 77}
-    )
-    p = e.write(tmp_path / "names.sqlite")
+@pytest.mark.parametrize(
+    ("table", "column", "value", "message"),
+    [
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "start",
+            "'soon'",
+            "KERNEL.start holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "end",
+            "'later'",
+            "KERNEL.end holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "deviceId",
+            "0.5",
+            "KERNEL.deviceId holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            "correlationId",
+            "x'00ff'",
+            "RUNTIME.correlationId holds values",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "end",
+            "'x'",
+            "MEMCPY.end holds values that are not integers",
+        ),
+        (
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "start",
+            str(1 << 62),
+            "KERNEL.start holds timestamps beyond",
+        ),
+    ],
+)
+def test_values_of_the_wrong_type_are_a_clear_error(
+    tmp_path: Path, table: str, column: str, value: str, message: str
+) -> None:
+    p = one_step_export(tmp_path / "typed.sqlite")
     with sqlite3.connect(p) as conn:
-        conn.execute(
-            "UPDATE StringIds SET value = CAST(? AS TEXT) WHERE value = 'bad-utf8-placeholder'",
-            (b"gemm\xff\xfe<kernel>",),
-        )
-    c = summarize(p)
-    names = {k.name for k in c.kernels}
-    assert "x" * 100_000 in names
-    assert "gemm\ufffd\ufffd<kernel>" in names
-    assert "<unknown kernel name id 424242>" in names
-    r = runner.invoke(app, ["summary", str(p), "--json"])
-    assert r.exit_code == 0
+        conn.execute(f'UPDATE {table} SET "{column}" = {value}')
+    err = cli_error(["summary", str(p)], 1)
+    assert message in err and str(p) in err and "not a valid nsys export" in err
+    assert "\n" not in err.strip()
 
 
-def test_zero_kernels_and_nonpositive_durations(tmp_path: Path) -> None:
-    e = Export()
-    e.range("step 0", 0, 100)
-    c = summarize(e.write(tmp_path / "none.sqlite"))
-    assert c.totals.kernel_count == 0 and c.steps[0].gpu_busy_ns == 0
-    f = Export()
-    f.launch("zero", 1, 10, 10)
-    f.launch("negative", 2, 50, 40)
-    f.launch("fine", 3, 60, 70)
-    c2 = summarize(f.write(tmp_path / "neg.sqlite"))
-    assert c2.totals.kernel_time_ns == 0 + (-10) + 10  # sum of end - start, as defined
-    assert c2.totals.non_nccl_union_ns == 10
-    assert any("1 kernel(s) have a missing or negative duration" in w for w in c2.warnings)
+_SOURCE = None
+
+
+def _source() -> bytes:
+    global _SOURCE
+    if _SOURCE is None:
+        _SOURCE = fixture_file("h200_compiled_3steps.sqlite").read_bytes()
+    return _SOURCE
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.integers(0, 434175), st.integers(0, 255)), min_size=1, max_size=8))
+def test_fuzz_mutated_exports(tmp_path: Path, edits: list[tuple[int, int]]) -> None:
+    data = bytearray(_source())
+    for offset, value in edits:
+        data[offset % len(data)] = value
+    p = tmp_path / "mutant.sqlite"
+    p.write_bytes(bytes(data))
+    try:
+        c = summarize(p, use_cache=False)
+    except InputError as exc:
+        assert str(exc).startswith(str(p))
+        assert "\n" not in str(exc)
+    else:
+        assert c.totals.kernel_count >= 0
+
+
+# Views in place of tables
+
+
+@pytest.mark.parametrize("table", ["CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "NVTX_EVENTS"])
+def test_a_table_that_is_a_view_is_refused_naming_it(tmp_path: Path, table: str) -> None:
+    path = small_export(tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(f'ALTER TABLE "{table}" RENAME TO stored')
+        conn.execute(f'CREATE VIEW "{table}" AS SELECT * FROM stored')
+        conn.commit()
+    r = runner.invoke(app, ["summary", str(path)])
+    assert r.exit_code == 1, r.output  # was: a census of zeros ("no kernels were captured")
+    assert r.stderr.strip() == (
+        f"Error: {path}: {table} is a view, not a table as nsys writes it: census reads no views; "
+        "export the report again, or store the view as a table (CREATE TABLE ... AS SELECT)"
+    )
+
+
+def test_views_are_all_named(tmp_path: Path) -> None:
+    path = small_export(tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for table in ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL"):
+            conn.execute(f'ALTER TABLE "{table}" RENAME TO "{table}_stored"')
+            conn.execute(f'CREATE VIEW "{table}" AS SELECT * FROM "{table}_stored"')
+        conn.commit()
+    r = runner.invoke(app, ["summary", str(path)])
+    assert r.exit_code == 1
+    assert "CUPTI_ACTIVITY_KIND_KERNEL, NVTX_EVENTS are views, not tables as nsys writes them" in (
+        r.stderr
+    )
+
+
+# Reports (.nsys-rep) exported on demand
 
 
 def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,8 +291,7 @@ def test_nsys_rep_is_exported_beside_or_into_the_cache(
 
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"report")
-    fake = Path(__file__).parent / "helpers" / "fake_nsys.py"
-    monkeypatch.setenv("CENSUS_NSYS", str(fake))
+    monkeypatch.setenv("CENSUS_NSYS", FAKE_NSYS)
     monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
     monkeypatch.setenv("FAKE_NSYS_SQLITE", str(fixture_file("h200_eager_3steps.sqlite")))
     assert export.resolve_sqlite(rep) == tmp_path / "run.sqlite"
@@ -186,10 +307,7 @@ def test_nsys_rep_is_exported_beside_or_into_the_cache(
     assert not list(target.parent.glob("*.sqlite"))  # nothing half-written left behind
 
 
-def test_qdstrm_only(tmp_path: Path) -> None:
-    p = tmp_path / "x.qdstrm"
-    p.write_bytes(b"q")
-    assert "QdstrmImporter" in cli_error(["summary", str(p)], 1)
+# Exports census reads and never changes
 
 
 @pytest.mark.skipif(
@@ -197,8 +315,6 @@ def test_qdstrm_only(tmp_path: Path) -> None:
     reason="needs root and setpriv to drop privileges",
 )
 def test_unreadable_file(tmp_path: Path) -> None:
-    import tempfile
-
     shared = Path(tempfile.mkdtemp(prefix="census-perm-"))  # traversable by the other user
     shared.chmod(0o755)
     p = shutil.copy(small_export(tmp_path), shared / "secret.sqlite")
@@ -265,8 +381,6 @@ def test_database_locked_by_a_writer(tmp_path: Path) -> None:
 
 
 def test_every_fixture_stays_byte_identical(tmp_path: Path) -> None:
-    from tests.conftest import FIXTURES
-
     if not FIXTURES.exists():
         pytest.skip(f"{FIXTURES} is absent")
     for src in sorted(FIXTURES.glob("*.sqlite")):
@@ -274,84 +388,3 @@ def test_every_fixture_stays_byte_identical(tmp_path: Path) -> None:
         summarize(src, use_cache=False)
         assert sha(src) == before, src
         assert not Path(str(src) + "-journal").exists()
-
-
-_SOURCE = None
-
-
-def _source() -> bytes:
-    global _SOURCE
-    if _SOURCE is None:
-        _SOURCE = fixture_file("h200_compiled_3steps.sqlite").read_bytes()
-    return _SOURCE
-
-
-@settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(st.tuples(st.integers(0, 434175), st.integers(0, 255)), min_size=1, max_size=8))
-def test_fuzz_mutated_exports(tmp_path: Path, edits: list[tuple[int, int]]) -> None:
-    data = bytearray(_source())
-    for offset, value in edits:
-        data[offset % len(data)] = value
-    p = tmp_path / "mutant.sqlite"
-    p.write_bytes(bytes(data))
-    try:
-        c = summarize(p, use_cache=False)
-    except InputError as exc:
-        assert str(exc).startswith(str(p))
-        assert "\n" not in str(exc)
-    else:
-        assert c.totals.kernel_count >= 0
-
-
-@pytest.mark.parametrize(
-    ("table", "column", "value", "message"),
-    [
-        (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "start",
-            "'soon'",
-            "KERNEL.start holds values that are not integers",
-        ),
-        (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "end",
-            "'later'",
-            "KERNEL.end holds values that are not integers",
-        ),
-        (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "deviceId",
-            "0.5",
-            "KERNEL.deviceId holds values that are not integers",
-        ),
-        (
-            "CUPTI_ACTIVITY_KIND_RUNTIME",
-            "correlationId",
-            "x'00ff'",
-            "RUNTIME.correlationId holds values",
-        ),
-        (
-            "CUPTI_ACTIVITY_KIND_MEMCPY",
-            "end",
-            "'x'",
-            "MEMCPY.end holds values that are not integers",
-        ),
-        (
-            "CUPTI_ACTIVITY_KIND_KERNEL",
-            "start",
-            str(1 << 62),
-            "KERNEL.start holds timestamps beyond",
-        ),
-    ],
-)
-def test_values_of_the_wrong_type_are_a_clear_error(
-    tmp_path: Path, table: str, column: str, value: str, message: str
-) -> None:
-    p = one_step_export(tmp_path / "typed.sqlite")
-    with sqlite3.connect(p) as conn:
-        conn.execute(f'UPDATE {table} SET "{column}" = {value}')
-    err = cli_error(["summary", str(p)], 1)
-    assert message in err and str(p) in err and "not a valid nsys export" in err
-    assert "\n" not in err.strip()

@@ -1,0 +1,113 @@
+"""GPU idle time by host range: what the training loop's thread was inside while the GPU idled.
+
+Rule (census.definitions.IDLE_BY_RANGE_RULE): for every instant of a step at which the GPU of
+its process is idle (no kernel, memcpy or memset of the process running: the complement of the
+busy union gpu_busy_ns is made of), the innermost NVTX range open at that instant on the step
+range's thread (push/pop or start/end, any domain; the latest-started of those open; the step
+ranges themselves excluded) gets the instant. Summed per range text over the steps. Idle time
+with no range open goes to none, so the ranges' sum never exceeds gpu_idle_ns.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from census.load.idle import idle_gaps, intersect
+from census.load.intervals import exact_sums
+from census.load.steps import StepRange
+from census.load.timeline import EMPTY, Intervals, union
+from census.sources import schema as sc
+
+UNNAMED = "(unnamed range)"
+
+
+def idle_by_range(
+    conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange], timelines: dict
+) -> dict[str, int]:
+    """Range text -> GPU idle ns inside it, summed over `steps`."""
+    out: dict[str, int] = {}
+    threads: dict[tuple[int, int], list[StepRange]] = {}
+    for s in steps:
+        if s.tid is not None:
+            threads.setdefault((s.proc, s.tid), []).append(s)
+    for (proc, tid), mine in threads.items():
+        mine.sort(key=lambda s: s.start_ns)
+        names, starts, ends = _ranges(conn, schema, tid, mine)
+        busy = timelines[proc][0] if proc in timelines else EMPTY
+        for name, ns in _attribute(_step_windows(mine), busy, starts, ends).items():
+            out[names[name]] = out.get(names[name], 0) + ns
+    return out
+
+
+def _step_windows(steps: list[StepRange]) -> Intervals:
+    """The steps' windows, merged where they overlap: an idle instant counts once."""
+    return union(np.array([s.start_ns for s in steps], np.int64),
+                 np.array([s.end_ns for s in steps], np.int64))  # fmt: skip
+
+
+def _ranges(
+    conn: sqlite3.Connection, schema: sc.Schema, tid: int, steps: list[StepRange]
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """(texts, start, end) of the thread's NVTX ranges that overlap its steps, sorted by start
+    (ties: the longer first, so the inner one is later), the step ranges excluded."""
+    if not schema.has(sc.NVTX):
+        return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+    text, join = "n.text", ""
+    if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
+        text = "COALESCE(n.text, s.value)"
+        join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
+    rows = conn.execute(
+        f"""SELECT {text}, n.start, n.end FROM "{sc.NVTX}" n {join}
+            WHERE n.globalTid = ? AND n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})
+              AND n.start IS NOT NULL AND n.end IS NOT NULL AND n.end > n.start
+              AND n.end > ? AND n.start < ?""",
+        (tid, min(s.start_ns for s in steps), max(s.end_ns for s in steps)),
+    ).fetchall()
+    own = {(s.start_ns, s.end_ns, s.name) for s in steps}
+    kept = [r for r in rows if (r[1], r[2], r[0]) not in own]
+    texts = sorted({UNNAMED if r[0] is None else str(r[0]) for r in kept})
+    code = {t: i for i, t in enumerate(texts)}
+    name = np.array([code[UNNAMED if r[0] is None else str(r[0])] for r in kept], np.int64)
+    start = np.array([r[1] for r in kept], np.int64)
+    end = np.array([r[2] for r in kept], np.int64)
+    order = np.lexsort((-end, start))
+    return [texts[i] for i in name[order].tolist()], start[order], end[order]
+
+
+def _attribute(steps: Intervals, busy: Intervals, starts, ends) -> dict[int, int]:
+    """Range index -> idle ns inside the steps that it is the innermost open range of: the
+    idle gaps cut at every range bound, each piece owned by the innermost range of its
+    stretch between two bounds."""
+    if not len(starts):
+        return {}
+    cuts = np.unique(np.concatenate([starts, ends]))
+    owner = innermost(starts, ends, cuts[:-1])  # of each stretch between two bounds
+    s, e, stretch = intersect(*idle_gaps(busy, steps), cuts[:-1], cuts[1:])
+    who = owner[stretch]
+    named = who >= 0
+    per = exact_sums(who[named], len(starts), (e - s)[named])
+    return {i: ns for i, ns in enumerate(per) if ns}
+
+
+def innermost(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time t, the index of the latest-started range (by `starts`, sorted; ties: the
+    later index) with start <= t < end, or -1: binary lifting over a sparse table of running
+    maxima of `ends`, O((n + q) log n) in numpy."""
+    n = len(starts)
+    if not n or not len(t):
+        return np.full(len(t), -1, np.int64)
+    levels = [ends]
+    while (1 << len(levels)) <= n:
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        cur = prev.copy()
+        cur[half:] = np.maximum(prev[half:], prev[:-half])  # max of ends[i - 2^k + 1 .. i]
+        levels.append(cur)
+    cur = np.searchsorted(starts, t, "right") - 1
+    for k in range(len(levels) - 1, -1, -1):
+        size = 1 << k
+        can = cur - size + 1 >= 0
+        skip = can & (levels[k][np.where(can, cur, 0)] <= t)  # that whole block ended by t
+        cur = np.where(skip, cur - size, cur)
+    return np.where((cur >= 0) & (ends[np.maximum(cur, 0)] > t), cur, -1)

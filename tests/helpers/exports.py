@@ -1,0 +1,68 @@
+"""Exports the tests build (with tests/nsysdb.py) or unpack, shared by several test modules."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import tempfile
+from pathlib import Path
+
+from census.sources.samples import sample_path
+from tests.helpers.files import DATA, FIXTURES, fixture_file
+from tests.nsysdb import Export
+
+MS = 1_000_000
+
+
+def small_export(tmp_path: Path) -> Path:
+    """One step with one kernel: the smallest export census gives a census of."""
+    e = Export()
+    e.range("step 0", 0, 100)
+    e.launch("k", 1, 10, 20)
+    return e.write(tmp_path / "ok.sqlite")
+
+
+def unpacked(xz: Path) -> Path:
+    """An xz-compressed capture of our own (made on the H200 with `census capture`), unpacked:
+    ddp/rank0 from `--demo ddp-eager` through torchrun; engine/ from `--demo eager|compiled`
+    (5 warm-up + 20 steps), captured to check the columnar engine."""
+    target = Path(tempfile.gettempdir()) / f"census-test-{xz.parent.name}-{xz.stem}"
+    if not target.exists():
+        target.write_bytes(lzma.decompress(xz.read_bytes()))
+    return target
+
+
+def real_exports() -> list[Path]:
+    """Every real export at hand: the shared fixtures (when present), the bundled samples and
+    our own engine captures."""
+    found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
+    ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
+    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours
+
+
+def build_run_ahead(tmp_path: Path, steps: int = 5) -> Path:
+    """Step k's range is [4k, 4k + 3] ms; in it the host launches three kernels (3, 3 and 4 ms
+    of GPU work) without waiting. The GPU runs them back to back, so it falls behind: step k's
+    kernels start when step k-1's end, at 1000 ns + 10k ms."""
+    e = Export()
+    gpu = 0
+    for k in range(steps):
+        start = 4 * MS * k
+        e.range(f"step {k}", start, start + 3 * MS)
+        for i, (at, length) in enumerate(((100, 3 * MS), (MS, 3 * MS), (2 * MS, 4 * MS))):
+            begin = max(start + at + 900, gpu)  # a queue: after the launch, after the last one
+            e.launch(f"k{i}", start + at, begin, begin + length)
+            gpu = begin + length
+    return e.write(tmp_path / "ahead.sqlite")
+
+
+def rank_folder(tmp_path: Path, *names: str) -> Path:
+    """A multi-rank capture folder as `census capture` writes it: rankN.sqlite and a run.json
+    that maps each rank to its export."""
+    folder = tmp_path / "cap"
+    folder.mkdir(parents=True)
+    for i, name in enumerate(names):
+        (folder / f"rank{i}.sqlite").symlink_to(fixture_file(name))
+    ranks = {str(i): f"rank{i}.sqlite" for i in range(len(names))}
+    (folder / "run.json").write_text(json.dumps({"calibration": None, "ranks": ranks}), "utf-8")
+    return folder

@@ -1,0 +1,296 @@
+"""GPU idle time by host range (definitions.IDLE_BY_RANGE_RULE) and the idle split gathered by
+the engine's passes: exact values on built exports, the slow oracle on real ones."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+import census
+from census.cli import app
+from census.load.aggregates import load_profile
+from census.load.idle import idle_splits, read_timelines
+from census.load.idle_ranges import innermost
+from census.sources import schema as sc
+from census.sources.readonly import open_readonly
+from tests.nsysdb import Export
+from tests.oracle import idle_by_range_oracle
+
+START_END = 60
+STEPS = r"^(step\b|ProfilerStep#)"
+REPO = Path(__file__).parent.parent
+SHARED = REPO.parent / "shared" / "fixtures" / "nsys"
+
+
+def _nested(tmp_path: Path) -> Path:
+    """Two steps. Step 0 [0, 1000] on thread 1: GPU busy [450, 500] and [700, 800]; ranges
+    outer [100, 900] ⊃ inner [200, 400], `late` [300, 600] (start/end, crossing inner),
+    tieA [820, 880] and tieB [820, 850] (same start: tieB ends first, so it is inner); a range on
+    thread 2 over the whole step is another thread's. Step 1 [2000, 3000] on thread 3, no GPU
+    work, one range t3 [2000, 2500]."""
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.range("outer", 100, 900)
+    e.range("inner", 200, 400)
+    e.range("late", 300, 600, event_type=START_END)
+    e.range("tieA", 820, 880)
+    e.range("tieB", 820, 850, registered=True)
+    e.range("other thread", 0, 1000, tid=2)
+    e.launch("k1", 10, 450, 500)
+    e.launch("k2", 20, 700, 800)
+    e.kernel("zero-length", 850, 850, corr=e.api("cudaLaunchKernel_v7000", 30, 35))
+    e.range("step 1", 2000, 3000, tid=3)
+    e.range("t3", 2000, 2500, tid=3)
+    return e.write(tmp_path / "nested.sqlite")
+
+
+# Idle stretches of step 0: [0, 450) [500, 700) [800, 1000). Innermost open range:
+# [0,100) none; [100,200) outer; [200,300) inner; [300,450) late (started after inner);
+# [500,600) late; [600,700) outer; [800,820) outer; [820,850) tieB; [850,880) tieA;
+# [880,900) outer; [900,1000) none. Step 1: [2000,2500) t3, [2500,3000) none.
+EXPECTED = {"outer": 240, "late": 250, "inner": 100, "t3": 500, "tieA": 30, "tieB": 30}
+
+
+def test_built_export_exact(tmp_path: Path) -> None:
+    path = _nested(tmp_path)
+    c = census.summarize(path, use_cache=False)
+    assert {r.range: r.idle_ns for r in c.idle_by_range} == EXPECTED
+    assert idle_by_range_oracle(path) == EXPECTED
+    idle = 850 + 1000  # the steps' GPU idle time
+    assert sum(s.gpu_idle_ns for s in c.steps) == idle
+    rows = c.idle_ranges()
+    assert [r["range"] for r in rows] == ["t3", "late", "outer", "inner", "tieA", "tieB"]
+    assert rows[0] == {"range": "t3", "idle_ns_per_step": 250.0, "share": 500 / idle}
+    assert sum(r["share"] for r in rows) <= 1
+
+
+def test_summary_json_and_limiter_name_the_range(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    path = _nested(tmp_path)
+    done = CliRunner().invoke(app, ["summary", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert doc["idle_by_range"][1] == {"range": "late", "idle_ns_per_step": 125.0,
+                                       "share": 250 / 1850}  # fmt: skip
+    assert "idle_by_range" in doc["definitions"]
+    assert doc["limiter"] == "host (other)"
+    c = census.summarize(path, use_cache=False)
+    from census.compare.limiter import summary_lead
+
+    assert summary_lead(c).endswith(", most inside t3 (27% of the idle)")
+
+
+def test_no_idle_turns_it_off(tmp_path: Path) -> None:
+    c = census.summarize(_nested(tmp_path), use_cache=False, idle=False)
+    assert c.idle_by_range is None and c.idle_ranges() is None
+    assert all(s.idle is None for s in c.steps)
+    from census.compare.limiter import summary_lead
+
+    assert summary_lead(c) == (
+        "host-bound: GPU idle 92% of the step (the idle split was off: --no-idle)"
+    )
+
+
+def test_diff_shows_which_ranges_idle_moved(tmp_path: Path) -> None:
+    a = _nested(tmp_path)
+    e = Export()
+    e.range("step 0", 0, 1000)
+    e.range("outer", 100, 900)
+    e.launch("k1", 10, 100, 800)  # busy [100, 800): outer keeps [800, 900) idle only
+    e.range("step 1", 2000, 3000, tid=3)
+    b = e.write(tmp_path / "b.sqlite")
+    d = census.diff(census.summarize(a, use_cache=False), census.summarize(b, use_cache=False))
+    moved = {n: (v.a, v.b) for n, v in d.idle_by_range.items()}
+    assert moved == {"t3": (250.0, 0.0), "late": (125.0, 0.0), "outer": (120.0, 50.0),
+                     "inner": (50.0, 0.0), "tieA": (15.0, 0.0), "tieB": (15.0, 0.0)}  # fmt: skip
+    assert list(moved)[:2] == ["t3", "late"]  # by |delta|
+
+
+def test_innermost_against_brute_force() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(0, 40))
+        start = rng.integers(0, 100, n)
+        end = start + rng.integers(1, 60, n)
+        order = np.lexsort((-end, start))
+        start, end = start[order], end[order]
+        t = rng.integers(-5, 170, 200)
+        got = innermost(start, end, t)
+        for q, g in zip(t.tolist(), got.tolist(), strict=True):
+            open_ = [i for i in range(n) if start[i] <= q < end[i]]
+            assert g == (max(open_) if open_ else -1)
+
+
+def _real_exports() -> list[Path]:
+    paths = [REPO / "census" / "samples" / f"{n}.sqlite.xz" for n in ("eager", "compiled")]
+    paths += [REPO / "tests" / "data" / p for p in
+              ("runahead/ra-eager.sqlite.xz", "ddp/rank0.sqlite.xz", "ab-demo/b/capture.sqlite.xz")]  # fmt: skip
+    if SHARED.is_dir():
+        paths += [SHARED / f"h200_{n}_3steps.sqlite" for n in ("eager", "compiled")]
+    return paths
+
+
+def _plain(path: Path, tmp_path: Path) -> Path:
+    if path.suffix != ".xz":
+        return path
+    out = tmp_path / path.stem
+    out.write_bytes(lzma.decompress(path.read_bytes()))
+    return out
+
+
+@pytest.mark.parametrize("path", _real_exports(), ids=lambda p: p.name)
+def test_real_exports_agree_with_the_oracle(path: Path, tmp_path: Path) -> None:
+    plain = _plain(path, tmp_path)
+    profile = load_profile(plain, STEPS, 0, None, 2, 500, None)
+    expected = {k: v for k, v in idle_by_range_oracle(plain).items() if v}
+    assert {k: v for k, v in profile.idle_by_range.items() if v} == expected
+    assert expected  # every one of these has idle time inside its phase ranges
+
+
+@pytest.mark.parametrize("path", _real_exports(), ids=lambda p: p.name)
+def test_gathered_timelines_equal_a_separate_read(path: Path, tmp_path: Path) -> None:
+    """The idle split from the intervals the passes gathered equals the one from reading the
+    GPU and runtime tables again, with phases, 1 to 3 workers and batches down to 64 rows."""
+    plain = _plain(path, tmp_path)
+    conn = open_readonly(plain)
+    try:
+        for phases in (None, r"^(forward|backward|optimizer)\b"):
+            for workers, batch in ((1, None), (2, 64), (3, 997)):
+                p = load_profile(plain, STEPS, 0, None, workers, batch, phases)
+                timelines = read_timelines(conn, sc.read_schema(conn), {s.proc for s in p.steps})
+                assert idle_splits(timelines, list(p.steps), list(p.segments)) == (
+                    p.step_idle, p.segment_idle)  # fmt: skip
+                for s in p.steps:  # the law: the parts add up to the step's idle time
+                    i = p.step_idle[s.idx]
+                    busy = p.aggregates.busy_ns.get(s.idx, 0)
+                    assert i.idle_after_sync_ns + i.idle_launch_ns + i.idle_other_ns == (
+                        s.end_ns - s.start_ns - busy)  # fmt: skip
+    finally:
+        conn.close()
+
+
+def test_step_threads_are_read_from_the_export(tmp_path: Path) -> None:
+    p = load_profile(_nested(tmp_path), STEPS, 0, None)
+    assert [s.tid for s in p.steps] == [(1 << 24) | 1, (1 << 24) | 3]
+
+
+def _host_heavy(tmp_path: Path, name: str, kernel_ns: int) -> Path:
+    """Ten steps of 1000 ns on thread 1, each inside `Engine.forward` then
+    `Engine.allreduce_gradients`; one kernel of `kernel_ns` starts 100 ns into each step, and
+    its launch call lasts 5 ns: the rest of the step the host is elsewhere."""
+    e = Export()
+    for i in range(10):
+        t = 2000 * i
+        e.range(f"step {i}", t, t + 1000)
+        e.range("Engine.forward", t + 50, t + 500)
+        e.range("Engine.allreduce_gradients", t + 500, t + 990)
+        e.launch("gemm", t + 60, t + 100, t + 100 + kernel_ns)
+    return e.write(tmp_path / f"{name}.sqlite")
+
+
+def test_a_non_gain_is_explained_as_host_bound(tmp_path: Path) -> None:
+    """B removes GPU work (700 -> 300 ns busy per step) while the step stays 1000 ns: the
+    explanation says host-bound, how much work went, and which ranges gained the idle time."""
+    a = census.summarize(_host_heavy(tmp_path, "eager", 700), use_cache=False)
+    b = census.summarize(_host_heavy(tmp_path, "compiled", 300), use_cache=False)
+    d = census.diff(a, b, labels=("eager", "compiled"))
+    assert d.within_noise  # every step lasts 1000 ns on both sides
+    lines = census.explain(d)
+    (sentence,) = [s for s in lines if s.startswith("host-bound:")]
+    assert sentence == (
+        "host-bound: compiled removed GPU work (GPU busy -400 ns/step (-57.1%), 0 "
+        "kernels/step) but its step did not follow (step time 0 ns/step (+0.0%)): GPU idle "
+        "+400 ns/step, mostly in other host work; the idle grew most inside "
+        "Engine.allreduce_gradients (+300 ns/step), Engine.forward (+100 ns/step); compiled is "
+        "host-bound: GPU idle 70% of the step, mostly in other host work (695 ns/step), most "
+        "inside Engine.allreduce_gradients (70% of the idle)"
+    )
+    assert lines.index(sentence) == 1  # right after the headline
+    # per step, A idles [0, 100) and [800, 1000): forward [50, 100), allreduce [800, 990);
+    # B idles [0, 100) and [400, 1000): forward [50, 100) + [400, 500), allreduce [500, 990)
+    ra = {r.range: r.idle_ns for r in a.idle_by_range}
+    rb = {r.range: r.idle_ns for r in b.idle_by_range}
+    assert ra == {"Engine.allreduce_gradients": 10 * 190, "Engine.forward": 10 * 50}
+    assert rb == {"Engine.allreduce_gradients": 10 * 490, "Engine.forward": 10 * 150}
+
+
+def test_a_real_gain_names_its_cause_from_the_split() -> None:
+    d = census.diff("sample:eager", "sample:compiled", labels=("eager", "compiled"))
+    head = census.explain(d)[0]
+    assert "mostly fewer GPU gaps in other host work" in head
+    assert "launch/CPU-bound" not in head
+    assert not any(s.startswith("host-bound:") for s in census.explain(d))
+
+
+def test_the_gap_classifier_equals_the_bound_classifier() -> None:
+    """ByGaps (the engine's: linear in the idle gaps) and ByBounds (every bound sorted and
+    searched) agree on random timelines: zero-length GPU work, sync ends inside and outside
+    busy time and at gap edges, launch calls across gaps, steps that touch, segment cuts."""
+    import numpy as np
+
+    from census.load.idle import ByBounds, ByGaps
+    from census.load.timeline import union
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n = int(rng.integers(0, 30))
+        s = rng.integers(0, 1000, n)
+        busy = union(s, s + rng.integers(0, 40, n) * (rng.random(n) > 0.2))
+        ls = rng.integers(0, 1000, int(rng.integers(0, 20)))
+        launch = union(ls, ls + rng.integers(1, 60, len(ls)))
+        ends = np.concatenate([rng.integers(0, 1000, int(rng.integers(0, 8))), busy[1][:2]])
+        sync = (ends - 3, ends)
+        cuts = np.unique(rng.integers(0, 1000, int(rng.integers(2, 10))))
+        steps = (cuts[:-1], cuts[1:])  # touching, disjoint
+        inner = np.unique(np.concatenate([cuts, rng.integers(0, 1000, 5)]))
+        lo, hi = inner[:-1], inner[1:]
+        lo, hi = lo[(lo >= cuts[0]) & (hi <= cuts[-1])], hi[(lo >= cuts[0]) & (hi <= cuts[-1])]
+        timeline = (busy, launch, sync)
+        by_gaps = ByGaps(timeline, steps)
+        by_bounds = ByBounds(timeline, steps, np.concatenate([cuts, lo, hi]))
+        assert by_gaps.measure(lo, hi) == by_bounds.measure(lo, hi)
+        assert by_gaps.measure(*steps) == by_bounds.measure(*steps)
+
+
+# -- a real third-party host-bound non-gain: DeepSpeed on the H200 -------------------------------
+def _deepspeed(tmp_path: Path, side: str) -> Path:
+    """tests/data/deepspeed/ds-SIDE: 3 steps (steps 10-12 of 15; every row outside them
+    deleted, nothing else changed) of examples/deepspeed_moe.py, HF Qwen3-MoE (8 layers x 16
+    experts, transformers' per-expert loop) under DeepSpeed 0.19.8 ZeRO-1 in bf16, captured with
+    `census capture --calibrate` on an H200 (scripts/gpu_check.sh deepspeed), eager and with
+    `engine.compile()`; run.json holds the full calibration runs (208.5 and 231.0 ms/step)."""
+    folder = tmp_path / f"ds-{side}"
+    folder.mkdir()
+    data = REPO / "tests" / "data" / "deepspeed" / f"ds-{side}"
+    (folder / "capture.sqlite").write_bytes(
+        lzma.decompress((data / "capture.sqlite.xz").read_bytes())
+    )
+    (folder / "run.json").write_bytes((data / "run.json").read_bytes())
+    return folder
+
+
+def test_deepspeed_compile_removes_gpu_work_and_is_host_bound(tmp_path: Path) -> None:
+    fa, fb = _deepspeed(tmp_path, "eager"), _deepspeed(tmp_path, "compiled")
+    a, b = census.summarize(fa, use_cache=False), census.summarize(fb, use_cache=False)
+    for side in (a, b):  # the engine and the slow reference agree on DeepSpeed's own ranges
+        path = Path(side.source.path)
+        assert {r.range: r.idle_ns for r in side.idle_by_range} == idle_by_range_oracle(path)
+    assert [r["range"] for r in b.idle_ranges()][:3] == [
+        "DeepSpeedEngine.backward", "DeepSpeedEngine.forward", "optimizer"]  # fmt: skip
+    d = census.diff(fa, fb, labels=("eager", "compiled"))  # the folders: their calibration runs
+    (sentence,) = [s for s in census.explain(d) if s.startswith("host-bound:")]
+    assert sentence == SENTENCE
+
+
+SENTENCE = (
+    "host-bound: compiled removed GPU work (GPU busy -3.56 ms/step (-14.7%), -964.3 "
+    "kernels/step) but its step did not follow (without nsys: step time +22.44 ms/step "
+    "(+10.8%)); compiled is host-bound: GPU idle 94% of the step, mostly in other host work "
+    "(234.52 ms/step), most inside DeepSpeedEngine.backward (51% of the idle)"
+)
