@@ -294,3 +294,35 @@ SENTENCE = (
     "(+10.8%)); compiled is host-bound: GPU idle 94% of the step, mostly in other host work "
     "(234.52 ms/step), most inside DeepSpeedEngine.backward (51% of the idle)"
 )
+
+
+@pytest.mark.parametrize("path", _real_exports()[:3], ids=lambda p: p.name)
+def test_steps_classified_a_few_at_a_time_give_the_same_split(path, tmp_path, monkeypatch):
+    """idle_splits takes CHUNK_STEPS steps at a time, each on a window of the timeline: with
+    chunks of 1, 3 and 7 steps the split equals the one of all steps at once."""
+    import census.load.idle as idle
+
+    plain = _plain(path, tmp_path)
+    p = load_profile(plain, STEPS, 0, None, 2, None, r"^(forward|backward|optimizer)\b")
+    conn = open_readonly(plain)
+    try:
+        timelines = read_timelines(conn, sc.read_schema(conn), {s.proc for s in p.steps})
+    finally:
+        conn.close()
+    import census.load.idle_ranges as ranges
+
+    def both() -> tuple:
+        conn = open_readonly(plain)
+        try:
+            by_range = ranges.idle_by_range(conn, sc.read_schema(conn), list(p.steps), timelines)
+        finally:
+            conn.close()
+        return idle_splits(timelines, list(p.steps), list(p.segments)), by_range
+
+    for module in (idle, ranges):
+        monkeypatch.setattr(module, "CHUNK_STEPS", 10**9)
+    whole = both()
+    for size in (1, 3, 7):
+        for module in (idle, ranges):
+            monkeypatch.setattr(module, "CHUNK_STEPS", size)
+        assert both() == whole

@@ -20,6 +20,7 @@ they read the GPU and runtime rows anyway.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
 import numpy as np
@@ -225,6 +226,12 @@ def intersect(a0, a1, b0, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lo = np.searchsorted(b1, a0, "right")  # the first b that ends after a starts
     hi = np.searchsorted(b0, a1, "left")  # the b's that start before a ends
     count = np.maximum(hi - lo, 0)
+    if not len(count) or count.max() <= 1:  # each a inside one b at most: no repeat needed
+        rows = np.flatnonzero(count)
+        b = lo[rows]
+        s, e = np.maximum(a0[rows], b0[b]), np.minimum(a1[rows], b1[b])
+        keep = e > s
+        return s[keep], e[keep], b[keep]
     rep = np.repeat(np.arange(len(a0)), count)
     offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
     b = lo[rep] + np.arange(len(rep)) - offsets[rep]
@@ -259,38 +266,63 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
     return (j - i).tolist(), (blocked[j] - blocked[i]).tolist()
 
 
+CHUNK_STEPS = 1024  # steps classified at a time: the temporary arrays stay small
+
+
 def idle_splits(
     timelines: dict[int, Timeline], steps: list, segments: list
 ) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
-    """Per step idx and per segment idx: the split of its GPU idle time."""
-    last_seg = {}
+    """Per step idx and per segment idx: the split of its GPU idle time, CHUNK_STEPS steps at a
+    time (all at once where steps overlap)."""
+    last_seg: dict[int, int] = {}
+    by_step: dict[int, list] = {}
     for seg in segments:
         last_seg[seg.step] = seg.idx
+        by_step.setdefault(seg.step, []).append(seg)
     out_steps: dict[int, IdleSplit] = {}
     out_segs: dict[int, IdleSplit] = {}
     for proc, tl in timelines.items():
         mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
-        segs = [g for g in segments if g.proc == proc]
-        step_iv = (np.array([s.start_ns for s in mine], np.int64),
-                   np.array([s.end_ns for s in mine], np.int64))  # fmt: skip
-        cuts = np.array([t for r in (*mine, *segs) for t in (r.start_ns, r.end_ns)], np.int64)
-        classes = classify_timeline(tl, step_iv, cuts)
-        for rows, target, closed in (
-            (mine, out_steps, [True] * len(mine)),
-            (segs, out_segs, [last_seg[g.step] == g.idx for g in segs]),
-        ):
-            lo = np.array([r.start_ns for r in rows], np.int64)
-            hi = np.array([r.end_ns for r in rows], np.int64)
-            if not len(rows):
-                continue
-            counts, blocked = sync_calls(tl, lo, hi, np.array(closed))
-            after_sync, launch, other = classes.measure(lo, hi)
-            for k, r in enumerate(rows):
-                target[r.idx] = IdleSplit(
-                    sync_count=counts[k],
-                    sync_time_ns=blocked[k],
-                    idle_after_sync_ns=after_sync[k],
-                    idle_launch_ns=launch[k],
-                    idle_other_ns=other[k],
-                )
+        ends = np.sort(tl[2][1])
+        for chunk in _chunks(mine):
+            segs = [g for st in chunk for g in by_step.get(st.idx, ())]
+            step_iv = (np.array([s.start_ns for s in chunk], np.int64),
+                       np.array([s.end_ns for s in chunk], np.int64))  # fmt: skip
+            cuts = np.array([t for r in (*chunk, *segs) for t in (r.start_ns, r.end_ns)], np.int64)
+            part = tl if len(chunk) == len(mine) else _window(tl, ends, *step_iv)
+            classes = classify_timeline(part, step_iv, cuts)
+            for rows, target, closed in (
+                (chunk, out_steps, [True] * len(chunk)),
+                (segs, out_segs, [last_seg[g.step] == g.idx for g in segs]),
+            ):
+                if rows:
+                    _measure(classes, tl, rows, np.array(closed), target)
     return out_steps, out_segs
+
+
+def _chunks(steps: list) -> list[list]:
+    """The steps (by start) in runs of CHUNK_STEPS, or all at once when any two overlap."""
+    if any(b.start_ns < a.end_ns for a, b in itertools.pairwise(steps)):
+        return [steps]
+    return [steps[i : i + CHUNK_STEPS] for i in range(0, len(steps), CHUNK_STEPS)]
+
+
+def _window(tl: Timeline, ends: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Timeline:
+    """The part of a timeline that touches [first start, last stop] (views, no copies); its
+    sync calls: the sync ends inside it (sorted), all ByGaps reads of them."""
+    lo, hi = int(starts[0]), int(stops.max())
+    (bs, be), (ls, le) = tl[0], tl[1]
+    b0, b1 = np.searchsorted(be, lo, "left"), np.searchsorted(bs, hi, "right")
+    l0, l1 = np.searchsorted(le, lo, "left"), np.searchsorted(ls, hi, "right")
+    e0, e1 = np.searchsorted(ends, lo, "left"), np.searchsorted(ends, hi, "right")
+    return (bs[b0:b1], be[b0:b1]), (ls[l0:l1], le[l0:l1]), (ends[e0:e1], ends[e0:e1])
+
+
+def _measure(classes, tl: Timeline, rows: list, closed: np.ndarray, target: dict) -> None:
+    lo = np.array([r.start_ns for r in rows], np.int64)
+    hi = np.array([r.end_ns for r in rows], np.int64)
+    counts, blocked = sync_calls(tl, lo, hi, closed)
+    after_sync, launch, other = classes.measure(lo, hi)
+    values = zip(counts, blocked, after_sync, launch, other, strict=True)
+    ids = (r.idx for r in rows)
+    target.update(zip(ids, itertools.starmap(IdleSplit, values), strict=True))

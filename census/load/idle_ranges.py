@@ -14,7 +14,7 @@ import sqlite3
 
 import numpy as np
 
-from census.load.idle import idle_gaps, intersect
+from census.load.idle import CHUNK_STEPS, idle_gaps, intersect
 from census.load.intervals import exact_sums
 from census.load.steps import StepRange
 from census.load.timeline import EMPTY, Intervals, union
@@ -35,9 +35,18 @@ def idle_by_range(
     for (proc, tid), mine in threads.items():
         mine.sort(key=lambda s: s.start_ns)
         names, starts, ends = _ranges(conn, schema, tid, mine)
-        busy = timelines[proc][0] if proc in timelines else EMPTY
-        for name, ns in _attribute(_step_windows(mine), busy, starts, ends).items():
-            out[names[name]] = out.get(names[name], 0) + ns
+        if not len(starts):
+            continue
+        cuts = np.unique(np.concatenate([starts, ends]))
+        owner = innermost(starts, ends, cuts[:-1])  # of each stretch between two bounds
+        bs, be = timelines[proc][0] if proc in timelines else EMPTY
+        windows = _step_windows(mine)
+        for i in range(0, len(windows[0]), CHUNK_STEPS):  # a window of the timeline at a time
+            ws, we = windows[0][i : i + CHUNK_STEPS], windows[1][i : i + CHUNK_STEPS]
+            b0, b1 = np.searchsorted(be, ws[0], "left"), np.searchsorted(bs, we[-1], "right")
+            gaps = idle_gaps((bs[b0:b1], be[b0:b1]), (ws, we))
+            for name, ns in _attribute(gaps, cuts, owner).items():
+                out[names[name]] = out.get(names[name], 0) + ns
     return out
 
 
@@ -76,18 +85,14 @@ def _ranges(
     return [texts[i] for i in name[order].tolist()], start[order], end[order]
 
 
-def _attribute(steps: Intervals, busy: Intervals, starts, ends) -> dict[int, int]:
-    """Range index -> idle ns inside the steps that it is the innermost open range of: the
-    idle gaps cut at every range bound, each piece owned by the innermost range of its
-    stretch between two bounds."""
-    if not len(starts):
-        return {}
-    cuts = np.unique(np.concatenate([starts, ends]))
-    owner = innermost(starts, ends, cuts[:-1])  # of each stretch between two bounds
-    s, e, stretch = intersect(*idle_gaps(busy, steps), cuts[:-1], cuts[1:])
+def _attribute(gaps: Intervals, cuts: np.ndarray, owner: np.ndarray) -> dict[int, int]:
+    """Range index -> the idle ns of `gaps` whose innermost open range it is: the gaps cut at
+    every range bound, each piece owned by the innermost range of its stretch between two
+    bounds (`owner`, -1: none)."""
+    s, e, stretch = intersect(*gaps, cuts[:-1], cuts[1:])
     who = owner[stretch]
     named = who >= 0
-    per = exact_sums(who[named], len(starts), (e - s)[named])
+    per = exact_sums(who[named], int(owner.max(initial=-1)) + 1, (e - s)[named])
     return {i: ns for i, ns in enumerate(per) if ns}
 
 
