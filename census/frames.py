@@ -134,6 +134,23 @@ def arms(exp: Experiment) -> pd.DataFrame:
     return frame
 
 
+def arm_phases(exp: Experiment) -> pd.DataFrame:
+    """One row per (measured step, census.phase) of every arm of a `census ab` experiment, in
+    run order: arm, side, label, discarded, step (its position in the arm), phase, time_ns (on
+    the arm's clock, 0 in a step the phase did not run in). Empty when no arm recorded phases
+    (an experiment from before they were kept)."""
+    rows = [
+        {"arm": a.index, "side": a.side, "label": exp.labels[a.side == "b"],
+         "discarded": a.discarded, "step": i, "phase": name, "time_ns": t}
+        for a in exp.arms
+        for name, times in a.phase_time_ns.items()
+        for i, t in enumerate(times)
+    ]  # fmt: skip
+    frame = _frame(rows, ["arm", "side", "label", "discarded", "step", "phase", "time_ns"])
+    frame.attrs["labels"] = {"a": exp.labels[0], "b": exp.labels[1]}
+    return frame
+
+
 def metrics(d: CensusDiff) -> pd.DataFrame:
     """One row per census key and step-timing key: metric, a, b, delta, pct (per-step means
     when both sides have steps, see `attrs["basis"]`)."""

@@ -9,7 +9,7 @@ import math
 import operator
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from census.definitions import (
@@ -352,6 +352,9 @@ class Arm:
     recompiles: int | None = None  # frames Dynamo compiled inside the measured window
     graph_breaks: int | None = None
     clock: str = "host"
+    # per census.phase name, its time in each measured step (as step_time_ns: one per step, on
+    # the same clock); empty when the arm recorded no phases
+    phase_time_ns: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def median_ns(self) -> float:

@@ -56,6 +56,10 @@ def test_ab_finds_a_real_gain_and_writes_the_document(tmp_path: Path) -> None:
     assert lo < doc["delta_median_ns"] < hi < 0
     # the steps sleep 6+3 ms and 2+1 ms: the gain is about 6 ms
     assert -7.5e6 < doc["delta_median_ns"] < -5.5e6
+    # and per phase (forward sleeps 6 and 2 ms, backward 3 and 1 ms), from the same arms
+    assert list(doc["phases"]) == ["forward", "backward"]
+    assert [p["verdict"] for p in doc["phases"].values()] == ["faster", "faster"]
+    assert all(len(t) == 6 for a in doc["arms"] for t in a["phase_time_ns"].values())
     assert doc["explanation"][0].startswith("fast is faster than slow by")
     assert doc["capture"] == "--no-capture" and doc["census"] is None
     exp = load_experiment(tmp_path / "exp")

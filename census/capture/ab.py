@@ -35,6 +35,7 @@ class ABSpec:
     out_dir: Path = Path("profiles")
     nsys: str | None = None
     force: bool = False
+    needs_gpu: bool = False  # the commands run on a CUDA GPU (the demo): checked before any arm
 
     @property
     def folder(self) -> Path:
@@ -59,6 +60,8 @@ def run_ab(
         arm_order(spec.arms)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if spec.needs_gpu:
+        _check_gpu()
     started = time.monotonic()
     note, nsys = None if spec.capture else "--no-capture", None
     if spec.capture:
@@ -93,6 +96,21 @@ def _validate(spec: ABSpec) -> None:
         if not spec.commands.get(side):
             raise UsageError(f"--{side}: give the command of side {side.upper()}")
     check_output_folder(spec.folder, spec.force, experiment_foreign)
+
+
+def _check_gpu() -> None:
+    """A ToolMissingError naming what is missing (torch, or a GPU it sees) when the arms cannot
+    run on a CUDA GPU here: said before any arm runs (the checks of `census doctor`)."""
+    from census.capture.doctor import check_torch
+    from census.errors import ToolMissingError
+
+    failed = next((c for c in check_torch() if not c.ok), None)
+    if failed is not None:
+        what = failed.detail if failed.name == "torch" else f"torch sees {failed.detail}"
+        raise ToolMissingError(
+            f"--demo runs the built-in workload on a CUDA GPU: {what} (`census doctor` "
+            "checks this machine); no arm was run"
+        )
 
 
 def experiment_foreign(folder: Path) -> str | None:
@@ -155,4 +173,5 @@ def _arm_record(arm: Arm) -> dict:
             "step_time_ns": list(arm.step_time_ns), "peak_allocated_bytes":
             arm.peak_allocated_bytes, "peak_reserved_bytes": arm.peak_reserved_bytes,
             "recompiles": arm.recompiles, "graph_breaks": arm.graph_breaks,
-            "clock": arm.clock}  # fmt: skip
+            "clock": arm.clock, "phase_time_ns": {name: list(times) for name, times in
+                                                  arm.phase_time_ns.items()}}  # fmt: skip

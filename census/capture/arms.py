@@ -92,6 +92,9 @@ def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> 
         recompiles=dynamo.get("frames_compiled"),
         graph_breaks=dynamo.get("graph_breaks"),
         clock=record["clock"],
+        phase_time_ns={
+            name: tuple(times) for name, times in (record.get("phase_time_ns") or {}).items()
+        },
     )
 
 

@@ -29,7 +29,7 @@ def _run(cmd: list[str], timeout: float = 60.0) -> tuple[int, str]:
 
 def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
     """Every check of `census doctor`, in the order it prints them."""
-    return [*_check_nsys(nsys), *_check_torch(), _check_driver(), _check_profiles(profiles)]
+    return [*_check_nsys(nsys), *check_torch(), _check_driver(), _check_profiles(profiles)]
 
 
 def _check_nsys(nsys: str | None) -> list[Check]:
@@ -48,7 +48,7 @@ def _check_nsys(nsys: str | None) -> list[Check]:
     return checks
 
 
-def _check_torch() -> list[Check]:
+def check_torch() -> list[Check]:
     """torch importable in this interpreter, the CUDA it was built for, and the GPU it sees."""
     code = (
         "import json, torch; c = torch.cuda.is_available(); "

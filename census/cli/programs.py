@@ -209,7 +209,9 @@ def ab(
 
         check_output(html)
     commands, names = _ab_commands(a, b, labels, demo, warmup, active)
-    spec = ABSpec(name, commands, names, arms, warmup, active, capture, output, nsys, force)
+    spec = ABSpec(
+        name, commands, names, arms, warmup, active, capture, output, nsys, force, bool(demo)
+    )
     exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
     show_experiment(experiment_view(exp), fmt, html)

@@ -1,6 +1,7 @@
 """An A/B experiment: the arms' statistics (the verdict) and the census diff of its captures (the
-reasons), explained in that order. The step-time headline comes from the uncaptured arms only;
-the captures contribute the deterministic counters and, qualified, their own step times.
+reasons), explained in that order. The step-time headline comes from the uncaptured arms only,
+and so does "by phase" when the arms recorded phases; the captures contribute the deterministic
+counters and, qualified "under nsys", their own step and phase times.
 """
 
 from __future__ import annotations
@@ -10,9 +11,12 @@ from typing import NamedTuple
 
 from census.compare.diff import CensusDiff
 from census.compare.explain import explain_diff
-from census.compare.stats import ABStats
+from census.compare.stats import ABStats, PhaseStats
 from census.model import Arm
 from census.units import fmt_ns, fmt_pct
+
+# census.compare.explain's phase sentence starts so; in an experiment it is qualified
+BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,12 @@ def experiment_warnings(exp: Experiment) -> list[str]:
             )
     if len({a.clock for a in exp.arms if not a.discarded}) > 1:
         out.append("arms were timed on different clocks (CUDA events and host): not comparable")
+    measured = sum(not a.discarded for a in exp.arms)
+    for name, held in exp.stats.phases_left_out.items():
+        out.append(
+            f"phase {name!r} was recorded in {held} of {measured} measured arms: left out of the "
+            "per-phase statistics"
+        )
     captured = _captured_delta(exp.diff)
     if captured is not None and exp.stats.delta_median_ns * captured < 0:
         out.append(
@@ -85,23 +95,71 @@ def _captured_delta(d: CensusDiff | None) -> float | None:
     return None if d is None else d.metrics["step_time_ns"].delta
 
 
+def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
+    """By phase, from the uncaptured arms: the phase whose delta is largest, with its interval
+    and verdict, then the others; None when the arms have no phase in common."""
+    if not st.phases:
+        return None
+    ranked = sorted(st.phases.items(), key=lambda kv: -abs(kv[1].delta_median_ns))
+    name, top = ranked[0]
+    lo, hi = top.ci95_ns
+    others = "; ".join(f"{n} {fmt_ns(p.delta_median_ns, signed=True)} ({_called(p, labels)})"
+                       for n, p in ranked[1:])  # fmt: skip
+    settled = any(p.verdict != "no difference" for p in st.phases.values())
+    where = (
+        "most of the change is in" if settled else "no phase's change is settled; the largest is in"
+    )
+    return (
+        f"by phase, uncaptured arms: {where} {name}: {labels[1]} − {labels[0]} "
+        f"= {fmt_ns(top.delta_median_ns, signed=True)}/step (95% CI {fmt_ns(lo, signed=True)} "
+        f"to {fmt_ns(hi, signed=True)}; {_called(top, labels)}, {top.pairs_agreeing}/"
+        f"{len(top.pairs)} pairs agree)" + (f"; {others}" if others else "")
+    )
+
+
+def _called(p: PhaseStats, labels: tuple[str, str]) -> str:
+    return "no difference settled" if p.verdict == "no difference" else f"{labels[1]} {p.verdict}"
+
+
+def spread_sentence(st: ABStats) -> str | None:
+    """Which phase makes arms disagree: the one whose arm medians spread most around the block
+    model (its residual sd), beside the step's; None without phases."""
+    if not st.phases:
+        return None
+    ranked = sorted(st.phases.items(), key=lambda kv: -kv[1].residual_sd_ns)
+    name, top = ranked[0]
+    if top.residual_sd_ns == 0:
+        return "no phase varies between arms: every phase's arm medians fit the blocks exactly"
+    others = ", ".join(f"{n} {fmt_ns(p.residual_sd_ns)}" for n, p in ranked[1:])
+    return (
+        f"the arms disagree most in {name}: its arm medians spread {fmt_ns(top.residual_sd_ns)} "
+        f"(residual sd, arm to arm; the step's {fmt_ns(st.residual_sd_ns)})"
+        + (f"; {others}" if others else "")
+    )
+
+
 class Explanation(NamedTuple):
     verdict: str  # what the uncaptured arms support
     warnings: list[str]
     findings: list[str]  # what the captures say, or why there are none
+    phases: tuple[str, ...] = ()  # what the uncaptured arms say by phase
 
     @property
     def lines(self) -> list[str]:
-        return [self.verdict, *self.warnings, *self.findings]
+        return [self.verdict, *self.warnings, *self.phases, *self.findings]
 
 
 def explain_parts(exp: Experiment) -> Explanation:
-    """The arms' verdict first, then the warnings, then what the captures say (their step times
-    qualified as captured, their counters as they are)."""
+    """The arms' verdict first, then the warnings, then what the arms say by phase, then what
+    the captures say (their step times and phases qualified as captured, their counters as they
+    are)."""
     verdict, warnings = verdict_sentence(exp.stats, exp.labels), experiment_warnings(exp)
+    phases = tuple(
+        line for line in (phase_sentence(exp.stats, exp.labels), spread_sentence(exp.stats)) if line
+    )
     if exp.diff is None:
         note = [f"no captures ({exp.capture_note}): no census of the reasons"]
-        return Explanation(verdict, warnings, note if exp.capture_note else [])
+        return Explanation(verdict, warnings, note if exp.capture_note else [], phases)
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
@@ -110,4 +168,9 @@ def explain_parts(exp: Experiment) -> Explanation:
             f"under nsys the captures differ by {fmt_ns(step.delta, signed=True)}/step "
             f"({fmt_pct(step.pct)}): {census_lines[0]}"
         )
-    return Explanation(verdict, warnings, census_lines)
+    # so are the captures' phases (census.compare.explain's "by phase" sentence)
+    census_lines = [
+        UNDER_NSYS + line[len(BY_PHASE) :] if line.startswith(BY_PHASE) else line
+        for line in census_lines
+    ]
+    return Explanation(verdict, warnings, census_lines, phases)

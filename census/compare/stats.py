@@ -15,6 +15,11 @@ the residuals. The verdict is "faster" or "slower" (B against A) only when the i
 otherwise "no difference", with the number of arms that would resolve a difference of the observed
 size at the observed spread (80% power). tests/test_stats.py proves the error rates by simulation.
 
+Per census.phase the same fit (fit_blocks, one definition) runs on each arm's median time of that
+phase per step: its delta, interval, pairs and verdict, and its residual spread, which says which
+phase makes arms disagree. A phase that only some measured arms recorded is left out (and said):
+a phase an arm never ran is not a phase of no time.
+
 Degenerate arms are said as they are: a delta under 1 ns (the record's unit) is "no difference",
 never "faster by 0 ns"; arms without any spread (SE 0) give an interval of one point, the delta
 itself, which settles any nonzero difference exactly.
@@ -23,7 +28,7 @@ itself, which settles any nonzero difference exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -71,6 +76,68 @@ class Pair:
     delta_ns: float  # median(B arm) − median(A arm)
 
 
+def count_agreeing(delta_ns: float, pairs: tuple[Pair, ...]) -> int:
+    """Pairs whose delta has the sign of the estimate (is 0, when the estimate is)."""
+    if delta_ns == 0:
+        return sum(1 for p in pairs if p.delta_ns == 0)
+    sign = math.copysign(1.0, delta_ns)
+    return sum(1 for p in pairs if p.delta_ns * sign > 0)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The block model fitted to one time's arm medians (the step's, or one phase's)."""
+
+    delta_ns: float  # the least-squares estimate of B − A
+    ci95_ns: tuple[float, float]
+    df: int
+    residual_sd_ns: float  # arm-to-arm spread left after the blocks and the side
+    verdict: str  # "faster", "slower" (B relative to A) or "no difference"
+
+
+def fit_blocks(medians: list[float], sides: list[str]) -> Fit:
+    """`median = block + delta · [B] + error` over measured arms in run order (blocks of four):
+    the estimate of delta, its 95% interval and the verdict (the rule of the module's
+    docstring). The one fit of the step and of every phase."""
+    y = np.array(medians, dtype=np.float64)
+    is_b = np.array([side == "b" for side in sides], dtype=np.float64)
+    blocks = np.arange(len(y)) // 4
+    design = np.column_stack([*(blocks == j for j in range(blocks.max() + 1)), is_b]).astype(float)
+    beta, *_ = np.linalg.lstsq(design, y, rcond=None)
+    df = len(y) - design.shape[1]
+    resid = y - design @ beta
+    # what least squares leaves of an exact 0 (identical arms) is rounding, not a difference
+    tiny = 1e-9 * max(1.0, float(np.max(np.abs(y))))
+    sd = _exact(math.sqrt(float(resid @ resid) / df), tiny)
+    se = _exact(sd * math.sqrt(np.linalg.inv(design.T @ design)[-1, -1]), tiny)
+    delta = _exact(float(beta[-1]), tiny)
+    half = t_975(df) * se
+    lo, hi = delta - half, delta + half
+    verdict = "no difference"
+    if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
+        verdict = "faster" if delta < 0 else "slower"
+    return Fit(delta, (lo, hi), df, sd, verdict)
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    """One census.phase over the arms, fitted as the step is: each arm reduced to its median
+    time of the phase per step."""
+
+    a_median_ns: float  # the median of A's arm medians of the phase
+    b_median_ns: float
+    pairs: tuple[Pair, ...]
+    delta_median_ns: float
+    ci95_ns: tuple[float, float]
+    df: int
+    residual_sd_ns: float  # how much the phase's arm medians disagree, beyond blocks and side
+    verdict: str
+
+    @property
+    def pairs_agreeing(self) -> int:
+        return count_agreeing(self.delta_median_ns, self.pairs)
+
+
 @dataclass(frozen=True)
 class ABStats:
     a: Side
@@ -83,53 +150,61 @@ class ABStats:
     residual_sd_ns: float  # arm-to-arm spread left after the blocks and the side
     verdict: str  # "faster", "slower" (B relative to A) or "no difference"
     arms_needed: int | None  # with "no difference": arms for 80% power at this size and spread
+    phases: dict[str, PhaseStats] = field(default_factory=dict)  # those every measured arm has
+    # phases some measured arms recorded and others did not -> how many did: left out of
+    # `phases` (a phase an arm never ran is not a phase of no time)
+    phases_left_out: dict[str, int] = field(default_factory=dict)
 
     @property
     def pairs_agreeing(self) -> int:
         """Pairs whose delta has the sign of the estimate (is 0, when the estimate is)."""
-        if self.delta_median_ns == 0:
-            return sum(1 for p in self.pairs if p.delta_ns == 0)
-        sign = math.copysign(1.0, self.delta_median_ns)
-        return sum(1 for p in self.pairs if p.delta_ns * sign > 0)
+        return count_agreeing(self.delta_median_ns, self.pairs)
 
 
 def analyze(arms: list[Arm]) -> ABStats:
     measured = [a for a in arms if not a.discarded]
     if len(measured) < 4 or len(measured) % 4:
         raise ValueError("an experiment needs measured arms in blocks of four")
-    medians = np.array([a.median_ns for a in measured])
-    is_b = np.array([a.side == "b" for a in measured], dtype=np.float64)
-    blocks = np.arange(len(measured)) // 4
-    design = np.column_stack([*(blocks == j for j in range(blocks.max() + 1)), is_b]).astype(float)
-    beta, *_ = np.linalg.lstsq(design, medians, rcond=None)
-    df = len(measured) - design.shape[1]
-    resid = medians - design @ beta
-    # what least squares leaves of an exact 0 (identical arms) is rounding, not a difference
-    tiny = 1e-9 * max(1.0, float(np.max(np.abs(medians))))
-    sd = _exact(math.sqrt(float(resid @ resid) / df), tiny)
-    se = _exact(sd * math.sqrt(np.linalg.inv(design.T @ design)[-1, -1]), tiny)
-    delta = _exact(float(beta[-1]), tiny)
-    half = t_975(df) * se
-    lo, hi = delta - half, delta + half
-    verdict = "no difference"
-    if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
-        verdict = "faster" if delta < 0 else "slower"
+    medians = [a.median_ns for a in measured]
+    fit = fit_blocks(medians, [a.side for a in measured])
     a, b = _side(measured, "a"), _side(measured, "b")
-    pairs = tuple(_pair(measured[i], measured[i + 1]) for i in range(0, len(measured), 2))
+    phases, left_out = _phases(measured)
     return ABStats(
         a=a,
         b=b,
-        pairs=pairs,
-        delta_median_ns=delta,
-        delta_pct=100.0 * delta / a.median_of_arm_medians_ns
+        pairs=_pairs(measured, medians),
+        delta_median_ns=fit.delta_ns,
+        delta_pct=100.0 * fit.delta_ns / a.median_of_arm_medians_ns
         if a.median_of_arm_medians_ns > 0
         else None,
-        ci95_ns=(lo, hi),
-        df=df,
-        residual_sd_ns=sd,
-        verdict=verdict,
-        arms_needed=None if verdict != "no difference" else arms_needed(delta, sd),
+        ci95_ns=fit.ci95_ns,
+        df=fit.df,
+        residual_sd_ns=fit.residual_sd_ns,
+        verdict=fit.verdict,
+        arms_needed=None
+        if fit.verdict != "no difference"
+        else arms_needed(fit.delta_ns, fit.residual_sd_ns),
+        phases=phases,
+        phases_left_out=left_out,
     )
+
+
+def _phases(measured: list[Arm]) -> tuple[dict[str, PhaseStats], dict[str, int]]:
+    """The statistics of every phase all measured arms recorded, in the order the arms first
+    recorded them; and the phases only some arms recorded, with how many."""
+    names = list(dict.fromkeys(n for a in measured for n in a.phase_time_ns))
+    held = {n: sum(n in a.phase_time_ns for a in measured) for n in names}
+    sides = [a.side for a in measured]
+    out = {}
+    for name in (n for n in names if held[n] == len(measured)):
+        medians = [percentile(a.phase_time_ns[name], 50) for a in measured]
+        fit = fit_blocks(medians, sides)
+        by_side = {s: percentile([m for m, x in zip(medians, sides, strict=True) if x == s], 50)
+                   for s in ("a", "b")}  # fmt: skip
+        out[name] = PhaseStats(by_side["a"], by_side["b"], _pairs(measured, medians),
+                               fit.delta_ns, fit.ci95_ns, fit.df, fit.residual_sd_ns,
+                               fit.verdict)  # fmt: skip
+    return out, {n: k for n, k in held.items() if k < len(measured)}
 
 
 def _exact(x: float, tiny: float) -> float:
@@ -170,6 +245,10 @@ def _max(values) -> int | None:
     return max(known) if known else None
 
 
-def _pair(x: Arm, y: Arm) -> Pair:
-    a, b = (x, y) if x.side == "a" else (y, x)
-    return Pair(a.index, b.index, b.median_ns - a.median_ns)
+def _pairs(measured: list[Arm], medians: list[float]) -> tuple[Pair, ...]:
+    """B − A of `medians` (one per measured arm) for each consecutive AB/BA pair of arms."""
+    out = []
+    for i in range(0, len(measured), 2):
+        j, k = (i, i + 1) if measured[i].side == "a" else (i + 1, i)
+        out.append(Pair(measured[j].index, measured[k].index, medians[k] - medians[j]))
+    return tuple(out)

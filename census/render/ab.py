@@ -1,6 +1,6 @@
 """An A/B experiment for a person: the end-to-end table of the uncaptured arms (the verdict),
-the arms in run order, then the census diff of the captures (the reasons). Terminal and markdown
-share the rows built here."""
+their phases, the arms in run order, then the census diff of the captures (the reasons).
+Terminal and markdown share the rows built here."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from rich.table import Table
 
 from census.compare.experiment import Experiment, Explanation
 from census.compare.stats import ABStats, Side
+from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.render.views import ExperimentView
 from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
@@ -59,6 +60,34 @@ def _signed_bytes(a: int | None, b: int | None) -> str:
     return "" if a is None or b is None else fmt_bytes(b - a, signed=True)
 
 
+PHASE_HEAD = ["phase", "A median", "B median", "delta", "95% CI", "pairs agreeing", "verdict",
+              "arm-to-arm sd"]  # fmt: skip
+
+
+def phase_title(labels: tuple[str, str]) -> str:
+    return (f"Phases, uncaptured arms (per step, medians of arm medians; A = {labels[0]}, "
+            f"B = {labels[1]})")  # fmt: skip
+
+
+def phase_rows(st: ABStats) -> list[list[str]]:
+    """One row a phase every measured arm recorded: A's and B's medians of arm medians, the
+    block fit's delta and 95% interval, pairs agreeing, verdict, the residual sd of the arm
+    medians (how much arms disagree in that phase)."""
+    rows = []
+    for name, p in st.phases.items():
+        lo, hi = p.ci95_ns
+        rows.append([
+            name, fmt_ns(p.a_median_ns), fmt_ns(p.b_median_ns),
+            fmt_ns(p.delta_median_ns, signed=True),
+            f"{fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}",
+            f"{p.pairs_agreeing}/{len(p.pairs)}", p.verdict, fmt_ns(p.residual_sd_ns),
+        ])  # fmt: skip
+    return rows
+
+
+CAPTURES_TITLE = "Census of the captures (under nsys)"
+
+
 ARM_HEAD = ["#", "side", "median", "p95", "steps", "peak alloc", "recompiles", "clock"]
 
 
@@ -93,6 +122,8 @@ def render_experiment_table(
     exp, parts = view.experiment, view.explanation
     text = rich_text(lambda console: _draw(exp, parts, console), width, color)
     if view.diff is not None:
+        text += rich_text(lambda console: console.print(f"[bold]{CAPTURES_TITLE}[/bold]"),
+                          width, color)  # fmt: skip
         text += render_diff_table(view.diff, top, width, color)
     return text
 
@@ -103,7 +134,7 @@ def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Tab
     keep = [i for i in (cols or range(len(head))) if i == 0 or any(r[i] for r in rows)]
     t = Table(title=escape(one_line(title)), title_justify="left")
     for i in keep:
-        left = head[i] in ("side", "#")
+        left = head[i] in ("side", "#", "phase")
         t.add_column(escape(head[i]), justify="left" if left else "right", no_wrap=True)
     for row in rows:
         t.add_row(*(escape(one_line(row[i])) for i in keep))
@@ -122,6 +153,10 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
         console.print(_table("Memory and compilation", E2E_HEAD, rows, (0, 6, 7, 8)))
     console.print(escape(one_line(delta_line(exp))))
     console.print(escape(one_line(pairs_line(exp.stats, exp.labels))))
+    if exp.stats.phases:  # split over several tables when it is wider than the terminal
+        print_fit(console, phase_title(exp.labels), PHASE_HEAD, phase_rows(exp.stats))
+    for line in parts.phases:
+        console.print(escape(one_line(line)))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
     if exp.diff is None:
         for line in parts.findings:
@@ -138,10 +173,14 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     out += [one_line(f"> warning: {w}") for w in parts.warnings]
     out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", one_line(delta_line(exp)), "",
             one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip
+    if exp.stats.phases:
+        out += [one_line(f"#### {phase_title(exp.labels)}"), "",
+                markdown_table(PHASE_HEAD, phase_rows(exp.stats)), ""]  # fmt: skip
+    out += [x for line in parts.phases for x in (one_line(line), "")]
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
     if view.diff is not None:
-        out.append(render_diff_markdown(view.diff, top))
+        out += [f"### {CAPTURES_TITLE}", "", render_diff_markdown(view.diff, top)]
     else:
         out += [one_line(line) for line in parts.findings]
     return "\n".join(out)

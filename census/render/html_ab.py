@@ -1,9 +1,20 @@
-"""The dashboard of an A/B experiment: the verdict, the end-to-end table, every arm's steps in
-run order (a strip plot), then the census diff of the captures."""
+"""The dashboard of an A/B experiment: the verdict, the end-to-end table, the arms' phases, every
+arm's steps in run order (a strip plot), then the census diff of the captures."""
 
 from __future__ import annotations
 
-from census.render.ab import ARM_HEAD, E2E_HEAD, arm_rows, delta_line, e2e_rows, pairs_line
+from census.render.ab import (
+    ARM_HEAD,
+    CAPTURES_TITLE,
+    E2E_HEAD,
+    PHASE_HEAD,
+    arm_rows,
+    delta_line,
+    e2e_rows,
+    pairs_line,
+    phase_rows,
+    phase_title,
+)
 from census.render.charts import Chart, esc
 from census.render.html import diff_parts, figures, html_table, page
 from census.render.views import ExperimentView
@@ -37,15 +48,27 @@ def render_experiment_html(view: ExperimentView) -> str:
         + html_table(E2E_HEAD, e2e_rows(exp))
         + f"<p>{esc(delta_line(exp))}</p>"
         + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
+        + _phases(view)
         + html_table(ARM_HEAD, arm_rows(exp))
     )
     tail = ""
     if view.diff is not None:
         diff_head, diff_figs, tail = diff_parts(view.diff.diff, view.diff.explanation)
-        head += "<h2>Census of the captures (under nsys)</h2>" + diff_head
+        head += f"<h2>{esc(CAPTURES_TITLE)}</h2>" + diff_head
         figs += diff_figs
     else:
         head += "".join(f"<p>{esc(line)}</p>" for line in parts.findings)
     title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
     subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
     return page(title, subtitle, head + figures(figs) + tail, parts.verdict)
+
+
+def _phases(view: ExperimentView) -> str:
+    """The arms' phase table and what it says ("" when the arms have no phase in common)."""
+    exp = view.experiment
+    table = ""
+    if exp.stats.phases:
+        table = f"<h2>{esc(phase_title(exp.labels))}</h2>" + html_table(
+            PHASE_HEAD, phase_rows(exp.stats)
+        )
+    return table + "".join(f"<p>{esc(line)}</p>" for line in view.explanation.phases)

@@ -9,6 +9,7 @@ from typing import Any
 
 from census import CENSUS_VERSION
 from census.compare.diff import BUCKETS, KernelDelta
+from census.compare.stats import PhaseStats
 from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
@@ -188,7 +189,8 @@ def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
 AB_METHOD = (
     "arms are fresh processes run without nsys, one warm arm (A) discarded, then ABBA BAAB "
     "blocks; each arm is reduced to its median step time; delta = least-squares estimate of B − A "
-    "with one intercept per block of four; 95% CI = delta ± t(0.975, arms − blocks − 1) · SE"
+    "with one intercept per block of four; 95% CI = delta ± t(0.975, arms − blocks − 1) · SE; "
+    "each phase every measured arm recorded is fitted the same way on its arm medians"
 )
 
 
@@ -205,6 +207,19 @@ def _arm(arm: Arm) -> dict[str, Any]:
         "recompiles": arm.recompiles,
         "graph_breaks": arm.graph_breaks,
         "clock": arm.clock,
+        "phase_time_ns": {name: list(times) for name, times in arm.phase_time_ns.items()},
+    }
+
+
+def _phase_stats(p: PhaseStats) -> dict[str, Any]:
+    return {
+        "a_median_ns": p.a_median_ns,
+        "b_median_ns": p.b_median_ns,
+        "delta_median_ns": p.delta_median_ns,
+        "ci95_ns": list(p.ci95_ns),
+        "pairs_agreeing": p.pairs_agreeing,
+        "verdict": p.verdict,
+        "residual_sd_ns": p.residual_sd_ns,
     }
 
 
@@ -228,6 +243,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "pairs_agreeing": st.pairs_agreeing,
         "verdict": st.verdict,
         "arms_needed": st.arms_needed,
+        "phases": {name: _phase_stats(p) for name, p in st.phases.items()},
         "method": AB_METHOD,
         "explanation": parts.lines,
         "warnings": parts.warnings,

@@ -1,6 +1,8 @@
 """A `census ab` experiment folder read back: its `ab.json` (census.capture.ab writes it) as the
-arms, labels and commands it records, each arm checked as the arm's own step-times record was.
-The statistics and the diff of its captures are computed from them later (census.api)."""
+arms, labels and commands it records, each arm checked as the arm's own step-times record was
+(its phase times included; an ab.json without them, from before they were kept, reads as arms
+without phases). The statistics and the diff of its captures are computed from them later
+(census.api)."""
 
 from __future__ import annotations
 
@@ -69,8 +71,8 @@ def _arm_from(rec: Any, position: int) -> Arm:
     side, index, discarded = rec.get("side"), rec.get("index"), rec.get("discarded")
     if side not in ("a", "b") or type(index) is not int or type(discarded) is not bool:
         raise ValueError(f"arm {position}: its side, index or discarded flag is damaged")
-    record = {key: rec.get(key) for key in
-              ("clock", "step_time_ns", "peak_allocated_bytes", "peak_reserved_bytes")}  # fmt: skip
+    record = {key: rec.get(key) for key in ("clock", "step_time_ns", "peak_allocated_bytes",
+                                            "peak_reserved_bytes", "phase_time_ns")}  # fmt: skip
     dynamo = {"frames_compiled": rec.get("recompiles"), "graph_breaks": rec.get("graph_breaks")}
     record["dynamo"] = {k: v for k, v in dynamo.items() if v is not None}
     try:
@@ -83,6 +85,9 @@ def _arm_from(rec: Any, position: int) -> Arm:
         raise ValueError(f"arm {position}: {why}") from None
     if not record["step_time_ns"]:
         raise ValueError(f"arm {position}: no step times")
+    # an ab.json written before the arms' phases were kept has none: no phases, not zeros
+    phases = {str(k): tuple(v) for k, v in (record["phase_time_ns"] or {}).items()}
     return Arm(side, index, discarded, tuple(record["step_time_ns"]),
                record["peak_allocated_bytes"], record["peak_reserved_bytes"],
-               rec.get("recompiles"), rec.get("graph_breaks"), record["clock"])  # fmt: skip
+               rec.get("recompiles"), rec.get("graph_breaks"), record["clock"],
+               phases)  # fmt: skip
