@@ -83,6 +83,8 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
+    if bool(new.all()) and bool(np.all(e >= s)):  # already disjoint: no copies (fresh memory
+        return s, e  # is slow to come by on a VM: fewer arrays, less time)
     firsts = np.flatnonzero(new)
     lasts = np.append(firsts[1:] - 1, len(s) - 1)
     return s[firsts], reach[lasts]
