@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from census.capture.arms import arm_order
-from census.compare.stats import analyze, arms_needed, t_975
+from census.compare.stats import analyze, arms_needed, t_95, t_975
 from census.model import Arm, percentile
 
 
@@ -33,6 +33,27 @@ def test_t_quantiles() -> None:
     assert t_975(3) == 3.182446
     assert abs(t_975(60) - 2.0002978220142604) < 1e-4
     assert abs(t_975(31) - 2.039513446396408) < 1e-4
+
+
+# t(0.95, df) from a printed table (reference values, six decimals): the table's rows and the
+# expansion beyond it
+T_95_REFERENCE = {1: 6.313752, 2: 2.919986, 5: 2.015048, 10: 1.812461, 20: 1.724718,
+                  30: 1.697261, 31: 1.695519, 40: 1.683851, 60: 1.670649, 120: 1.657651,
+                  1000: 1.646379}  # fmt: skip
+
+
+def test_t_95_quantiles() -> None:
+    for df, value in T_95_REFERENCE.items():
+        assert abs(t_95(df) - value) < (1e-9 if df <= 30 else 1e-4), df
+    with pytest.raises(ValueError, match="df must be 1 or more"):
+        t_95(0)
+
+
+def test_t_quantiles_against_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for df in range(1, 400):
+        assert abs(t_95(df) - stats.t.ppf(0.95, df)) < 1e-4, df
+        assert abs(t_975(df) - stats.t.ppf(0.975, df)) < 1e-4, df
 
 
 def test_exact_statistics_on_fixed_arms() -> None:

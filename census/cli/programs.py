@@ -30,6 +30,21 @@ ActiveOpt = Annotated[
     typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
 ]
 StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
+EquivalenceOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Also say whether B and A are equivalent within ±MARGIN, a share of A's step (2%) "
+        "or a time (0.5ms): two one-sided tests at α = 0.05."
+    ),
+]
+ABFailIfOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-if",
+        help="A CI gate on the arms' 95% CI ('slower>2%', 'faster>=1ms'); repeatable; exit 5 "
+        "when one fails.",
+    ),
+]
 
 
 def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
@@ -193,6 +208,8 @@ def ab(
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace an existing experiment.")] = False,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+    equivalence: EquivalenceOpt = None,
+    fail_if: ABFailIfOpt = None,
     steps: StepsRefusedOpt = None,
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
@@ -200,21 +217,37 @@ def ab(
     from census.api import experiment_view, run_experiment
     from census.capture.ab import ABSpec
     from census.cli.analysis import show_experiment
+    from census.cli.app import enforce
+    from census.compare.experiment import with_equivalence
+    from census.compare.gates import check_ab
 
     refuse_steps(steps)
     fmt = output_format("json" if as_json else fmt)
-    _check_counts(warmup, active)
-    if html:
-        from census.paths import check_output
-
-        check_output(html)
+    margin, gates = _ab_checks(warmup, active, html, equivalence, fail_if)
     commands, names = _ab_commands(a, b, labels, demo, warmup, active)
     spec = ABSpec(
         name, commands, names, arms, warmup, active, capture, output, nsys, force, bool(demo)
     )
     exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
+    if margin is not None:
+        exp = with_equivalence(exp, margin)
     show_experiment(experiment_view(exp), fmt, html)
+    enforce(check_ab(gates, exp.stats, exp.labels))
+
+
+def _ab_checks(warmup, active, html, equivalence, fail_if) -> tuple:
+    """What `census ab` refuses before any arm runs: the counts, the dashboard's target, the
+    equivalence margin and the gates (parsed: the margin, or None, and the gates)."""
+    from census.compare.gates import parse_ab_gate, parse_amount
+
+    _check_counts(warmup, active)
+    if html:
+        from census.paths import check_output
+
+        check_output(html)
+    margin = None if equivalence is None else parse_amount(equivalence, "--equivalence")
+    return margin, [parse_ab_gate(t) for t in fail_if or []]
 
 
 def _ab_commands(a, b, labels, demo, warmup, active) -> tuple[dict, tuple[str, str]]:

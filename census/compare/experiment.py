@@ -6,12 +6,13 @@ counters and, qualified "under nsys", their own step and phase times.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from census.compare.diff import CensusDiff
 from census.compare.explain import explain_diff
-from census.compare.stats import ABStats, PhaseStats
+from census.compare.gates import Amount
+from census.compare.stats import ABStats, Equivalence, PhaseStats, fit_step, tost
 from census.model import Arm
 from census.units import fmt_ns, fmt_pct
 
@@ -28,6 +29,7 @@ class Experiment:
     diff: CensusDiff | None = None  # of the two captures
     capture_note: str | None = None  # why there are no captures
     wall_s: float | None = None
+    equivalence: Equivalence | None = None  # when asked (census ab --equivalence)
 
     @property
     def order(self) -> list[str]:
@@ -63,6 +65,29 @@ def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
         f"{fmt_ns(st.delta_median_ns, signed=True)}/step ({ci}; {st.pairs_agreeing}/{n} pairs "
         f"agree) over {arms} uncaptured arms; {more} (80% power)"
     )
+
+
+def with_equivalence(exp: Experiment, margin: Amount) -> Experiment:
+    """`exp` with the two one-sided tests of |B − A| < margin on its step fit (a percentage is
+    of A's median of arm medians)."""
+    a_ns = exp.stats.a.median_of_arm_medians_ns
+    pct = margin.value if margin.percent else 100 * margin.value / a_ns if a_ns > 0 else None
+    return replace(exp, equivalence=tost(fit_step(list(exp.arms)), margin.ns(a_ns), pct))
+
+
+def equivalence_sentence(eq: Equivalence, labels: tuple[str, str]) -> str:
+    """Said right after the verdict: equivalent within the margin, or not shown to be."""
+    la, lb = labels
+    margin = f"±{fmt_ns(eq.margin_ns)}/step"
+    if eq.margin_pct is not None:
+        margin = f"±{eq.margin_pct:.3g}% ({margin})"
+    lo, hi = eq.ci90_ns
+    ci = f"the 90% CI of {lb} − {la}, {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)},"
+    if eq.equivalent:
+        return (f"{lb} and {la} are equivalent within {margin}: {ci} lies inside it "
+                "(two one-sided tests, α = 0.05)")  # fmt: skip
+    return (f"{lb} and {la} are not shown equivalent within {margin}: {ci} reaches beyond it "
+            "(two one-sided tests, α = 0.05)")  # fmt: skip
 
 
 def experiment_warnings(exp: Experiment) -> list[str]:
@@ -143,23 +168,26 @@ class Explanation(NamedTuple):
     warnings: list[str]
     findings: list[str]  # what the captures say, or why there are none
     phases: tuple[str, ...] = ()  # what the uncaptured arms say by phase
+    equivalence: str | None = None  # said right after the verdict, when asked
 
     @property
     def lines(self) -> list[str]:
-        return [self.verdict, *self.warnings, *self.phases, *self.findings]
+        head = [self.verdict, *([self.equivalence] if self.equivalence else [])]
+        return [*head, *self.warnings, *self.phases, *self.findings]
 
 
 def explain_parts(exp: Experiment) -> Explanation:
-    """The arms' verdict first, then the warnings, then what the arms say by phase, then what
-    the captures say (their step times and phases qualified as captured, their counters as they
-    are)."""
+    """The arms' verdict first (and their equivalence, when asked), then the warnings, then
+    what the arms say by phase, then what the captures say (their step times and phases
+    qualified as captured, their counters as they are)."""
     verdict, warnings = verdict_sentence(exp.stats, exp.labels), experiment_warnings(exp)
     phases = tuple(
         line for line in (phase_sentence(exp.stats, exp.labels), spread_sentence(exp.stats)) if line
     )
+    eq = None if exp.equivalence is None else equivalence_sentence(exp.equivalence, exp.labels)
     if exp.diff is None:
         note = [f"no captures ({exp.capture_note}): no census of the reasons"]
-        return Explanation(verdict, warnings, note if exp.capture_note else [], phases)
+        return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq)
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
@@ -173,4 +201,4 @@ def explain_parts(exp: Experiment) -> Explanation:
         UNDER_NSYS + line[len(BY_PHASE) :] if line.startswith(BY_PHASE) else line
         for line in census_lines
     ]
-    return Explanation(verdict, warnings, census_lines, phases)
+    return Explanation(verdict, warnings, census_lines, phases, eq)

@@ -7,6 +7,12 @@ against A (per-step means; a percentage is of A's value); on one capture it test
 (per-step mean when the capture has steps, else the total; no percentages). Kernel counts,
 launch counts and bytes are deterministic for a given program, so they make reliable gates;
 times drift.
+
+`census ab` gates on what its arms show instead, with 95% confidence: `slower>2%` fails when the
+whole 95% interval of B − A lies above +2% of A's median of arm medians (the verdict "slower"
+and its lower bound beyond the value), `faster>1ms` when B is faster by more than 1 ms at the
+interval's near end. A difference the arms have not settled never fails a gate. The amounts (a
+gate's value, the --equivalence margin) are a percentage of A or a time with its unit.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from census.compare.diff import CensusDiff, Delta
+from census.compare.stats import ABStats
 from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.errors import UsageError
 from census.model import Census
-from census.units import fmt_metric
+from census.units import fmt_metric, fmt_ns, fmt_pct
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -132,3 +139,86 @@ def check_summary(gates: list[Gate], c: Census) -> list[str]:
         if OPS[g.op](value, g.value):
             failed.append(f"gate failed: {g.text}: {g.label} is {fmt_metric(g.key, value)} {basis}")
     return failed
+
+
+# An amount on an A/B experiment: a percentage of A's step, or a time with its unit.
+_UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
+_AMOUNT = r"(?P<value>\+?[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>%|ns|us|µs|μs|ms|s)"
+_AB_GATE = re.compile(rf"^\s*(?P<key>slower|faster)\s*(?P<op>>=|>)\s*{_AMOUNT}\s*$")
+AB_GATE_FORMS = "slower>V, slower>=V, faster>V or faster>=V, V a percentage (2%) or a time (0.5ms)"
+
+
+@dataclass(frozen=True)
+class Amount:
+    value: float  # a percentage, or nanoseconds
+    percent: bool
+
+    def ns(self, a_ns: float) -> float:
+        """In nanoseconds, a percentage taken of `a_ns` (A's median of arm medians)."""
+        return self.value / 100 * a_ns if self.percent else self.value
+
+
+def parse_amount(text: str, option: str = "--equivalence") -> Amount:
+    """'2%' (of A's step) or a time ('0.5ms', '500us', '2 s'), above 0."""
+    m = re.fullmatch(rf"\s*{_AMOUNT}\s*", text)
+    if not m or float(m["value"]) <= 0:
+        raise UsageError(
+            f"{option} {text!r}: give a share of A's step above 0 ('2%') or a time with its unit "
+            "('0.5ms', '500us')"
+        )
+    return _amount(m)
+
+
+def _amount(m: re.Match) -> Amount:
+    value, unit = float(m["value"]), m["unit"]
+    return Amount(value, True) if unit == "%" else Amount(value * _UNITS[unit], False)
+
+
+@dataclass(frozen=True)
+class ABGate:
+    text: str
+    key: str  # "slower" or "faster": B relative to A
+    op: str  # ">" or ">="
+    amount: Amount
+
+
+def parse_ab_gate(text: str) -> ABGate:
+    m = _AB_GATE.match(text)
+    if not m and re.match(r"^\s*(slower|faster)\s*<", text):
+        raise UsageError(
+            f"--fail-if {text!r}: an upper bound is not a gate on arms (an unsettled difference "
+            f"never fails one): write {AB_GATE_FORMS}; to require a difference within a margin, "
+            "use --equivalence"
+        )
+    if not m:
+        raise UsageError(
+            f"--fail-if {text!r}: census ab gates on its arms' 95% CI: write {AB_GATE_FORMS}, "
+            "e.g. 'slower>2%'"
+        )
+    return ABGate(text.strip(), m["key"], m["op"], _amount(m))
+
+
+def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[str]:
+    """One line per failed gate: the experiment shows, with 95% confidence, B slower (faster)
+    than A by more than the gate's amount: the verdict is in the gate's direction and the
+    interval's bound nearest 0 is beyond the amount. An unsettled difference never fails."""
+    failed = []
+    lo, hi = st.ci95_ns
+    a_ns = st.a.median_of_arm_medians_ns
+    for g in gates:
+        near = lo if g.key == "slower" else -hi  # the least slowdown (gain) the interval allows
+        if st.verdict != g.key or (g.amount.percent and a_ns <= 0):
+            continue
+        shown = 100 * near / a_ns if g.amount.percent else near
+        if OPS[g.op](shown, g.amount.value):
+            pct = f" ({fmt_pct(st.delta_pct)})" if st.delta_pct is not None else ""
+            failed.append(
+                f"gate failed: {g.text}: {labels[1]} is {g.key} than {labels[0]} by "
+                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, 95% CI {fmt_ns(lo, signed=True)} "
+                f"to {fmt_ns(hi, signed=True)}{_pcts(lo, hi, a_ns)}"
+            )
+    return failed
+
+
+def _pcts(lo: float, hi: float, a_ns: float) -> str:
+    return f" ({fmt_pct(100 * lo / a_ns)} to {fmt_pct(100 * hi / a_ns)})" if a_ns > 0 else ""

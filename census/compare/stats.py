@@ -20,6 +20,10 @@ phase per step: its delta, interval, pairs and verdict, and its residual spread,
 phase makes arms disagree. A phase that only some measured arms recorded is left out (and said):
 a phase an arm never ran is not a phase of no time.
 
+Equivalence (`census ab --equivalence 2%`) is the converse question, asked of the same step fit:
+two one-sided tests at α = 0.05, equivalent when the 90% interval delta ± t(0.95, df) · SE lies
+inside (−margin, +margin). tests/test_ab_equivalence.py proves its error rates by simulation.
+
 Degenerate arms are said as they are: a delta under 1 ns (the record's unit) is "no difference",
 never "faster by 0 ns"; arms without any spread (SE 0) give an interval of one point, the delta
 itself, which settles any nonzero difference exactly.
@@ -35,11 +39,16 @@ import numpy as np
 from census.model import Arm, percentile
 
 Z_975 = 1.959963984540054
+Z_95 = 1.6448536269514722
 Z_80 = 0.8416212335729143
 _T_975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004,
           2.262157, 2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.13145, 2.119905,
           2.109816, 2.100922, 2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
           2.059539, 2.055529, 2.051831, 2.048407, 2.04523, 2.042272)  # fmt: skip
+_T_95 = (6.313752, 2.919986, 2.353363, 2.131847, 2.015048, 1.94318, 1.894579, 1.859548,
+         1.833113, 1.812461, 1.795885, 1.782288, 1.770933, 1.76131, 1.75305, 1.745884,
+         1.739607, 1.734064, 1.729133, 1.724718, 1.720743, 1.717144, 1.713872, 1.710882,
+         1.708141, 1.705618, 1.703288, 1.701131, 1.699127, 1.697261)  # fmt: skip
 MAX_ARMS_ADVISED = 400
 RESOLUTION_NS = 1.0  # step times are integer ns: a smaller difference is never claimed
 
@@ -47,11 +56,20 @@ RESOLUTION_NS = 1.0  # step times are integer ns: a smaller difference is never 
 def t_975(df: int) -> float:
     """The 97.5% quantile of Student's t with `df` degrees of freedom (a table to 30, then the
     Cornish-Fisher expansion, within 1e-4 of the exact value)."""
+    return _t_quantile(df, _T_975, Z_975)
+
+
+def t_95(df: int) -> float:
+    """The 95% quantile of Student's t with `df` degrees of freedom (the one-sided tests of
+    equivalence), made as t_975 is: a table to 30, then the expansion (within 1e-4)."""
+    return _t_quantile(df, _T_95, Z_95)
+
+
+def _t_quantile(df: int, table: tuple[float, ...], z: float) -> float:
     if df < 1:
         raise ValueError("df must be 1 or more")
-    if df <= len(_T_975):
-        return _T_975[df - 1]
-    z = Z_975
+    if df <= len(table):
+        return table[df - 1]
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
 
 
@@ -93,6 +111,7 @@ class Fit:
     df: int
     residual_sd_ns: float  # arm-to-arm spread left after the blocks and the side
     verdict: str  # "faster", "slower" (B relative to A) or "no difference"
+    se_ns: float = 0.0  # the standard error of delta_ns (the 95% half-width over t_975(df))
 
 
 def fit_blocks(medians: list[float], sides: list[str]) -> Fit:
@@ -116,7 +135,33 @@ def fit_blocks(medians: list[float], sides: list[str]) -> Fit:
     verdict = "no difference"
     if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
         verdict = "faster" if delta < 0 else "slower"
-    return Fit(delta, (lo, hi), df, sd, verdict)
+    return Fit(delta, (lo, hi), df, sd, verdict, se)
+
+
+def fit_step(arms: list[Arm]) -> Fit:
+    """fit_blocks of the measured arms' median step times (what `analyze` fits)."""
+    measured = [a for a in arms if not a.discarded]
+    return fit_blocks([a.median_ns for a in measured], [a.side for a in measured])
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Whether B − A is shown to lie within ±margin_ns: two one-sided tests at α = 0.05."""
+
+    margin_ns: float
+    margin_pct: float | None  # the margin as a share of A's median of arm medians
+    ci90_ns: tuple[float, float]  # delta ± t(0.95, df) · SE, of the same block fit
+    equivalent: bool
+
+
+def tost(fit: Fit, margin_ns: float, margin_pct: float | None = None) -> Equivalence:
+    """Two one-sided tests (TOST) on the block fit: "B − A <= −margin" and "B − A >= +margin"
+    are each rejected at α = 0.05 exactly when the 90% interval delta ± t(0.95, df) · SE lies
+    inside (−margin, +margin); then B and A are equivalent within the margin. Arms without
+    spread (SE 0) give an interval of one point, the delta."""
+    half = t_95(fit.df) * fit.se_ns
+    lo, hi = fit.delta_ns - half, fit.delta_ns + half
+    return Equivalence(margin_ns, margin_pct, (lo, hi), -margin_ns < lo and hi < margin_ns)
 
 
 @dataclass(frozen=True)

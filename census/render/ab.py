@@ -143,6 +143,8 @@ def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Tab
 
 def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     console.print(f"[bold]{escape(one_line(parts.verdict))}[/bold]")
+    if parts.equivalence:
+        console.print(escape(one_line(parts.equivalence)))
     for line in parts.warnings:
         console.print(f"warning: {escape(one_line(line))}")
     title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
@@ -170,6 +172,8 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     la, lb = exp.labels
     out = [one_line(f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)"),
            "", one_line(f"**{parts.verdict}**"), ""]  # fmt: skip
+    if parts.equivalence:
+        out += [one_line(parts.equivalence), ""]
     out += [one_line(f"> warning: {w}") for w in parts.warnings]
     out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", one_line(delta_line(exp)), "",
             one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip

@@ -60,7 +60,9 @@ def render_experiment_html(view: ExperimentView) -> str:
         head += "".join(f"<p>{esc(line)}</p>" for line in parts.findings)
     title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
     subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
-    return page(title, subtitle, head + figures(figs) + tail, parts.verdict)
+    # the equivalence, when asked, is said with the verdict at the top of the page
+    lead = "; ".join(x for x in (parts.verdict, parts.equivalence) if x)
+    return page(title, subtitle, head + figures(figs) + tail, lead)
 
 
 def _phases(view: ExperimentView) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from census import CENSUS_VERSION
 from census.compare.diff import BUCKETS, KernelDelta
-from census.compare.stats import PhaseStats
+from census.compare.stats import Equivalence, PhaseStats
 from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
@@ -223,6 +223,11 @@ def _phase_stats(p: PhaseStats) -> dict[str, Any]:
     }
 
 
+def _equivalence(eq: Equivalence) -> dict[str, Any]:
+    return {"margin_ns": eq.margin_ns, "margin_pct": eq.margin_pct, "ci90_ns": list(eq.ci90_ns),
+            "equivalent": eq.equivalent}  # fmt: skip
+
+
 def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
     """The `census ab --json` contract."""
     exp, parts = view.experiment, view.explanation
@@ -243,6 +248,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "pairs_agreeing": st.pairs_agreeing,
         "verdict": st.verdict,
         "arms_needed": st.arms_needed,
+        "equivalence": None if exp.equivalence is None else _equivalence(exp.equivalence),
         "phases": {name: _phase_stats(p) for name, p in st.phases.items()},
         "method": AB_METHOD,
         "explanation": parts.lines,
