@@ -326,3 +326,20 @@ def test_steps_classified_a_few_at_a_time_give_the_same_split(path, tmp_path, mo
         for module in (idle, ranges):
             monkeypatch.setattr(module, "CHUNK_STEPS", size)
         assert both() == whole
+
+
+def test_deepspeed_arms_place_the_loss_in_forward() -> None:
+    """tests/data/ab-deepspeed/ds/ab.json: `census ab` on the H200 (2026-12-03), 8 uncaptured
+    arms of examples/deepspeed_moe.py (the pair captured above), 5 warm-up + 10 steps each:
+    compile removes GPU work yet the arms are slower, and the arms place it in forward."""
+    exp = census.load_experiment(REPO / "tests" / "data" / "ab-deepspeed" / "ds")
+    st = exp.stats
+    assert (st.verdict, round(st.delta_median_ns), st.pairs_agreeing) == ("slower", 71106028, 4)
+    assert [round(x) for x in st.ci95_ns] == [5516087, 136695969]
+    phases = {
+        n: (p.verdict, round(p.delta_median_ns), p.pairs_agreeing) for n, p in st.phases.items()
+    }
+    assert phases == {"forward": ("slower", 47772621, 4),
+                      "backward": ("no difference", 22268726, 3),
+                      "optimizer": ("no difference", 2355360, 3)}  # fmt: skip
+    assert max(st.phases, key=lambda n: st.phases[n].residual_sd_ns) == "forward"
