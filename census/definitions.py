@@ -207,7 +207,8 @@ NON_GAIN_MIN_SHARE = 0.05
 NON_GAIN_RULE = (
     "per step: GPU busy fell by at least 5% of A's GPU busy, and the step time fell by less "
     "than half of that (Δ step time > Δ GPU busy / 2), the step times being the captures' "
-    "calibration runs' (without nsys) when both sides have one, else the captured ones: the GPU "
+    "calibration runs' (without nsys) when both sides have one, else the captured ones (in census "
+    "ab: the uncaptured arms' medians of arm medians): the GPU "
     "work removed did not shorten the step"
 )
 LIMITER_IDLE_CLASSES = (

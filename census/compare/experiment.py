@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from census.compare.diff import CensusDiff
-from census.compare.explain import explain_diff
+from census.compare.diff import CensusDiff, Delta
+from census.compare.explain import HOST_BOUND, explain_diff, non_gain
 from census.compare.gates import Amount
 from census.compare.stats import ABStats, Equivalence, PhaseStats, fit_step, tost
 from census.model import Arm
@@ -200,5 +200,10 @@ def explain_parts(exp: Experiment) -> Explanation:
     census_lines = [
         UNDER_NSYS + line[len(BY_PHASE) :] if line.startswith(BY_PHASE) else line
         for line in census_lines
+        if not line.startswith(HOST_BOUND)  # said again below, on the arms' step times
     ]
+    arms = Delta(exp.stats.a.median_of_arm_medians_ns, exp.stats.b.median_of_arm_medians_ns)
+    bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms)
+    if bound:
+        census_lines.insert(1 if census_lines else 0, bound)
     return Explanation(verdict, warnings, census_lines, phases, eq)

@@ -9,6 +9,7 @@ from census.triton_names import decode_triton
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 TOP_FUSED = 3
+HOST_BOUND = "host-bound:"  # how the non-gain sentence starts
 
 
 def explain_diff(d: CensusDiff) -> list[str]:
@@ -164,22 +165,29 @@ def _idle_cause(d: CensusDiff, lead: str = " ") -> str:
 
 
 def _non_gain(d: CensusDiff, unit: str) -> str | None:
-    """NON_GAIN_RULE: the GPU work fell and the step did not follow (the step times of the
-    captures' calibration runs when both have one: nsys distorts the captured ones). Says that
-    B is host-bound, how much GPU work went, where the freed time went when the captured idle
-    time grew (the idle split, the host ranges that gained it), and B's limiter."""
+    return non_gain(d, unit)
+
+
+def non_gain(d: CensusDiff, unit: str, arms: Delta | None = None) -> str | None:
+    """NON_GAIN_RULE: the GPU work fell and the step did not follow. The step times are the
+    uncaptured arms' (`arms`: an experiment's medians of arm medians) when given, else the
+    captures' calibration runs' when both have one (nsys distorts the captured ones), else the
+    captured ones. Says that B is host-bound, how much GPU work went, where the freed time went
+    when the captured idle time grew (the idle split, the host ranges that gained it), and B's
+    limiter."""
     step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
     if d.clock == "gpu" or None in (step.delta, busy.delta, idle.delta) or not step.a:
         return None
     ua, ub = d.uncaptured_ns
     uncaptured = ua is not None and ub is not None and ua > 0
-    moved = Delta(ua, ub) if uncaptured else step
+    moved = arms or (Delta(ua, ub) if uncaptured else step)
     if busy.delta > -NON_GAIN_MIN_SHARE * (busy.a or 0) or (moved.delta or 0) <= busy.delta / 2:
         return None
     lb = d.labels[1]
-    where = "without nsys: step time" if uncaptured else "step time"
+    where = ("uncaptured arms: step time" if arms else
+             "without nsys: step time" if uncaptured else "step time")  # fmt: skip
     text = (
-        f"host-bound: {lb} removed GPU work (GPU busy {_change(busy, fmt_ns, unit)}, "
+        f"{HOST_BOUND} {lb} removed GPU work (GPU busy {_change(busy, fmt_ns, unit)}, "
         f"{fmt_count(d.metrics['kernel_count'].delta, signed=True)} kernels{unit}) but its step "
         f"did not follow ({where} {_change(moved, fmt_ns, unit)})"
     )
