@@ -208,7 +208,8 @@ NON_GAIN_RULE = (
     "per step: GPU busy fell by at least 5% of A's GPU busy, and the step time fell by less "
     "than half of that (Δ step time > Δ GPU busy / 2), the step times being the captures' "
     "calibration runs' (without nsys) when both sides have one, else the captured ones (in census "
-    "ab: the uncaptured arms' medians of arm medians): the GPU "
+    "ab: the uncaptured arms' medians of arm medians, and a verdict other than faster counts as not "
+    "falling): the GPU "
     "work removed did not shorten the step"
 )
 LIMITER_IDLE_CLASSES = (

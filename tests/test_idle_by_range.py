@@ -363,5 +363,16 @@ def test_an_experiment_says_host_bound_on_the_arms_step_times(tmp_path: Path) ->
     bound = [s for s in lines if s.startswith("host-bound:")]
     assert len(bound) == 1 and lines.index(bound[0]) > 0  # after the verdict
     assert (
-        "but its step did not follow (uncaptured arms: step time +100 ns/step (+10.0%))" in bound[0]
+        "but its step did not follow (uncaptured arms: step time +100 ns/step (+10.0%), 95% CI "
+        "+100 ns to +100 ns: slower)" in bound[0]
     )
+    # arms faster by a point estimate but not settled: still "did not follow", and said so
+    noisy = [(1000, 1010, 990), (900, 910, 890), (1200, 1210, 1190), (1000, 1010, 990),
+             (1050, 1060, 1040), (900, 910, 890), (1400, 1410, 1390), (950, 960, 940),
+             (1100, 1110, 1090)]  # fmt: skip
+    arms = tuple(Arm(s, i, i == 0, t) for i, (s, t) in enumerate(zip(order, noisy, strict=True)))
+    st = analyze(list(arms))
+    assert st.verdict == "no difference" and st.delta_median_ns < 0
+    exp = Experiment(("eager", "compiled"), {}, arms, st, exp.diff)
+    (bound,) = [s for s in explain_parts(exp).lines if s.startswith("host-bound:")]
+    assert ": not shown faster)" in bound

@@ -202,8 +202,13 @@ def explain_parts(exp: Experiment) -> Explanation:
         for line in census_lines
         if not line.startswith(HOST_BOUND)  # said again below, on the arms' step times
     ]
-    arms = Delta(exp.stats.a.median_of_arm_medians_ns, exp.stats.b.median_of_arm_medians_ns)
-    bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms)
+    st = exp.stats
+    arms = Delta(st.a.median_of_arm_medians_ns, st.b.median_of_arm_medians_ns)
+    lo, hi = st.ci95_ns
+    unsettled = "" if st.verdict == "faster" else (
+        f", 95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}: "
+        f"{'not shown faster' if st.verdict == 'no difference' else 'slower'}")  # fmt: skip
+    bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms, unsettled)
     if bound:
         census_lines.insert(1 if census_lines else 0, bound)
     return Explanation(verdict, warnings, census_lines, phases, eq)

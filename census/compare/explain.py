@@ -168,20 +168,24 @@ def _non_gain(d: CensusDiff, unit: str) -> str | None:
     return non_gain(d, unit)
 
 
-def non_gain(d: CensusDiff, unit: str, arms: Delta | None = None) -> str | None:
+def non_gain(
+    d: CensusDiff, unit: str, arms: Delta | None = None, unsettled: str = ""
+) -> str | None:
     """NON_GAIN_RULE: the GPU work fell and the step did not follow. The step times are the
     uncaptured arms' (`arms`: an experiment's medians of arm medians) when given, else the
     captures' calibration runs' when both have one (nsys distorts the captured ones), else the
-    captured ones. Says that B is host-bound, how much GPU work went, where the freed time went
-    when the captured idle time grew (the idle split, the host ranges that gained it), and B's
-    limiter."""
+    captured ones; `unsettled` (the arms' interval, when they did not show B faster): the step
+    did not fall measurably, whatever its point estimate. Says that B is host-bound, how much
+    GPU work went, where the freed time went when the captured idle time grew (the idle split,
+    the host ranges that gained it), and B's limiter."""
     step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
     if d.clock == "gpu" or None in (step.delta, busy.delta, idle.delta) or not step.a:
         return None
     ua, ub = d.uncaptured_ns
     uncaptured = ua is not None and ub is not None and ua > 0
     moved = arms or (Delta(ua, ub) if uncaptured else step)
-    if busy.delta > -NON_GAIN_MIN_SHARE * (busy.a or 0) or (moved.delta or 0) <= busy.delta / 2:
+    followed = (moved.delta or 0) <= busy.delta / 2 and not unsettled
+    if busy.delta > -NON_GAIN_MIN_SHARE * (busy.a or 0) or followed:
         return None
     lb = d.labels[1]
     where = ("uncaptured arms: step time" if arms else
@@ -189,7 +193,7 @@ def non_gain(d: CensusDiff, unit: str, arms: Delta | None = None) -> str | None:
     text = (
         f"{HOST_BOUND} {lb} removed GPU work (GPU busy {_change(busy, fmt_ns, unit)}, "
         f"{fmt_count(d.metrics['kernel_count'].delta, signed=True)} kernels{unit}) but its step "
-        f"did not follow ({where} {_change(moved, fmt_ns, unit)})"
+        f"did not follow ({where} {_change(moved, fmt_ns, unit)}{unsettled})"
     )
     if idle.delta > 0:
         grew = [(n, v.delta) for n, v in d.idle_by_range.items() if (v.delta or 0) > 0][:3]
