@@ -33,7 +33,7 @@ def explain_diff(d: CensusDiff) -> list[str]:
         if sentence:
             ranked.append(sentence)
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (_headline(d, unit), _non_gain(d, unit), _uncaptured(d),
+    head = [line for line in (_headline(d, unit), non_gain(d, unit), _uncaptured(d),
                               _phases(d)) if line]  # fmt: skip
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
@@ -162,10 +162,6 @@ def _idle_cause(d: CensusDiff, lead: str = " ") -> str:
         return ""
     key = max(parts, key=lambda k: abs(parts[k] or 0))
     return f"{lead}{IDLE_CAUSES[key]}"
-
-
-def _non_gain(d: CensusDiff, unit: str) -> str | None:
-    return non_gain(d, unit)
 
 
 def non_gain(

@@ -42,13 +42,12 @@ class ApiNames:
 
     @property
     def where(self) -> str:
-        return f"nameId IN ({','.join(map(str, self.candidates))})" if self.candidates else "0"
+        return name_in(self.candidates)
 
     @property
     def pass_where(self) -> str:
         """The rows the runtime pass reads: the candidates, and the syncs when asked for."""
-        ids = sorted({*self.candidates, *self.sync_ids})
-        return f"nameId IN ({','.join(map(str, ids))})" if ids else "0"
+        return name_in(sorted({*self.candidates, *self.sync_ids}))
 
     def is_candidate(self, name: np.ndarray) -> np.ndarray:
         return np.isin(name, np.array(self.candidates, np.int64))
@@ -63,6 +62,11 @@ class ApiNames:
         i = np.searchsorted(self.launch_ids, name)
         ii = np.minimum(i, len(self.launch_ids) - 1)
         return np.where(self.launch_ids[ii] == name, ii, -1)
+
+
+def name_in(ids) -> str:
+    """The SQL condition: a runtime row's name is one of `ids` (none: no row)."""
+    return f"nameId IN ({','.join(map(str, ids))})" if len(ids) else "0"
 
 
 def read_api_names(conn: sqlite3.Connection, schema: sc.Schema, syncs: bool = False) -> ApiNames:

@@ -25,9 +25,10 @@ import sqlite3
 
 import numpy as np
 
-from census.definitions import SYNC_APIS, launch_api_kind, normalise_api_name
+from census.load.api_calls import name_in, read_api_names
 from census.load.columns import read_batches, rowid_range
-from census.load.timeline import Intervals, Timeline, TimelineParts, union
+from census.load.intervals import Covered
+from census.load.timeline import Intervals, Timeline, TimelineParts, union, window
 from census.model import IdleSplit
 from census.sources import schema as sc
 
@@ -82,16 +83,12 @@ def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "",
 
 def _runtime(conn, schema, procs: set[int]) -> tuple[dict, dict]:
     """Per process, batches of the launch calls and of the synchronising calls: one read of
-    the runtime rows with either name."""
+    the runtime rows with either name (the names as the runtime pass picks them)."""
     if not schema.has(sc.RUNTIME) or not schema.has(sc.STRINGS):
         return {}, {}
-    names = {i: n for i, n in conn.execute(
-        f'SELECT id, value FROM "{sc.STRINGS}" WHERE id IN (SELECT DISTINCT nameId FROM "{sc.RUNTIME}")'
-    )}  # fmt: skip
-    launch = np.array([i for i, n in names.items() if launch_api_kind(n)], np.int64)
-    sync = np.array([i for i, n in names.items() if normalise_api_name(n) in SYNC_APIS], np.int64)
-    wanted = [*launch.tolist(), *sync.tolist()]
-    where = f"nameId IN ({','.join(map(str, wanted))})" if wanted else "0"
+    names = read_api_names(conn, schema, syncs=True)
+    launch, sync = names.launch_ids, np.array(names.sync_ids, np.int64)
+    where = name_in([*launch.tolist(), *sync.tolist()])
     rows = _read(conn, schema, (sc.RUNTIME,), "globalTid >> 24", procs, where, extra="nameId")
     split: tuple[dict, dict] = ({}, {})
     for p, batches in rows.items():
@@ -166,7 +163,7 @@ class ByGaps:
         first = np.where(hit, ends[np.minimum(j, max(len(ends) - 1, 0))] if len(ends) else 0, g1)
         self.g0, self.g1 = g0, g1
         self.a = np.where(hit & (first < g1), first, g1)
-        self.launched = _Covered(launch)
+        self.launched = Covered(*launch)
         parts = self._parts(g1)
         self.prefix = [np.concatenate(([0], np.cumsum(x))) for x in parts]
 
@@ -197,22 +194,6 @@ class ByGaps:
 _MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
-class _Covered:
-    """How much of a union of intervals lies before each time x."""
-
-    def __init__(self, iv: Intervals) -> None:
-        self.s, self.e = iv
-        self.before = np.concatenate(([0], np.cumsum(self.e - self.s)))
-
-    def upto(self, x: np.ndarray) -> np.ndarray:
-        if not len(self.s):
-            return np.zeros(len(x), np.int64)
-        i = np.searchsorted(self.s, x, "right") - 1
-        k = np.maximum(i, 0)
-        inside = np.clip(x - self.s[k], 0, self.e[k] - self.s[k])
-        return np.where(i >= 0, self.before[k] + inside, 0)
-
-
 def _intersect(a0, a1, b0, b1) -> Intervals:
     """The pieces of the sorted, disjoint intervals [a0, a1) inside the sorted, disjoint
     [b0, b1), in order (pieces of no length dropped)."""
@@ -227,14 +208,12 @@ def intersect(a0, a1, b0, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     hi = np.searchsorted(b0, a1, "left")  # the b's that start before a ends
     count = np.maximum(hi - lo, 0)
     if not len(count) or count.max() <= 1:  # each a inside one b at most: no repeat needed
-        rows = np.flatnonzero(count)
-        b = lo[rows]
-        s, e = np.maximum(a0[rows], b0[b]), np.minimum(a1[rows], b1[b])
-        keep = e > s
-        return s[keep], e[keep], b[keep]
-    rep = np.repeat(np.arange(len(a0)), count)
-    offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
-    b = lo[rep] + np.arange(len(rep)) - offsets[rep]
+        rep = np.flatnonzero(count)
+        b = lo[rep]
+    else:
+        rep = np.repeat(np.arange(len(a0)), count)
+        offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
+        b = lo[rep] + np.arange(len(rep)) - offsets[rep]
     s, e = np.maximum(a0[rep], b0[b]), np.minimum(a1[rep], b1[b])
     keep = e > s
     return s[keep], e[keep], b[keep]
@@ -311,11 +290,8 @@ def _window(tl: Timeline, ends: np.ndarray, starts: np.ndarray, stops: np.ndarra
     """The part of a timeline that touches [first start, last stop] (views, no copies); its
     sync calls: the sync ends inside it (sorted), all ByGaps reads of them."""
     lo, hi = int(starts[0]), int(stops.max())
-    (bs, be), (ls, le) = tl[0], tl[1]
-    b0, b1 = np.searchsorted(be, lo, "left"), np.searchsorted(bs, hi, "right")
-    l0, l1 = np.searchsorted(le, lo, "left"), np.searchsorted(ls, hi, "right")
     e0, e1 = np.searchsorted(ends, lo, "left"), np.searchsorted(ends, hi, "right")
-    return (bs[b0:b1], be[b0:b1]), (ls[l0:l1], le[l0:l1]), (ends[e0:e1], ends[e0:e1])
+    return window(tl[0], lo, hi), window(tl[1], lo, hi), (ends[e0:e1], ends[e0:e1])
 
 
 def _measure(classes, tl: Timeline, rows: list, closed: np.ndarray, target: dict) -> None:

@@ -16,8 +16,8 @@ import numpy as np
 
 from census.load.idle import CHUNK_STEPS, idle_gaps, intersect
 from census.load.intervals import exact_sums
-from census.load.steps import StepRange
-from census.load.timeline import EMPTY, Intervals, union
+from census.load.steps import StepRange, nvtx_text
+from census.load.timeline import EMPTY, Intervals, union, window
 from census.sources import schema as sc
 
 UNNAMED = "(unnamed range)"
@@ -39,12 +39,11 @@ def idle_by_range(
             continue
         cuts = np.unique(np.concatenate([starts, ends]))
         owner = innermost(starts, ends, cuts[:-1])  # of each stretch between two bounds
-        bs, be = timelines[proc][0] if proc in timelines else EMPTY
+        busy = timelines[proc][0] if proc in timelines else EMPTY
         windows = _step_windows(mine)
         for i in range(0, len(windows[0]), CHUNK_STEPS):  # a window of the timeline at a time
             ws, we = windows[0][i : i + CHUNK_STEPS], windows[1][i : i + CHUNK_STEPS]
-            b0, b1 = np.searchsorted(be, ws[0], "left"), np.searchsorted(bs, we[-1], "right")
-            gaps = idle_gaps((bs[b0:b1], be[b0:b1]), (ws, we))
+            gaps = idle_gaps(window(busy, int(ws[0]), int(we[-1])), (ws, we))
             for name, ns in _attribute(gaps, cuts, owner).items():
                 out[names[name]] = out.get(names[name], 0) + ns
     return out
@@ -63,10 +62,7 @@ def _ranges(
     (ties: the longer first, so the inner one is later), the step ranges excluded."""
     if not schema.has(sc.NVTX):
         return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
-    text, join = "n.text", ""
-    if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
-        text = "COALESCE(n.text, s.value)"
-        join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
+    text, join = nvtx_text(schema)
     rows = conn.execute(
         f"""SELECT {text}, n.start, n.end FROM "{sc.NVTX}" n {join}
             WHERE n.globalTid = ? AND n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})

@@ -238,19 +238,25 @@ def _segment_prev_max(e: np.ndarray, firsts: np.ndarray, seg: np.ndarray) -> np.
     return prev
 
 
+class Covered:
+    """How much of disjoint pieces [lo, hi), sorted by lo, lies before each time t."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.lo, self.length = lo, hi - lo
+        self.before = np.concatenate(([0], np.cumsum(self.length)))
+
+    def upto(self, t: np.ndarray) -> np.ndarray:
+        if not len(self.lo):
+            return np.zeros(len(t), np.int64)
+        k = np.searchsorted(self.lo, t, side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = np.clip(t - self.lo[kk], 0, self.length[kk])
+        return np.where(k >= 0, self.before[kk] + inside, 0)
+
+
 def covered_ns(
     lo: np.ndarray, hi: np.ndarray, win_start: np.ndarray, win_end: np.ndarray
 ) -> np.ndarray:
     """For disjoint pieces [lo, hi) sorted by lo: the length of them inside each window."""
-    if not len(lo):
-        return np.zeros(len(win_start), np.int64)
-    length = hi - lo
-    before = np.r_[0, np.cumsum(length)[:-1]]
-
-    def upto(t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(lo, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        inside = np.clip(t - lo[kk], 0, length[kk])
-        return np.where(k >= 0, before[kk] + inside, 0)
-
-    return upto(win_end) - upto(win_start)
+    pieces = Covered(lo, hi)
+    return pieces.upto(win_end) - pieces.upto(win_start)

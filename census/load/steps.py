@@ -24,6 +24,14 @@ class StepRange:
     tid: int | None = None  # the range's thread (globalTid): the one that runs the loop
 
 
+def nvtx_text(schema: sc.Schema) -> tuple[str, str]:
+    """(the SQL of an NVTX row `n`'s text, the join it needs): its own text, else its
+    registered string's."""
+    if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
+        return "COALESCE(n.text, s.value)", f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
+    return "n.text", ""
+
+
 def matching_ranges(
     conn: sqlite3.Connection,
     schema: sc.Schema,
@@ -36,11 +44,7 @@ def matching_ranges(
     once in Python, with a time limit; SQLite then picks the ranges that carry a match."""
     if not schema.has(sc.NVTX):
         return []
-    text = "n.text"
-    join = ""
-    if schema.has(sc.STRINGS) and schema.has_column(sc.NVTX, "textId"):
-        text = "COALESCE(n.text, s.value)"
-        join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId'
+    text, join = nvtx_text(schema)
     ranges = f"""FROM "{sc.NVTX}" n {join}
                  WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))})"""
     factory = conn.text_factory

@@ -70,6 +70,13 @@ def _joined(batches: Batches | None, proc: int) -> Intervals:
     return start, end
 
 
+def window(iv: Intervals, lo: int, hi: int) -> Intervals:
+    """The sorted, disjoint intervals of `iv` that touch [lo, hi] (views, no copies)."""
+    s, e = iv
+    a, b = np.searchsorted(e, lo, "left"), np.searchsorted(s, hi, "right")
+    return s[a:b], e[a:b]
+
+
 def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     """The union of [start, end) intervals as sorted, disjoint intervals (a zero-length one
     stays where nothing covers it)."""
