@@ -10,6 +10,8 @@ The public API, imported lazily so that `import census` (and `census --help`) st
 - `census.load_experiment(folder) -> Experiment`: a `census ab` folder read back.
 - `census.frames`: pandas DataFrames of a Census, a CensusDiff or an Experiment for notebooks.
 - `census.steps(loader)`, `census.step(i)`, `census.phase(name)`: NVTX ranges for training loops.
+- `census.record(name, value)`, `census.count(name, n=1)`: a value per measured step and a
+  counter, kept in a timed run's record (`census ab` arms); no-ops anywhere else.
 - `census.Options`, `census.CensusError` (and its subclasses in census.errors).
 """
 
@@ -29,6 +31,8 @@ _LAZY = {
     "step": "census.capture.steps",
     "steps": "census.capture.steps",
     "phase": "census.capture.steps",
+    "record": "census.capture.steps",
+    "count": "census.capture.steps",
     "CensusError": "census.errors",
     "Census": "census.model",
     "CensusDiff": "census.compare.diff",

@@ -342,6 +342,32 @@ def percentile(values: Sequence[int | float], q: float) -> float:
 
 
 @dataclass(frozen=True)
+class ArmEnv:
+    """What an arm's measured window ran beside, read when the window opens and closes (outside
+    the timed steps). None where this machine does not expose it."""
+
+    cpu_share: float | None  # this process's CPU time (all threads, user + system) / wall time
+    other_cpu_cores: float | None  # the machine's busy CPU time minus this process's / wall time
+    load1: float | None  # the 1-minute load average when the window closed
+    gpu_sm_clock_mhz: int | None = None  # the lower of the SM clock's reads at open and close
+    gpu_throttle: tuple[str, ...] = ()  # NVML's clock-throttle reasons seen at open or close
+
+
+@dataclass(frozen=True)
+class RankRecord:
+    """One rank's own figures in an arm run under torchrun (the arm's step time per step is the
+    slowest rank's)."""
+
+    rank: int
+    median_ns: float  # this rank's median step time
+    recompiles: int | None
+    graph_breaks: int | None
+    peak_allocated_bytes: int | None
+    peak_reserved_bytes: int | None
+    env: ArmEnv | None = None
+
+
+@dataclass(frozen=True)
 class Arm:
     side: str  # "a" or "b"
     index: int  # position in run order, the warm arm 0
@@ -355,6 +381,13 @@ class Arm:
     # per census.phase name, its time in each measured step (as step_time_ns: one per step, on
     # the same clock); empty when the arm recorded no phases
     phase_time_ns: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # census.record(name, value) per measured step (None where the step recorded none; the last
+    # value a step recorded); with several ranks, rank 0's
+    values: dict[str, tuple[float | None, ...]] = field(default_factory=dict)
+    # census.count(name) inside the measured window, per rank (rank order; one entry per rank)
+    counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    env: ArmEnv | None = None  # what the arm ran beside (None: not recorded)
+    ranks: tuple[RankRecord, ...] = ()  # under torchrun, each rank's own figures; () for one
 
     @property
     def median_ns(self) -> float:

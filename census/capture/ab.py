@@ -169,9 +169,17 @@ def _capture_sides(
 
 
 def _arm_record(arm: Arm) -> dict:
+    """The arm as ab.json keeps it: its fields by name (an ArmEnv or RankRecord as an object),
+    read back by census.sources.experiment."""
+    from dataclasses import asdict
+
     return {"side": arm.side, "index": arm.index, "discarded": arm.discarded,
             "step_time_ns": list(arm.step_time_ns), "peak_allocated_bytes":
             arm.peak_allocated_bytes, "peak_reserved_bytes": arm.peak_reserved_bytes,
             "recompiles": arm.recompiles, "graph_breaks": arm.graph_breaks,
             "clock": arm.clock, "phase_time_ns": {name: list(times) for name, times in
-                                                  arm.phase_time_ns.items()}}  # fmt: skip
+                                                  arm.phase_time_ns.items()},
+            "values": {name: list(row) for name, row in arm.values.items()},
+            "counts": {name: list(per_rank) for name, per_rank in arm.counts.items()},
+            "env": None if arm.env is None else asdict(arm.env),
+            "ranks": [asdict(r) for r in arm.ranks]}  # fmt: skip

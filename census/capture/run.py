@@ -26,7 +26,7 @@ from pathlib import Path
 from census import __version__
 from census.capture.arms import read_record
 from census.capture.process import run_group
-from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP
+from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
 from census.paths import check_output_folder, make_work_folder, replace_folder
 
@@ -281,6 +281,9 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     finally:
         with contextlib.suppress(OSError):
             times.unlink()
+        for rank_file in work.glob(times.name + RANK_SUFFIX + "*"):
+            with contextlib.suppress(OSError):
+                rank_file.unlink()
     if not record or not record.get("host_step_time_ns"):
         raise CaptureError(
             "calibration run recorded no steps: wrap the training loop in census.steps()",

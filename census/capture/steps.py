@@ -3,6 +3,11 @@
 `census.steps(loader, warmup=K, active=N)` leaves the first K steps out of the capture (warm-up,
 compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ranges, then stops
 the range. torch is used only if the training script already imported it.
+
+In a timed run ($CENSUS_STEP_TIMES: calibration, `census ab` arms) `census.record(name, value)`
+and `census.count(name, n)` called inside a measured step are kept in its record
+(census.capture.timing: `values`, `counts`); anywhere else they return at once. Under torchrun
+(RANK set, WORLD_SIZE above 1) every rank writes its own record, to `$CENSUS_STEP_TIMES.rankN`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from census.capture.timing import StepTimer
 
@@ -22,8 +27,10 @@ DOMAIN = "census"
 ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
 ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
+RANK_SUFFIX = ".rank"  # under torchrun, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
 T = TypeVar("T")
-_ACTIVE: StepTimer | None = None  # the timer of the step running now, for census.phase
+# the timer of the measured step running now, for census.phase, census.record and census.count
+_ACTIVE: StepTimer | None = None
 
 
 @functools.cache
@@ -149,6 +156,8 @@ def steps(
             if started and not in_window and not stopped:
                 profiler_stop()
                 stopped = True
+                if timer:
+                    timer.close_window()
             if not in_window:
                 yield item
                 continue
@@ -164,9 +173,40 @@ def steps(
     finally:
         if started and not stopped:
             profiler_stop()
-        if timer and os.environ.get("RANK", "0") == "0":  # one writer under torchrun
-            with open(times_path, "w", encoding="utf-8") as fh:  # type: ignore[arg-type]
-                json.dump(timer.record(), fh)
+        if timer:
+            _write_record(timer, times_path)  # type: ignore[arg-type]
+
+
+def rank_and_world() -> tuple[int, int]:
+    """torchrun's RANK and WORLD_SIZE when RANK is set and WORLD_SIZE is above 1; else 0, 1."""
+    rank, world = _env_int("RANK", None), _env_int("WORLD_SIZE", 1) or 1
+    return (rank, world) if rank is not None and world > 1 else (0, 1)
+
+
+def _write_record(timer: StepTimer, path: str) -> None:
+    rank, world = rank_and_world()
+    record = {**timer.record(), "rank": rank, "world_size": world}
+    with open(f"{path}{RANK_SUFFIX}{rank}" if world > 1 else path, "w", encoding="utf-8") as fh:
+        json.dump(record, fh)
+
+
+def record(name: str, value: Any) -> None:
+    """Keep `value` (a number, or a one-element tensor: a loss, a token count, a gradient norm)
+    as this measured step's `name` (the last value a step records wins). A tensor is read only
+    once the measured steps are over (no GPU synchronization in the step), and kept detached
+    until then. Outside a measured step of a timed run it does nothing."""
+    timer = _ACTIVE
+    if timer is not None:
+        timer.record_value(name, value)
+
+
+def count(name: str, n: int = 1) -> None:
+    """Add `n` to the counter `name` (a region that should stay eager, or run N times a step):
+    the run's record keeps each counter's sum over the measured steps (`count(name, 0)` names
+    one that should stay at 0). Outside a measured step of a timed run it does nothing."""
+    timer = _ACTIVE
+    if timer is not None:
+        timer.add_count(name, n)
 
 
 def _start_timed_step(timer: StepTimer) -> None:

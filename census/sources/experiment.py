@@ -1,8 +1,9 @@
 """A `census ab` experiment folder read back: its `ab.json` (census.capture.ab writes it) as the
 arms, labels and commands it records, each arm checked as the arm's own step-times record was
-(its phase times included; an ab.json without them, from before they were kept, reads as arms
-without phases). The statistics and the diff of its captures are computed from them later
-(census.api)."""
+(its phase times, values and env included), its counts (one per rank) and its ranks' figures
+too. An ab.json from before a field was kept reads as arms without it: no phases, values or
+counts, env None, ranks (). The statistics and the diff of its captures are computed from them
+later (census.api)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 
 from census.capture.ab import RECORD
 from census.errors import InputError
-from census.model import Arm
+from census.model import Arm, RankRecord
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,36 @@ _AB_FIELD = {"dynamo.frames_compiled": "recompiles", "dynamo.graph_breaks": "gra
 def _arm_from(rec: Any, position: int) -> Arm:
     """Arm `position` of ab.json, checked as the arm's own step-times record was
     (census.capture.arms.check_record): a ValueError naming the arm and its first bad field."""
-    from census.capture.arms import check_record
+    from census.capture.arms import arm_env
 
     if not isinstance(rec, dict):
         raise ValueError(f"arm {position} is not a JSON object")
     side, index, discarded = rec.get("side"), rec.get("index"), rec.get("discarded")
     if side not in ("a", "b") or type(index) is not int or type(discarded) is not bool:
         raise ValueError(f"arm {position}: its side, index or discarded flag is damaged")
+    try:
+        record = _checked_record(rec)
+        ranks = _ranks_from(rec.get("ranks"))
+        counts = _counts_from(rec.get("counts"), max(len(ranks), 1))
+    except ValueError as exc:
+        raise ValueError(f"arm {position}: {exc}") from None
+    # fields ab.json did not keep yet when it was written: none, not zeros
+    phases = {str(k): tuple(v) for k, v in (record["phase_time_ns"] or {}).items()}
+    values = {str(k): tuple(v) for k, v in (record["values"] or {}).items()}
+    return Arm(side, index, discarded, tuple(record["step_time_ns"]),
+               record["peak_allocated_bytes"], record["peak_reserved_bytes"],
+               rec.get("recompiles"), rec.get("graph_breaks"), record["clock"],
+               phases, values, counts, arm_env(record["env"]), ranks)  # fmt: skip
+
+
+def _checked_record(rec: dict) -> dict:
+    """The arm's fields as its step-times record spells them, checked (check_record), with
+    ab.json's names in the error."""
+    from census.capture.arms import check_record
+
     record = {key: rec.get(key) for key in ("clock", "step_time_ns", "peak_allocated_bytes",
-                                            "peak_reserved_bytes", "phase_time_ns")}  # fmt: skip
+                                            "peak_reserved_bytes", "phase_time_ns", "values",
+                                            "env")}  # fmt: skip
     dynamo = {"frames_compiled": rec.get("recompiles"), "graph_breaks": rec.get("graph_breaks")}
     record["dynamo"] = {k: v for k, v in dynamo.items() if v is not None}
     try:
@@ -82,12 +104,53 @@ def _arm_from(rec: Any, position: int) -> Arm:
         for name, ours in _AB_FIELD.items():
             if why.startswith(name):
                 why = ours + why[len(name) :]
-        raise ValueError(f"arm {position}: {why}") from None
+        raise ValueError(why) from None
     if not record["step_time_ns"]:
-        raise ValueError(f"arm {position}: no step times")
-    # an ab.json written before the arms' phases were kept has none: no phases, not zeros
-    phases = {str(k): tuple(v) for k, v in (record["phase_time_ns"] or {}).items()}
-    return Arm(side, index, discarded, tuple(record["step_time_ns"]),
-               record["peak_allocated_bytes"], record["peak_reserved_bytes"],
-               rec.get("recompiles"), rec.get("graph_breaks"), record["clock"],
-               phases)  # fmt: skip
+        raise ValueError("no step times")
+    return record
+
+
+def _counts_from(counts: Any, ranks: int) -> dict[str, tuple[int, ...]]:
+    """ab.json's counts: per name, one sum per rank (census.capture.arms)."""
+    from census.capture.arms import check_count, shown
+
+    if counts is None:
+        return {}
+    if not isinstance(counts, dict):
+        raise ValueError(f"counts is {shown(counts)}, not a JSON object")
+    for name, per_rank in counts.items():
+        if not isinstance(per_rank, list) or len(per_rank) != ranks:
+            raise ValueError(f"counts[{shown(name)}] is not a list of {ranks} (one per rank)")
+        for i, n in enumerate(per_rank):
+            check_count(n, f"counts[{shown(name)}][{i}]")
+    return {str(name): tuple(per_rank) for name, per_rank in counts.items()}
+
+
+def _ranks_from(ranks: Any) -> tuple[RankRecord, ...]:
+    """ab.json's ranks: each rank's own figures, in rank order; () for a single process."""
+    from census.capture.arms import shown
+
+    if ranks is None:
+        return ()
+    if not isinstance(ranks, list):
+        raise ValueError(f"ranks is {shown(ranks)}, not a JSON list")
+    return tuple(_rank_from(r, i) for i, r in enumerate(ranks))
+
+
+def _rank_from(rec: Any, rank: int) -> RankRecord:
+    from census.capture.arms import arm_env, check_count, check_env, check_number, shown
+
+    name = f"ranks[{rank}]"
+    if not isinstance(rec, dict):
+        raise ValueError(f"{name} is {shown(rec)}, not a JSON object")
+    if type(rec.get("rank")) is not int or rec["rank"] != rank:
+        raise ValueError(f"{name}.rank is {shown(rec.get('rank'))}, not {rank}")
+    check_number(rec.get("median_ns"), f"{name}.median_ns", positive=True)
+    keys = ("recompiles", "graph_breaks", "peak_allocated_bytes", "peak_reserved_bytes")
+    for key in keys:
+        if rec.get(key) is not None:
+            check_count(rec[key], f"{name}.{key}")
+    if rec.get("env") is not None:
+        check_env(rec["env"], f"{name}.env")
+    return RankRecord(rank, float(rec["median_ns"]), *(rec.get(key) for key in keys),
+                      env=arm_env(rec.get("env")))  # fmt: skip

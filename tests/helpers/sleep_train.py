@@ -1,6 +1,15 @@
 """A CPU stand-in for a training loop: each step sleeps, inside census.steps and census.phase.
 
 python sleep_train.py --ms 2 [--steps 30] [--counter FILE --fail-on-run N] [--no-census]
+    [--dist] [--fake-clock] [--skew MS] [--record]
+
+Step i on rank r (0 without --dist): forward takes ms (+ skew when i + r is odd), backward
+ms / 2 (+ skew / 2 on rank 1). --fake-clock spends that time on a virtual clock census reads instead
+of sleeping, so the step times are exact. --dist joins a gloo process group (run it under
+torchrun) and all-reduces a one-element tensor each step. --record calls census.record("loss",
+i + 0.5 + 100 r) in every step but those with i % 3 == 2 (after a first value the step's last
+one replaces), census.count("eager_region", 1 + r) each step, census.count("rank1_only") on rank
+1, and census.count("outside", 1000) before the loop, where it counts nothing.
 """
 
 from __future__ import annotations
@@ -9,31 +18,81 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import census
 
 
-def main() -> None:
+def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser()
     p.add_argument("--ms", type=float, default=2.0)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--counter", help="a file counting runs (for --fail-on-run)")
     p.add_argument("--fail-on-run", type=int, default=0, help="exit 3 on this run (1 = first)")
     p.add_argument("--no-census", action="store_true", help="a loop without census.steps")
-    args = p.parse_args()
+    p.add_argument("--dist", action="store_true", help="gloo, an all_reduce a step (torchrun)")
+    p.add_argument("--fake-clock", action="store_true", help="a virtual clock instead of sleeps")
+    p.add_argument("--skew", type=float, default=0.0, help="ms more on some ranks' steps")
+    p.add_argument("--record", action="store_true", help="census.record and census.count")
+    return p.parse_args()
+
+
+def _count_run(args: argparse.Namespace) -> None:
+    path = Path(args.counter)
+    run = int(path.read_text() or 0) + 1 if path.exists() else 1
+    path.write_text(str(run))
+    if run == args.fail_on_run:
+        print(f"sleep_train: failing on run {run} as asked", flush=True)
+        sys.exit(3)
+
+
+def _spend(virtual: bool):
+    if not virtual:
+        return lambda ms: time.sleep(ms / 1000)
+    now = [10**12]
+    time.perf_counter_ns = lambda: now[0]
+
+    def spend(ms: float) -> None:
+        now[0] += round(ms * 1_000_000)
+
+    return spend
+
+
+def _record(i: int, rank: int, torch: Any) -> None:
+    if i % 3 != 2:
+        census.record("loss", -1.0)  # replaced: the step's last value wins
+        value = i + 0.5 + 100 * rank
+        census.record("loss", value if torch is None else torch.tensor(value))
+    census.count("eager_region", 1 + rank)
+    if rank == 1:
+        census.count("rank1_only")
+
+
+def main() -> None:
+    args = _args()
     if args.counter:
-        path = Path(args.counter)
-        run = int(path.read_text() or 0) + 1 if path.exists() else 1
-        path.write_text(str(run))
-        if run == args.fail_on_run:
-            print(f"sleep_train: failing on run {run} as asked", flush=True)
-            sys.exit(3)
+        _count_run(args)
+    torch, dist, rank = None, None, 0
+    if args.dist:
+        import torch
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+    spend = _spend(args.fake_clock)
+    census.count("outside", 1000)
     loop = range(args.steps) if args.no_census else census.steps(range(args.steps))
-    for _ in loop:
+    for i in loop:
         with census.phase("forward"):
-            time.sleep(args.ms / 1000)
+            spend(args.ms + (args.skew if (i + rank) % 2 else 0))
         with census.phase("backward"):
-            time.sleep(args.ms / 2000)
+            spend(args.ms / 2 + (args.skew / 2 if rank == 1 else 0))
+        if dist is not None:
+            dist.all_reduce(torch.ones(1))
+        if args.record:
+            _record(i, rank, torch)
+    if dist is not None:
+        dist.destroy_process_group()
     print("sleep_train: done")
 
 
