@@ -7,12 +7,14 @@ counters and, qualified "under nsys", their own step and phase times.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import NamedTuple
 
+from census.compare.arm_findings import ArmTail, Parity, arm_tails, count_warnings, record_parity
 from census.compare.diff import CensusDiff, Delta
 from census.compare.explain import HOST_BOUND, explain_diff, non_gain
 from census.compare.gates import Amount
-from census.compare.stats import ABStats, Equivalence, PhaseStats, fit_step, tost
+from census.compare.stats import UNSTABLE, ABStats, Equivalence, PhaseStats, fit_step, tost
 from census.model import Arm
 from census.units import fmt_ns, fmt_pct
 
@@ -35,9 +37,49 @@ class Experiment:
     def order(self) -> list[str]:
         return [a.side for a in self.arms]
 
+    @cached_property
+    def tails(self) -> tuple[ArmTail, ...]:
+        """The measured arms' tail steps (census.compare.arm_findings)."""
+        return arm_tails(self.arms)
+
+    @cached_property
+    def parity(self) -> dict[str, Parity]:
+        """Per census.record name, the largest paired |B − A| at the same step."""
+        return record_parity(self.arms, self.stats.pairs)
+
+    def label(self, side: str) -> str:
+        return self.labels[0 if side == "a" else 1]
+
+
+def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:
+    if verdict is None:
+        return "too few arms are left to fit"
+    if verdict == "no difference":
+        return "no difference is settled"
+    return f"{labels[1]} is {verdict}"
+
+
+def unstable_sentence(st: ABStats, labels: tuple[str, str]) -> str:
+    """The headline when disturbed arms decide the verdict: both fits, said first."""
+    listed = ", ".join(str(i) for i in sorted(st.disturbed))
+    lo, hi = st.ci95_ns
+    kept = "" if st.undisturbed is None else (
+        f" ({fmt_ns(st.undisturbed.delta_ns, signed=True)}/step, 95% CI "
+        f"{fmt_ns(st.undisturbed.ci95_ns[0], signed=True)} to "
+        f"{fmt_ns(st.undisturbed.ci95_ns[1], signed=True)})")  # fmt: skip
+    return (
+        f"unstable: disturbed arms decide the verdict: with the {len(st.disturbed)} disturbed "
+        f"arm{'s' * (len(st.disturbed) > 1)} ({listed}), {_verdict_words(st.verdict_all, labels)} "
+        f"({fmt_ns(st.delta_median_ns, signed=True)}/step, 95% CI {fmt_ns(lo, signed=True)} to "
+        f"{fmt_ns(hi, signed=True)}); without them, "
+        f"{_verdict_words(st.verdict_undisturbed, labels)}{kept}; rerun on a quiet machine"
+    )
+
 
 def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
     """The headline: what the uncaptured arms can support, and no more."""
+    if st.verdict == UNSTABLE:
+        return unstable_sentence(st, labels)
     la, lb = labels
     lo, hi = st.ci95_ns
     n = len(st.pairs)
@@ -107,6 +149,8 @@ def experiment_warnings(exp: Experiment) -> list[str]:
             f"phase {name!r} was recorded in {held} of {measured} measured arms: left out of the "
             "per-phase statistics"
         )
+    out += disturbed_warnings(exp)
+    out += count_warnings(exp.arms, exp.labels)
     captured = _captured_delta(exp.diff)
     if captured is not None and exp.stats.delta_median_ns * captured < 0:
         out.append(
@@ -163,17 +207,68 @@ def spread_sentence(st: ABStats) -> str | None:
     )
 
 
+TAILS_LISTED = 5  # tail steps named in the explanation (all are in the table and the JSON)
+
+
+def tail_sentence(exp: Experiment) -> str | None:
+    """The uncaptured arms' tail steps, the largest first, each with the phase that grew and
+    how far the others moved; None when no arm has a tail step."""
+    if not exp.tails:
+        return None
+    ranked = sorted(exp.tails, key=lambda t: -t.excess_ns)
+    listed = "; ".join(_tail_text(exp, t) for t in ranked[:TAILS_LISTED])
+    more = f"; {len(ranked) - TAILS_LISTED} more" if len(ranked) > TAILS_LISTED else ""
+    arms = len({t.arm_index for t in ranked})
+    return (f"tail steps, uncaptured arms ({len(ranked)} in {arms} arm{'s' * (arms > 1)}, "
+            f"beyond each arm's own threshold): {listed}{more}")  # fmt: skip
+
+
+def _tail_text(exp: Experiment, t: ArmTail) -> str:
+    text = (f"arm {t.arm_index} ({exp.label(t.side)}) step {t.step}: {fmt_ns(t.step_time_ns)} "
+            f"against its median {fmt_ns(t.median_ns)} ({fmt_ns(t.excess_ns, signed=True)})")  # fmt: skip
+    if t.phase is None or t.phase_delta_ns is None:
+        return text
+    others = ", ".join(f"{n} {fmt_ns(d, signed=True)}" for n, d in t.phase_deltas_ns[1:])
+    return f"{text}, {t.phase} {fmt_ns(t.phase_delta_ns, signed=True)}" + (
+        f" while {others}" if others else ""
+    )
+
+
+def parity_sentences(exp: Experiment) -> list[str]:
+    """Per census.record name, its largest paired difference between the sides."""
+    return [
+        f"{p.name} (census.record): largest paired |{exp.labels[1]} − {exp.labels[0]}| at the "
+        f"same step {p.max_abs_diff:.6g} (arms {p.a_index} and {p.b_index}, step {p.step}; "
+        f"{p.pairs} pairs, {p.steps_compared} steps compared; meaningful only when both sides "
+        "start from the same seed and data order)"
+        for p in exp.parity.values()
+    ]
+
+
+_NOT_FASTER = {"no difference": "not shown faster", UNSTABLE: "unstable, not shown faster"}
+
+
+def disturbed_warnings(exp: Experiment) -> list[str]:
+    """One warning per disturbed arm, with what was seen."""
+    return [
+        f"arm {i} ({exp.label(next(a.side for a in exp.arms if a.index == i))}) was disturbed: "
+        f"{why}"
+        for i, why in sorted(exp.stats.disturbed.items())
+    ]
+
+
 class Explanation(NamedTuple):
     verdict: str  # what the uncaptured arms support
     warnings: list[str]
     findings: list[str]  # what the captures say, or why there are none
     phases: tuple[str, ...] = ()  # what the uncaptured arms say by phase
     equivalence: str | None = None  # said right after the verdict, when asked
+    arm_notes: tuple[str, ...] = ()  # the arms' tail steps and census.record parity
 
     @property
     def lines(self) -> list[str]:
         head = [self.verdict, *([self.equivalence] if self.equivalence else [])]
-        return [*head, *self.warnings, *self.phases, *self.findings]
+        return [*head, *self.warnings, *self.phases, *self.arm_notes, *self.findings]
 
 
 def explain_parts(exp: Experiment) -> Explanation:
@@ -181,13 +276,13 @@ def explain_parts(exp: Experiment) -> Explanation:
     what the arms say by phase, then what the captures say (their step times and phases
     qualified as captured, their counters as they are)."""
     verdict, warnings = verdict_sentence(exp.stats, exp.labels), experiment_warnings(exp)
-    phases = tuple(
-        line for line in (phase_sentence(exp.stats, exp.labels), spread_sentence(exp.stats)) if line
-    )
+    said = (phase_sentence(exp.stats, exp.labels), spread_sentence(exp.stats))
+    phases = tuple(line for line in said if line)
+    notes = tuple(line for line in (tail_sentence(exp), *parity_sentences(exp)) if line)
     eq = None if exp.equivalence is None else equivalence_sentence(exp.equivalence, exp.labels)
     if exp.diff is None:
         note = [f"no captures ({exp.capture_note}): no census of the reasons"]
-        return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq)
+        return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq, notes)
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
@@ -207,8 +302,8 @@ def explain_parts(exp: Experiment) -> Explanation:
     lo, hi = st.ci95_ns
     unsettled = "" if st.verdict == "faster" else (
         f", 95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}: "
-        f"{'not shown faster' if st.verdict == 'no difference' else 'slower'}")  # fmt: skip
+        f"{_NOT_FASTER.get(st.verdict, 'slower')}")  # fmt: skip
     bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms, unsettled)
     if bound:
         census_lines.insert(1 if census_lines else 0, bound)
-    return Explanation(verdict, warnings, census_lines, phases, eq)
+    return Explanation(verdict, warnings, census_lines, phases, eq, notes)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from census.compare.diff import CensusDiff, Delta
-from census.compare.stats import ABStats
+from census.compare.stats import UNSTABLE, ABStats
 from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.errors import UsageError
 from census.model import Census
@@ -201,7 +201,11 @@ def parse_ab_gate(text: str) -> ABGate:
 def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[str]:
     """One line per failed gate: the experiment shows, with 95% confidence, B slower (faster)
     than A by more than the gate's amount: the verdict is in the gate's direction and the
-    interval's bound nearest 0 is beyond the amount. An unsettled difference never fails."""
+    interval's bound nearest 0 is beyond the amount. An unsettled difference never fails; an
+    unstable experiment (disturbed arms decide its verdict) fails every gate as not judged."""
+    if st.verdict == UNSTABLE:
+        return [f"gate not judged: {g.text}: the verdict is unstable (disturbed arms decide it); "
+                "rerun on a quiet machine" for g in gates]  # fmt: skip
     failed = []
     lo, hi = st.ci95_ns
     a_ns = st.a.median_of_arm_medians_ns

@@ -24,6 +24,15 @@ Equivalence (`census ab --equivalence 2%`) is the converse question, asked of th
 two one-sided tests at α = 0.05, equivalent when the 90% interval delta ± t(0.95, df) · SE lies
 inside (−margin, +margin). tests/test_ab_equivalence.py proves its error rates by simulation.
 
+Disturbed arms (census.compare.disturbed: an arm that ran beside other load, a lower clock, a
+throttled GPU, or whose steps spread far beyond the typical arm's) are flagged with the reason.
+When any is, the same fit runs again without them (a block left with one side then says nothing
+of B − A). When the two fits' verdicts differ, the disturbed arms decide the verdict and it is
+"unstable", with both verdicts kept; so it is when the undisturbed arms are too few to fit and
+the full fit settled a difference. Otherwise the verdict stands and the arms are only flagged.
+tests/test_disturbed.py proves by simulation that this keeps A/A experiments free of a false
+"faster" or "slower" when disturbed arms show it, and what it costs in power.
+
 Degenerate arms are said as they are: a delta under 1 ns (the record's unit) is "no difference",
 never "faster by 0 ns"; arms without any spread (SE 0) give an interval of one point, the delta
 itself, which settles any nonzero difference exactly.
@@ -36,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from census.compare.disturbed import find_disturbed
 from census.model import Arm, percentile
 
 Z_975 = 1.959963984540054
@@ -51,6 +61,8 @@ _T_95 = (6.313752, 2.919986, 2.353363, 2.131847, 2.015048, 1.94318, 1.894579, 1.
          1.708141, 1.705618, 1.703288, 1.701131, 1.699127, 1.697261)  # fmt: skip
 MAX_ARMS_ADVISED = 400
 RESOLUTION_NS = 1.0  # step times are integer ns: a smaller difference is never claimed
+NO_DIFFERENCE = "no difference"
+UNSTABLE = "unstable"  # ABStats.verdict when disturbed arms decide it
 
 
 def t_975(df: int) -> float:
@@ -114,14 +126,15 @@ class Fit:
     se_ns: float = 0.0  # the standard error of delta_ns (the 95% half-width over t_975(df))
 
 
-def fit_blocks(medians: list[float], sides: list[str]) -> Fit:
-    """`median = block + delta · [B] + error` over measured arms in run order (blocks of four):
+def fit_blocks(medians: list[float], sides: list[str], blocks: list[int] | None = None) -> Fit:
+    """`median = block + delta · [B] + error` over measured arms in run order (blocks of four,
+    or the block of each arm given in `blocks`, which may leave some arms out of their block):
     the estimate of delta, its 95% interval and the verdict (the rule of the module's
-    docstring). The one fit of the step and of every phase."""
+    docstring). The one fit of the step and of every phase; needs can_fit."""
     y = np.array(medians, dtype=np.float64)
     is_b = np.array([side == "b" for side in sides], dtype=np.float64)
-    blocks = np.arange(len(y)) // 4
-    design = np.column_stack([*(blocks == j for j in range(blocks.max() + 1)), is_b]).astype(float)
+    block = np.arange(len(y)) // 4 if blocks is None else np.array(blocks)
+    design = np.column_stack([*(block == j for j in np.unique(block)), is_b]).astype(float)
     beta, *_ = np.linalg.lstsq(design, y, rcond=None)
     df = len(y) - design.shape[1]
     resid = y - design @ beta
@@ -132,10 +145,20 @@ def fit_blocks(medians: list[float], sides: list[str]) -> Fit:
     delta = _exact(float(beta[-1]), tiny)
     half = t_975(df) * se
     lo, hi = delta - half, delta + half
-    verdict = "no difference"
+    verdict = NO_DIFFERENCE
     if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
         verdict = "faster" if delta < 0 else "slower"
     return Fit(delta, (lo, hi), df, sd, verdict, se)
+
+
+def can_fit(sides: list[str], blocks: list[int]) -> bool:
+    """Whether fit_blocks can estimate delta and its spread from these arms: some block holds
+    both sides (a block left with one side says nothing of B − A) and a residual degree of
+    freedom is left (arms − blocks − 1 >= 1)."""
+    held: dict[int, set[str]] = {}
+    for side, block in zip(sides, blocks, strict=True):
+        held.setdefault(block, set()).add(side)
+    return any(len(s) == 2 for s in held.values()) and len(sides) - len(held) - 1 >= 1
 
 
 def fit_step(arms: list[Arm]) -> Fit:
@@ -193,12 +216,19 @@ class ABStats:
     ci95_ns: tuple[float, float]
     df: int
     residual_sd_ns: float  # arm-to-arm spread left after the blocks and the side
-    verdict: str  # "faster", "slower" (B relative to A) or "no difference"
+    # "faster", "slower" (B relative to A), "no difference", or UNSTABLE when disturbed arms
+    # decide it (verdict_all and verdict_undisturbed differ)
+    verdict: str
+    verdict_all: str  # the fit of every measured arm (delta_median_ns, ci95_ns, ...)
+    # the fit without the disturbed arms (verdict_all when none is; None when too few are left)
+    verdict_undisturbed: str | None
     arms_needed: int | None  # with "no difference": arms for 80% power at this size and spread
     phases: dict[str, PhaseStats] = field(default_factory=dict)  # those every measured arm has
     # phases some measured arms recorded and others did not -> how many did: left out of
     # `phases` (a phase an arm never ran is not a phase of no time)
     phases_left_out: dict[str, int] = field(default_factory=dict)
+    disturbed: dict[int, str] = field(default_factory=dict)  # Arm.index -> why (measured arms)
+    undisturbed: Fit | None = None  # the fit without them (None: none disturbed, or too few left)
 
     @property
     def pairs_agreeing(self) -> int:
@@ -214,6 +244,9 @@ def analyze(arms: list[Arm]) -> ABStats:
     fit = fit_blocks(medians, [a.side for a in measured])
     a, b = _side(measured, "a"), _side(measured, "b")
     phases, left_out = _phases(measured)
+    disturbed = find_disturbed(measured)
+    refit = fit_undisturbed(measured, medians, disturbed)
+    verdict = settle(fit, refit, bool(disturbed))
     return ABStats(
         a=a,
         b=b,
@@ -225,13 +258,39 @@ def analyze(arms: list[Arm]) -> ABStats:
         ci95_ns=fit.ci95_ns,
         df=fit.df,
         residual_sd_ns=fit.residual_sd_ns,
-        verdict=fit.verdict,
+        verdict=verdict,
+        verdict_all=fit.verdict,
+        verdict_undisturbed=refit.verdict if refit else (None if disturbed else fit.verdict),
         arms_needed=None
-        if fit.verdict != "no difference"
+        if verdict != NO_DIFFERENCE
         else arms_needed(fit.delta_ns, fit.residual_sd_ns),
         phases=phases,
         phases_left_out=left_out,
+        disturbed=disturbed,
+        undisturbed=refit,
     )
+
+
+def fit_undisturbed(
+    measured: list[Arm], medians: list[float], disturbed: dict[int, str]
+) -> Fit | None:
+    """fit_blocks of the measured arms not in `disturbed`, each in its block of four; None when
+    no arm is disturbed or the rest cannot be fitted (can_fit)."""
+    keep = [i for i, arm in enumerate(measured) if arm.index not in disturbed]
+    sides, blocks = [measured[i].side for i in keep], [i // 4 for i in keep]
+    if not disturbed or not can_fit(sides, blocks):
+        return None
+    return fit_blocks([medians[i] for i in keep], sides, blocks)
+
+
+def settle(full: Fit, undisturbed: Fit | None, any_disturbed: bool) -> str:
+    """The verdict: the full fit's, unless disturbed arms decide it (UNSTABLE): the fit without
+    them says otherwise, or cannot be made while the full fit settled a difference."""
+    if not any_disturbed:
+        return full.verdict
+    if undisturbed is None:
+        return full.verdict if full.verdict == NO_DIFFERENCE else UNSTABLE
+    return full.verdict if undisturbed.verdict == full.verdict else UNSTABLE
 
 
 def _phases(measured: list[Arm]) -> tuple[dict[str, PhaseStats], dict[str, int]]:

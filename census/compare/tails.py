@@ -52,6 +52,13 @@ class Tail:
     clock: str = HOST_RANGE  # HOST_RANGE or GPU_SPAN: which time of a step these are
 
 
+def tail_threshold(median_ns: float, mad_ns: float) -> float:
+    """The step time above which a step is an outlier (the rule of the module's docstring):
+    the lower of median + 3 × 1.4826 × MAD and 1.5 × median; with a MAD of 0, the second."""
+    ratio = TAIL_RATIO * median_ns
+    return min(median_ns + TAIL_SIGMAS * MAD_SIGMA * mad_ns, ratio) if mad_ns else ratio
+
+
 def tail_steps(c: Census) -> Tail | None:
     """The tail of the steps' times, on the GPU spans when the host ran ahead, else on the NVTX
     ranges; None without steps."""
@@ -63,8 +70,7 @@ def tail_steps(c: Census) -> Tail | None:
     times = [step_time(s) for _, s in counted]
     median = statistics.median(times)
     mad = statistics.median(abs(t - median) for t in times)
-    ratio = TAIL_RATIO * median
-    threshold = min(median + TAIL_SIGMAS * MAD_SIGMA * mad, ratio) if mad else ratio
+    threshold = tail_threshold(median, mad)
     typical = _median_step([s for _, s in counted], phase_time)
     outliers = tuple(
         _outlier(i, s, step_time(s) - median, typical, phase_time)

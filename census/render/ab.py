@@ -10,6 +10,7 @@ from rich.table import Table
 
 from census.compare.experiment import Experiment, Explanation
 from census.compare.stats import ABStats, Side
+from census.model import Arm
 from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.render.views import ExperimentView
@@ -86,9 +87,32 @@ def phase_rows(st: ABStats) -> list[list[str]]:
 
 
 CAPTURES_TITLE = "Census of the captures (under nsys)"
+TAIL_TITLE = "Tail steps, uncaptured arms (each against its own arm's median)"
+TAIL_HEAD = ["arm", "side", "step", "time", "arm median", "excess", "phase that grew", "by",
+             "other phases"]  # fmt: skip
 
 
-ARM_HEAD = ["#", "side", "median", "p95", "steps", "peak alloc", "recompiles", "clock"]
+def tail_rows(exp: Experiment) -> list[list[str]]:
+    """One row a tail step of a measured arm, in run order: its time, the arm's median, the
+    phase that grew most against the arm's median of it, and the other phases' changes."""
+    return [
+        [str(t.arm_index), exp.label(t.side), str(t.step), fmt_ns(t.step_time_ns),
+         fmt_ns(t.median_ns), fmt_ns(t.excess_ns, signed=True), t.phase or "",
+         "" if t.phase_delta_ns is None else fmt_ns(t.phase_delta_ns, signed=True),
+         ", ".join(f"{n} {fmt_ns(d, signed=True)}" for n, d in t.phase_deltas_ns[1:])]
+        for t in exp.tails
+    ]  # fmt: skip
+
+
+ARM_HEAD = ["#", "side", "median", "p95", "steps", "peak alloc", "recompiles", "clock",
+            "CPU share", "other cores", "disturbed"]  # fmt: skip
+
+
+def _env_cells(arm: Arm, why: str | None) -> list[str]:
+    env = arm.env
+    share = "" if env is None or env.cpu_share is None else f"{env.cpu_share:.2f}"
+    other = "" if env is None or env.other_cpu_cores is None else f"{env.other_cpu_cores:.1f}"
+    return [share, other, why or ""]
 
 
 def arm_rows(exp: Experiment) -> list[list[str]]:
@@ -100,6 +124,7 @@ def arm_rows(exp: Experiment) -> list[list[str]]:
             fmt_ns(arm.median_ns), fmt_ns(arm.p95_ns), fmt_count(len(arm.step_time_ns)),
             fmt_bytes(arm.peak_allocated_bytes),
             "" if arm.recompiles is None else fmt_count(arm.recompiles), arm.clock,
+            *_env_cells(arm, exp.stats.disturbed.get(arm.index)),
         ])  # fmt: skip
     return rows
 
@@ -159,6 +184,10 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
         print_fit(console, phase_title(exp.labels), PHASE_HEAD, phase_rows(exp.stats))
     for line in parts.phases:
         console.print(escape(one_line(line)))
+    if exp.tails:
+        print_fit(console, TAIL_TITLE, TAIL_HEAD, tail_rows(exp))
+    for line in parts.arm_notes:
+        console.print(escape(one_line(line)))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
     if exp.diff is None:
         for line in parts.findings:
@@ -181,6 +210,9 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
         out += [one_line(f"#### {phase_title(exp.labels)}"), "",
                 markdown_table(PHASE_HEAD, phase_rows(exp.stats)), ""]  # fmt: skip
     out += [x for line in parts.phases for x in (one_line(line), "")]
+    if exp.tails:
+        out += [f"#### {TAIL_TITLE}", "", markdown_table(TAIL_HEAD, tail_rows(exp)), ""]
+    out += [x for line in parts.arm_notes for x in (one_line(line), "")]
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
     if view.diff is not None:

@@ -8,12 +8,15 @@ from census.render.ab import (
     CAPTURES_TITLE,
     E2E_HEAD,
     PHASE_HEAD,
+    TAIL_HEAD,
+    TAIL_TITLE,
     arm_rows,
     delta_line,
     e2e_rows,
     pairs_line,
     phase_rows,
     phase_title,
+    tail_rows,
 )
 from census.render.charts import Chart, esc
 from census.render.html import diff_parts, figures, html_table, page
@@ -73,4 +76,7 @@ def _phases(view: ExperimentView) -> str:
         table = f"<h2>{esc(phase_title(exp.labels))}</h2>" + html_table(
             PHASE_HEAD, phase_rows(exp.stats)
         )
-    return table + "".join(f"<p>{esc(line)}</p>" for line in view.explanation.phases)
+    tails = f"<h2>{esc(TAIL_TITLE)}</h2>" + html_table(TAIL_HEAD, tail_rows(exp))
+    lines = "".join(f"<p>{esc(line)}</p>" for line in view.explanation.phases)
+    notes = "".join(f"<p>{esc(line)}</p>" for line in view.explanation.arm_notes)
+    return table + lines + (tails if exp.tails else "") + notes

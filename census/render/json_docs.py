@@ -8,8 +8,9 @@ import json
 from typing import Any
 
 from census import CENSUS_VERSION
+from census.compare.arm_findings import ArmTail
 from census.compare.diff import BUCKETS, KernelDelta
-from census.compare.stats import Equivalence, PhaseStats
+from census.compare.stats import Equivalence, Fit, PhaseStats
 from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
@@ -20,7 +21,7 @@ from census.definitions import (
     PHASE_METRICS,
     PHASE_SPAN_METRIC,
 )
-from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
+from census.model import METRIC_VALUES, Arm, ArmEnv, Census, Phase, Step, idle_values
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
@@ -194,11 +195,18 @@ AB_METHOD = (
 )
 
 
-def _arm(arm: Arm) -> dict[str, Any]:
+def _fit(fit: Fit) -> dict[str, Any]:
+    return {"delta_ns": fit.delta_ns, "ci95_ns": list(fit.ci95_ns), "df": fit.df,
+            "verdict": fit.verdict}  # fmt: skip
+
+
+def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
     return {
         "side": arm.side,
         "index": arm.index,
         "discarded": arm.discarded,
+        "disturbed": disturbed is not None,
+        "disturbed_reason": disturbed,
         "step_time_ns": list(arm.step_time_ns),
         "median_ns": arm.median_ns,
         "p95_ns": arm.p95_ns,
@@ -208,7 +216,23 @@ def _arm(arm: Arm) -> dict[str, Any]:
         "graph_breaks": arm.graph_breaks,
         "clock": arm.clock,
         "phase_time_ns": {name: list(times) for name, times in arm.phase_time_ns.items()},
+        "values": {name: list(v) for name, v in arm.values.items()},
+        "counts": {name: list(c) for name, c in arm.counts.items()},
+        "env": None if arm.env is None else _env(arm.env),
+        "cpu_share": None if arm.env is None else arm.env.cpu_share,
+        "ranks": [{**vars(r), "env": None if r.env is None else _env(r.env)} for r in arm.ranks],
     }
+
+
+def _env(env: ArmEnv) -> dict[str, Any]:
+    return {**vars(env), "gpu_throttle": list(env.gpu_throttle)}
+
+
+def _arm_tail(t: ArmTail) -> dict[str, Any]:
+    return {"arm": t.arm_index, "side": t.side, "step": t.step, "step_time_ns": t.step_time_ns,
+            "median_ns": t.median_ns, "threshold_ns": t.threshold_ns, "excess_ns": t.excess_ns,
+            "phase": t.phase, "phase_delta_ns": t.phase_delta_ns,
+            "phase_deltas_ns": dict(t.phase_deltas_ns)}  # fmt: skip
 
 
 def _phase_stats(p: PhaseStats) -> dict[str, Any]:
@@ -237,7 +261,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "labels": {"a": exp.labels[0], "b": exp.labels[1]},
         "commands": exp.commands,
         "order": exp.order,
-        "arms": [_arm(a) for a in exp.arms],
+        "arms": [_arm(a, st.disturbed.get(a.index)) for a in exp.arms],
         "e2e": {"a": vars(st.a), "b": vars(st.b)},
         "delta_median_ns": st.delta_median_ns,
         "delta_pct": st.delta_pct,
@@ -247,9 +271,14 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "pairs": [vars(p) for p in st.pairs],
         "pairs_agreeing": st.pairs_agreeing,
         "verdict": st.verdict,
+        "verdict_all": st.verdict_all,
+        "verdict_undisturbed": st.verdict_undisturbed,
+        "undisturbed": None if st.undisturbed is None else _fit(st.undisturbed),
         "arms_needed": st.arms_needed,
         "equivalence": None if exp.equivalence is None else _equivalence(exp.equivalence),
         "phases": {name: _phase_stats(p) for name, p in st.phases.items()},
+        "tails": [_arm_tail(t) for t in exp.tails],
+        "record_parity": {name: vars(p) for name, p in exp.parity.items()},
         "method": AB_METHOD,
         "explanation": parts.lines,
         "warnings": parts.warnings,
