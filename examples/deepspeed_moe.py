@@ -153,6 +153,7 @@ def main() -> None:
         ids = batches[i]
         with census.phase("forward"):
             loss = engine(input_ids=ids, labels=ids).loss
+            census.record("loss", loss)  # census ab: the paired loss difference
         with census.phase("backward"):
             engine.backward(loss)
         with census.phase("optimizer"):

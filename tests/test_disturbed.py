@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
@@ -440,3 +441,32 @@ def test_an_unstable_experiment_says_so_first_in_every_format() -> None:
         "gate not judged: slower>2%: the verdict is unstable (disturbed arms decide it); rerun on "
         "a quiet machine"
     ]
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs /proc/stat (Linux)")
+def test_a_real_a_a_with_cpu_hogs_beside_two_b_arms(tmp_path: Path) -> None:
+    """A real A/A experiment of CPU-bound steps (30 ms busy-waits) where two B arms (2 and 8) run
+    beside two CPU hogs: those arms are flagged with what was seen, and no false verdict (the
+    verdict is "no difference" or "unstable", never faster or slower)."""
+    from typer.testing import CliRunner
+
+    from census.cli.app import app
+
+    helper = Path(__file__).parent / "helpers" / "sleep_train.py"
+    counter = tmp_path / "runs"
+    base = [sys.executable, str(helper), "--ms", "20", "--spin", "--counter", str(counter)]
+    a, b = " ".join(base), " ".join([*base, "--hog-on-runs", "3,9"])
+    r = CliRunner().invoke(app, ["ab", "exp", "-o", str(tmp_path), "--no-capture", "--a", a,
+                                 "--b", b, "--warmup", "1", "--active", "10", "--json"],
+                           env={"CENSUS_NSYS": ""})  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    flagged = [arm["index"] for arm in doc["arms"] if arm["disturbed"]]
+    # both hogged arms on a quiet machine; on a loaded one (other work beside the test) other
+    # arms are disturbed too, and flagged as such
+    assert set(flagged) & {2, 8}, [(x["index"], x["env"]) for x in doc["arms"]]
+    reasons = [x["disturbed_reason"] for x in doc["arms"] if x["disturbed"]]
+    # the hogs take the arm's cores: its CPU share falls (and, on an otherwise quiet machine,
+    # other processes' cores rise)
+    assert all("CPU share" in x or "other processes used" in x for x in reasons), reasons
+    assert doc["verdict"] in ("no difference", UNSTABLE), doc["explanation"][0]

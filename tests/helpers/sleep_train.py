@@ -15,6 +15,7 @@ one replaces), census.count("eager_region", 1 + r) each step, census.count("rank
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,13 @@ def _args() -> argparse.Namespace:
     p.add_argument("--fake-clock", action="store_true", help="a virtual clock instead of sleeps")
     p.add_argument("--skew", type=float, default=0.0, help="ms more on some ranks' steps")
     p.add_argument("--record", action="store_true", help="census.record and census.count")
+    p.add_argument("--spin", action="store_true", help="busy-wait the time (CPU-bound steps)")
+    p.add_argument(
+        "--hog-on-runs",
+        default="",
+        help="with --counter: on these runs (1,3) start "
+        "two CPU hogs beside the loop (they die with the arm's process group)",
+    )
     return p.parse_args()
 
 
@@ -41,12 +49,24 @@ def _count_run(args: argparse.Namespace) -> None:
     path = Path(args.counter)
     run = int(path.read_text() or 0) + 1 if path.exists() else 1
     path.write_text(str(run))
+    if str(run) in args.hog_on_runs.split(","):
+        for _ in range(2):
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        time.sleep(0.3)  # the hogs running before the window opens
     if run == args.fail_on_run:
         print(f"sleep_train: failing on run {run} as asked", flush=True)
         sys.exit(3)
 
 
-def _spend(virtual: bool):
+def _spin(ms: float) -> None:
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+
+def _spend(virtual: bool, spin: bool = False):
+    if spin:
+        return _spin
     if not virtual:
         return lambda ms: time.sleep(ms / 1000)
     now = [10**12]
@@ -79,7 +99,7 @@ def main() -> None:
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-    spend = _spend(args.fake_clock)
+    spend = _spend(args.fake_clock, args.spin)
     census.count("outside", 1000)
     loop = range(args.steps) if args.no_census else census.steps(range(args.steps))
     for i in loop:

@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
             torch.cuda.synchronize()
             window[0] = time.perf_counter_ns()
         loss = train_step(step_fn, opt, x, target, scratch, phase)
+        if not args.plain:
+            census.record("loss", loss)  # read when the window closes: no sync in the step
         if i == warmup + active - 1:
             torch.cuda.synchronize()
             window[1] = time.perf_counter_ns()
