@@ -53,7 +53,7 @@ ab() {
   /usr/bin/time -f "wall %e s" python3 -m census ab aa --demo eager,eager -o $A --force; echo "exit $?"
   census diff $A/aa --format json > "$OUT/ab-aa.json"; echo "json exit $?"
   step "what census.steps timing costs: plain loop vs census arms, eager, 8 arms"
-  python3 scripts/overhead.py --mode eager --arms 8 --steps 20 --out "$OUT/overhead.json"; echo "exit $?"
+  python3 scripts/overhead.py --blocks 16 --steps 20 --out "$OUT/overhead.json"; echo "exit $?"
   tar -cJf "$OUT/ab-captures.tar.xz" -C $A demo aa 2>/dev/null
 }
 engine() {
