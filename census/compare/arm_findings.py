@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 
 from census.compare.stats import Pair
-from census.compare.tails import tail_threshold
+from census.compare.tails import median_mad, tail_threshold
 from census.model import Arm
 
 
@@ -55,8 +55,8 @@ def arm_tails(arms: list[Arm] | tuple[Arm, ...]) -> tuple[ArmTail, ...]:
 
 def _tails_of(arm: Arm) -> list[ArmTail]:
     times = arm.step_time_ns
-    median = statistics.median(times)
-    threshold = tail_threshold(median, statistics.median(abs(t - median) for t in times))
+    median, mad = median_mad(times)
+    threshold = tail_threshold(median, mad)
     typical = {n: statistics.median(ts) for n, ts in arm.phase_time_ns.items()}
     out = []
     for i, t in enumerate(times):

@@ -28,11 +28,10 @@ does to the verdict is census.compare.stats' (the refit without the disturbed ar
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from census.compare.tails import MAD_SIGMA
+from census.compare.tails import MAD_SIGMA, median_mad
 from census.model import Arm, ArmEnv
 from census.units import fmt_ns
 
@@ -76,8 +75,8 @@ def typical_of(values: Iterable[float]) -> Typical | None:
     xs = list(values)
     if len(xs) < MIN_TYPICAL_ARMS:
         return None
-    mid = statistics.median(xs)
-    return Typical(mid, MAD_SIGMA * statistics.median(abs(x - mid) for x in xs))
+    mid, mad = median_mad(xs)
+    return Typical(mid, MAD_SIGMA * mad)
 
 
 @dataclass(frozen=True)
@@ -170,9 +169,10 @@ def throttle_flags(envs: dict[int, ArmEnv]) -> list[tuple[int, str]]:
 def step_spread(arm: Arm) -> float | None:
     """The MAD of the arm's steps over their median; None with fewer than MIN_STEPS_FOR_SPREAD
     steps or a median of 0."""
-    times = arm.step_time_ns
-    mid = statistics.median(times) if len(times) >= MIN_STEPS_FOR_SPREAD else 0
-    return statistics.median(abs(t - mid) for t in times) / mid if mid > 0 else None
+    if len(arm.step_time_ns) < MIN_STEPS_FOR_SPREAD:
+        return None
+    mid, mad = median_mad(arm.step_time_ns)
+    return mad / mid if mid > 0 else None
 
 
 def step_flags(measured: list[Arm]) -> list[tuple[int, str]]:

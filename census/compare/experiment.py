@@ -14,7 +14,15 @@ from census.compare.arm_findings import ArmTail, Parity, arm_tails, count_warnin
 from census.compare.diff import CensusDiff, Delta
 from census.compare.explain import HOST_BOUND, explain_diff, non_gain
 from census.compare.gates import Amount
-from census.compare.stats import UNSTABLE, ABStats, Equivalence, PhaseStats, fit_step, tost
+from census.compare.stats import (
+    NO_DIFFERENCE,
+    UNSTABLE,
+    ABStats,
+    Equivalence,
+    PhaseStats,
+    fit_step,
+    tost,
+)
 from census.model import Arm
 from census.units import fmt_ns, fmt_pct
 
@@ -54,7 +62,7 @@ class Experiment:
 def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:
     if verdict is None:
         return "too few arms are left to fit"
-    if verdict == "no difference":
+    if verdict == NO_DIFFERENCE:
         return "no difference is settled"
     return f"{labels[1]} is {verdict}"
 
@@ -245,7 +253,7 @@ def parity_sentences(exp: Experiment) -> list[str]:
     ]
 
 
-_NOT_FASTER = {"no difference": "not shown faster", UNSTABLE: "unstable, not shown faster"}
+_NOT_FASTER = {NO_DIFFERENCE: "not shown faster", UNSTABLE: "unstable, not shown faster"}
 
 
 def disturbed_warnings(exp: Experiment) -> list[str]:

@@ -53,7 +53,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from census.compare.stats import MAX_ARMS_ADVISED, RESOLUTION_NS, fit_blocks
+from census.compare.stats import MAX_ARMS_ADVISED, NO_DIFFERENCE, RESOLUTION_NS, fit_blocks
 from census.model import Arm, percentile
 
 ALPHA = 0.05
@@ -308,7 +308,7 @@ def look(seq: SequentialPlan, arms: list[Arm], min_effect_ns: float, last: bool 
     fit = fit_blocks([a.median_ns for a in measured], [a.side for a in measured])
     crit = seq.critical[k]
     code = int(classify(fit.delta_ns, fit.se_ns, crit, min_effect_ns))
-    verdict = "no difference"
+    verdict = NO_DIFFERENCE
     if code == SETTLED:
         verdict = "faster" if fit.delta_ns < 0 else "slower"
     reason = _REASONS.get(code, "unresolved")

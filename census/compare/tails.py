@@ -52,6 +52,13 @@ class Tail:
     clock: str = HOST_RANGE  # HOST_RANGE or GPU_SPAN: which time of a step these are
 
 
+def median_mad(values) -> tuple[float, float]:
+    """The median of `values` and their median absolute deviation from it (unscaled)."""
+    xs = list(values)
+    mid = statistics.median(xs)
+    return mid, statistics.median(abs(x - mid) for x in xs)
+
+
 def tail_threshold(median_ns: float, mad_ns: float) -> float:
     """The step time above which a step is an outlier (the rule of the module's docstring):
     the lower of median + 3 × 1.4826 × MAD and 1.5 × median; with a MAD of 0, the second."""
@@ -68,8 +75,7 @@ def tail_steps(c: Census) -> Tail | None:
     step_time, phase_time = CLOCKS[clock]
     counted = [(i, s) for i, s in enumerate(c.steps) if step_time(s) is not None]
     times = [step_time(s) for _, s in counted]
-    median = statistics.median(times)
-    mad = statistics.median(abs(t - median) for t in times)
+    median, mad = median_mad(times)
     threshold = tail_threshold(median, mad)
     typical = _median_step([s for _, s in counted], phase_time)
     outliers = tuple(

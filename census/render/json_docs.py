@@ -5,6 +5,7 @@ spread_json for rank folders), `census diff --format json` (diff_json) and `cens
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from census import CENSUS_VERSION
@@ -21,7 +22,7 @@ from census.definitions import (
     PHASE_METRICS,
     PHASE_SPAN_METRIC,
 )
-from census.model import METRIC_VALUES, Arm, ArmEnv, Census, Phase, Step, idle_values
+from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
@@ -218,14 +219,10 @@ def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
         "phase_time_ns": {name: list(times) for name, times in arm.phase_time_ns.items()},
         "values": {name: list(v) for name, v in arm.values.items()},
         "counts": {name: list(c) for name, c in arm.counts.items()},
-        "env": None if arm.env is None else _env(arm.env),
+        "env": None if arm.env is None else asdict(arm.env),
         "cpu_share": None if arm.env is None else arm.env.cpu_share,
-        "ranks": [{**vars(r), "env": None if r.env is None else _env(r.env)} for r in arm.ranks],
+        "ranks": [asdict(r) for r in arm.ranks],
     }
-
-
-def _env(env: ArmEnv) -> dict[str, Any]:
-    return {**vars(env), "gpu_throttle": list(env.gpu_throttle)}
 
 
 def _arm_tail(t: ArmTail) -> dict[str, Any]:
