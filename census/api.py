@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from census.capture.ab import ABSpec
     from census.capture.run import CaptureSpec
+    from census.compare.auto_arms import AutoSpec
     from census.compare.diff import CensusDiff
     from census.compare.experiment import Experiment
     from census.model import Census
@@ -352,6 +353,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 def load_experiment(folder: PathLike) -> Experiment:
     """The `census ab` experiment in `folder`: the statistics of its arms, the census diff of
     its captures (both recomputed, so no stale number is stored)."""
+    from census.compare.auto_arms import decided
     from census.compare.diff import diff_census
     from census.compare.experiment import Experiment
     from census.compare.stats import analyze
@@ -359,7 +361,7 @@ def load_experiment(folder: PathLike) -> Experiment:
 
     record = read_experiment(Path(folder))
     try:
-        stats = analyze(list(record.arms))
+        stats = decided(analyze(list(record.arms)), list(record.arms), record.sequential)
     except (ValueError, TypeError, AttributeError) as exc:
         raise not_a_record(record.path, exc) from None
     d = None
@@ -367,12 +369,11 @@ def load_experiment(folder: PathLike) -> Experiment:
         a, b = (summarize_with(Path(folder) / side, Options()) for side in ("a", "b"))
         d = diff_census(a, b, record.labels)
     return Experiment(record.labels, record.commands, record.arms, stats, d,
-                      record.capture_note, record.wall_s)  # fmt: skip
+                      record.capture_note, record.wall_s, None, record.sequential)  # fmt: skip
 
 
 def experiment_view(source: Experiment | PathLike) -> ExperimentView:
-    """What every format shows of an experiment (an Experiment, or its folder): the verdict of
-    its arms, its warnings, then the diff of its captures explained as the experiment."""
+    """What every format shows of an experiment (or its folder): verdict, warnings, the diff."""
     from census.compare.experiment import Experiment, explain_parts
     from census.render.views import ExperimentView
 
@@ -382,12 +383,15 @@ def experiment_view(source: Experiment | PathLike) -> ExperimentView:
     return ExperimentView(exp, parts, d)
 
 
-def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None) -> Experiment:
-    """Run a `census ab` experiment into its folder (census.capture.ab; each capture kept only
-    if it holds step ranges), then read it back."""
+def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
+                   auto: AutoSpec | None = None) -> Experiment:  # fmt: skip
+    """Run a `census ab` experiment into its folder (census.capture.ab; a capture is kept only if
+    it holds step ranges; `auto`: --arms auto, census.compare.auto_arms), then read it back."""
     from census.capture.ab import run_ab
+    from census.compare.auto_arms import auto_rule
 
-    return load_experiment(run_ab(spec, progress, _has_steps))
+    spec = spec if auto is None else replace(spec, arms=auto.max_arms)
+    return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress)))
 
 
 def _has_steps(path: Path) -> bool:

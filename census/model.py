@@ -347,7 +347,7 @@ class ArmEnv:
     the timed steps). None where this machine does not expose it."""
 
     cpu_share: float | None  # this process's CPU time (all threads, user + system) / wall time
-    other_cpu_cores: float | None  # the machine's busy CPU time minus this process's / wall time
+    other_cpu_cores: float | None  # busy CPU time outside the arm's process group / wall time
     load1: float | None  # the 1-minute load average when the window closed
     gpu_sm_clock_mhz: int | None = None  # the lower of the SM clock's reads at open and close
     gpu_throttle: tuple[str, ...] = ()  # NVML's clock-throttle reasons seen at open or close
@@ -396,3 +396,15 @@ class Arm:
     @property
     def p95_ns(self) -> float:
         return percentile(self.step_time_ns, 95)
+
+
+@dataclass(frozen=True)
+class AutoArms:
+    """What `--arms auto` was asked and how its runner ended, as ab.json keeps it: enough to
+    take every look again from the arms (census.compare.sequential.looks_of)."""
+
+    max_arms: int
+    min_effect_ns: float  # resolved at the first look (a percentage is of A's step there)
+    min_effect: str | None  # as given ('1%', '0.5ms'); None: the default, 1% of A's step
+    budget_s: float | None
+    budget_stop: bool  # the runner ran no more arms because the next look would not fit

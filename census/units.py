@@ -3,6 +3,8 @@ rule for clipping a long text, and the one rule for showing a text census did no
 
 from __future__ import annotations
 
+import math
+
 KIB = 1024
 MIB = 1024**2
 GIB = 1024**3
@@ -55,6 +57,19 @@ def fmt_pct(pct: float | None) -> str:
     if pct is None:
         return ""
     return f"{pct:+.1f}%"
+
+
+def coverage_name(coverage: float) -> str:
+    """An interval's coverage as a percentage, two significant digits of what it misses and
+    rounded down (never claiming more): 0.95 -> "95%", 0.97929 -> "97.9%", 0.99930 ->
+    "99.93%", 0.9999984 -> "99.99984%" (the first looks of `--arms auto`)."""
+    miss = 100 * (1 - coverage)
+    if miss <= 0:
+        return "100%"
+    digits = max(0, min(9, 1 - math.floor(math.log10(miss))))
+    scale = 10**digits
+    text = f"{math.floor((100 - miss) * scale + 1e-6) / scale:.{digits}f}"
+    return (text.rstrip("0").rstrip(".") if "." in text else text) + "%"
 
 
 def clip(text: str, width: int) -> str:

@@ -7,6 +7,9 @@
 #   scripts/gpu_check.sh scale    census of a 10^7-kernel export with 1..16 workers, vs nsys stats
 #   scripts/gpu_check.sh ab       census ab on the demo (eager vs compiled, and eager vs eager),
 #                                 and what census.steps timing costs the demo (plain vs census arms)
+#   scripts/gpu_check.sh ranks    census ab under torchrun: 2 ranks sharing the one GPU (gloo), 8 arms
+#   scripts/gpu_check.sh auto     census ab --arms auto on the demo, eager vs compiled, no captures,
+#                                 within AUTO_BUDGET (default 7m)
 #   scripts/gpu_check.sh honest   fresh captures shown at 80 columns: every line fits, busy vs union
 #                                 per step, the idle split's law, zero-length kernels, dashboards
 #   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
@@ -183,6 +186,26 @@ runahead() {
   echo "left running: $(pgrep -fc 'examples/gpu_bound.py|nsys profile' || true)"
   ls -a $R
 }
+ranks() {
+  local A=/tmp/prof-ranks
+  step "census ab under torchrun: 2 ranks on one GPU (gloo), width 2048 vs 3072, 8 arms, no captures"
+  /usr/bin/time -f "wall %e s" python3 -m census ab ranks -o $A --force --no-capture --warmup 5 \
+    --active 20 --labels w2048,w3072 --format markdown \
+    --a "python3 -m torch.distributed.run --standalone --nproc-per-node 2 examples/ranks_one_gpu.py" \
+    --b "python3 -m torch.distributed.run --standalone --nproc-per-node 2 examples/ranks_one_gpu.py --width 3072"
+  echo "exit $?"
+  census diff $A/ranks --format json > "$OUT/ranks.json"; echo "json exit $?"
+  cp $A/ranks/ab.json "$OUT/ranks-ab.json"
+}
+auto() {
+  local A=/tmp/prof-auto
+  step "census ab --arms auto: the demo, eager vs compiled, --budget ${AUTO_BUDGET:-7m}, no captures"
+  /usr/bin/time -f "wall %e s" python3 -m census ab auto --demo eager,compiled -o $A --force \
+    --no-capture --arms auto --budget "${AUTO_BUDGET:-7m}" --format markdown; echo "exit $?"
+  census diff $A/auto --format json > "$OUT/auto.json"; echo "json exit $?"
+  COLUMNS=120 census diff $A/auto; echo "terminal exit $?"
+  cp $A/auto/ab.json "$OUT/auto-ab.json"
+}
 ds_moe() {
   # DS_TAG names this variant's profiles and files (default ds); 3 files back per variant:
   # TAG-diff.json and TAG-{eager,compiled}.sqlite.xz (under 15 MiB), beside log-TAG.txt
@@ -256,6 +279,9 @@ if [ "$SECTION" = honest ]; then
   exit 0
 fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
+if [ "$SECTION" = ranks ] || [ "$SECTION" = auto ]; then
+  { $SECTION; } 2>&1 | tee "$OUT/log-$SECTION.txt"; exit 0
+fi
 if [ "$SECTION" = engine ] || [ "$SECTION" = scale ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log.txt"
   [ -d "$OUT/r" ] && tar -cf "$OUT/engine.tar" -C "$OUT" r && rm -rf "$OUT/r"

@@ -131,7 +131,8 @@ def test_the_sentence_follows_the_verdict_in_every_format() -> None:
     assert f"{view.explanation.verdict}; {sentence}" in render(view, "html")
     doc = json.loads(render(view, "json"))
     assert doc["equivalence"] == {"margin_ns": eq.margin_ns, "margin_pct": 2.0,
-                                  "ci90_ns": [lo, hi], "equivalent": True}  # fmt: skip
+                                  "ci90_ns": [lo, hi], "coverage": 0.9,
+                                  "equivalent": True}  # fmt: skip
     assert doc["explanation"][:2] == [view.explanation.verdict, sentence]
 
 

@@ -93,8 +93,8 @@ def test_a_slower_backward_is_placed_in_backward(tmp_path: Path) -> None:
         assert all(len(t) == len(arm["step_time_ns"]) == 6 for t in arm["phase_time_ns"].values())
     phases = doc["phases"]
     assert list(phases) == ["forward", "backward", "optimizer"]
-    keys = {"delta_median_ns", "ci95_ns", "pairs_agreeing", "verdict", "residual_sd_ns",
-            "a_median_ns", "b_median_ns"}  # fmt: skip
+    keys = {"delta_median_ns", "ci95_ns", "ci_ns", "ci_coverage", "pairs_agreeing", "verdict",
+            "residual_sd_ns", "a_median_ns", "b_median_ns"}  # fmt: skip
     assert all(set(p) == keys for p in phases.values())
     back = phases["backward"]
     assert back["verdict"] == "slower" and 0 < back["ci95_ns"][0] < back["ci95_ns"][1]

@@ -20,7 +20,14 @@ import census
 from census.capture import steps as steps_module
 from census.capture.ab import _arm_record
 from census.capture.arms import ArmsSpec, check_record, run_arms
-from census.capture.timing import Reading, env_between, machine_busy_ns, open_nvml, read_gpu
+from census.capture.timing import (
+    Reading,
+    env_between,
+    group_cpu_ns,
+    machine_busy_ns,
+    open_nvml,
+    read_gpu,
+)
 from census.errors import CaptureError, InputError
 from census.model import Arm, ArmEnv, RankRecord
 from census.sources.experiment import read_experiment
@@ -137,10 +144,10 @@ def test_every_rank_writes_its_own_record(tmp_path, monkeypatch, env, name) -> N
 
 
 def test_the_environment_between_two_readings() -> None:
-    start = Reading(wall_ns=0, cpu_ns=0, busy_ns=10_000, load1=0.5, sm_clock_mhz=1980,
-                    throttle_bits=0x4 | 0x1)  # fmt: skip
-    end = Reading(wall_ns=2_000, cpu_ns=1_000, busy_ns=15_000, load1=1.25, sm_clock_mhz=1755,
-                  throttle_bits=0x40 | 0x2)  # fmt: skip
+    start = Reading(wall_ns=0, cpu_ns=0, busy_ns=10_000, group_ns=None, load1=0.5,
+                    sm_clock_mhz=1980, throttle_bits=0x4 | 0x1)  # fmt: skip
+    end = Reading(wall_ns=2_000, cpu_ns=1_000, busy_ns=15_000, group_ns=None, load1=1.25,
+                  sm_clock_mhz=1755, throttle_bits=0x40 | 0x2)  # fmt: skip
     # 5000 ns busy, 1000 of them this process's, over 2000 ns; idle and application-clock bits
     # are no slowdown
     assert env_between(start, end) == {"cpu_share": 0.5, "other_cpu_cores": 2.0, "load1": 1.25,
@@ -154,6 +161,32 @@ def test_the_environment_between_two_readings() -> None:
                                            "load1": 1.25, "gpu_sm_clock_mhz": None,
                                            "gpu_throttle": []}  # fmt: skip
     assert env_between(start, start)["cpu_share"] is None  # no wall time
+    # the arm's process group (its children, the other ranks) used 3000 ns of the 5000: the
+    # other processes 2000 ns over 2000 ns of wall time
+    group = (dataclasses.replace(start, group_ns=40_000), dataclasses.replace(end, group_ns=43_000))
+    assert env_between(*group)["other_cpu_cores"] == 1.0
+    assert env_between(*group)["cpu_share"] == 0.5  # still this process's own
+    # a group read only once: this process's time alone is the arm's
+    assert env_between(group[0], end)["other_cpu_cores"] == 2.0
+
+
+def test_the_cpu_time_of_a_process_group_is_read_from_proc(tmp_path: Path) -> None:
+    def process(pid: int, command: str, pgrp: int, times: tuple[int, int, int, int]) -> None:
+        (tmp_path / str(pid)).mkdir()
+        fields = ["S", "1", str(pgrp), "7", "0", "-1", "0", "1", "2", "3", "4", *map(str, times)]
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({command}) {' '.join(fields)} 20 0\n")
+
+    process(10, "python", 10, (100, 20, 5, 1))
+    process(11, "pt_main (worker) 1", 10, (30, 4, 0, 0))  # a ")" in the command is skipped
+    process(12, "hog", 12, (999, 999, 999, 999))  # another group
+    (tmp_path / "13").mkdir()  # ended between the listing and the read: no stat left
+    (tmp_path / "self").mkdir()
+    tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    assert group_cpu_ns(10, str(tmp_path)) == (100 + 20 + 5 + 1 + 30 + 4) * tick_ns
+    assert group_cpu_ns(99, str(tmp_path)) == 0
+    assert group_cpu_ns(10, str(tmp_path / "absent")) is None
+    # and this process's own group holds at least this process's time
+    assert group_cpu_ns(os.getpgid(0)) >= time.process_time_ns() - tick_ns * os.cpu_count()
 
 
 def test_machine_busy_time_is_read_from_proc_stat(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import json
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from census.errors import UsageError
 from census.model import Arm
@@ -42,15 +43,30 @@ class ABSpec:
         return self.out_dir / self.name
 
 
+class ArmRule(Protocol):
+    """When to stop adding arms (`--arms auto`: census.compare.sequential.AutoRule)."""
+
+    def start(self) -> None:
+        """The arms start now."""
+
+    def __call__(self, arms: list[Arm]) -> bool:
+        """Whether to run more arms after these (run_arms asks after each 8 measured)."""
+
+    def record(self) -> Any:
+        """What ab.json keeps of the rule, as "sequential": a dataclass."""
+
+
 def run_ab(
     spec: ABSpec,
     progress: Callable[[str], None] | None = None,
     has_steps: Callable[[Path], bool] | None = None,
+    rule: ArmRule | None = None,
 ) -> Path:
     """Arms first (uncaptured), then one capture per side unless told not to or nsys is absent;
     the experiment folder appears only when everything succeeded. `has_steps(capture folder)`:
     whether a side's capture holds step ranges (a later stage reads them); a capture without
-    is refused. The experiment's folder."""
+    is refused. With `rule`, spec.arms is the most arms and the rule says when to stop. The
+    experiment's folder."""
     from census.capture.arms import ArmsSpec, arm_order, run_arms
     from census.capture.nsys import find_nsys
     from census.errors import ToolMissingError
@@ -69,8 +85,10 @@ def run_ab(
             nsys = find_nsys(spec.nsys)
         except ToolMissingError:
             note = "nsys is not installed"
+    if rule is not None:
+        rule.start()
     arms = run_arms(
-        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active), progress
+        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active), progress, rule
     )
     work = make_work_folder(spec.out_dir, spec.name)
     try:
@@ -79,6 +97,8 @@ def run_ab(
         record = {"labels": list(spec.labels), "commands": {k: list(v) for k, v in
                   spec.commands.items()}, "arms": [_arm_record(a) for a in arms],
                   "capture": note, "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
+        if rule is not None:
+            record["sequential"] = asdict(rule.record())
         (work / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
         work.chmod(0o755)
         replace_folder(work, spec.folder, spec.force, experiment_foreign)
@@ -171,8 +191,6 @@ def _capture_sides(
 def _arm_record(arm: Arm) -> dict:
     """The arm as ab.json keeps it: its fields by name (an ArmEnv or RankRecord as an object),
     read back by census.sources.experiment."""
-    from dataclasses import asdict
-
     return {"side": arm.side, "index": arm.index, "discarded": arm.discarded,
             "step_time_ns": list(arm.step_time_ns), "peak_allocated_bytes":
             arm.peak_allocated_bytes, "peak_reserved_bytes": arm.peak_reserved_bytes,

@@ -20,8 +20,9 @@ WORLD_SIZE − 1 must all have written one, of as many steps, on one clock. The 
 - `recompiles`, `graph_breaks`: the sum over ranks; None when any rank's is None (torch._dynamo
   not loaded there), 0 only when every rank's is 0;
 - `peak_allocated_bytes`, `peak_reserved_bytes`: the highest rank's (None when none had CUDA);
-- `env`: rank 0's CPU figures (its `other_cpu_cores` counts the other ranks), with the lowest SM
-  clock of any rank and the throttle reasons seen on any (one slow GPU slows every rank's step);
+- `env`: rank 0's CPU figures (the other ranks share its process group: they are not in its
+  `other_cpu_cores`), with the lowest SM clock of any rank and the throttle reasons seen on
+  any (one slow GPU slows every rank's step);
 - `ranks`: each rank's own figures (census.model.RankRecord); () for a single process.
 """
 
@@ -67,19 +68,30 @@ class ArmsSpec:
     env: tuple[tuple[str, str], ...] = ()
 
 
-def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None) -> list[Arm]:
-    """Every arm in run order, the warm one first (discarded)."""
+LOOK_EVERY = 8  # `more` is asked after each ABBA BAAB pair of blocks
+
+
+def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None,
+             more: Callable[[list[Arm]], bool] | None = None) -> list[Arm]:  # fmt: skip
+    """Every arm in run order, the warm one first (discarded). With `more` (`--arms auto`:
+    spec.arms is then the most), after each LOOK_EVERY measured arms short of the most
+    `more(arms so far)` says whether to run the next ones."""
     order = arm_order(spec.arms)
-    out = []
+    out: list[Arm] = []
+    upto = f" (up to {spec.arms})" if more else f"/{spec.arms}"
     # census-PID-HOST-*, as a pass's spill folder: left by a census killed outright, it is
     # removed by the next pass that spills (census.load.pool)
     with tempfile.TemporaryDirectory(prefix=f"census-{owner_tag()}-") as tmp:
         for index, side in enumerate(order):
+            if more and index > 1 and (index - 1) % LOOK_EVERY == 0 and not more(out):
+                break
             label = spec.labels[0 if side == "a" else 1]
-            what = "warm arm (discarded)" if index == 0 else f"arm {index}/{spec.arms}"
+            what = "warm arm (discarded)" if index == 0 else f"arm {index}{upto}"
             if progress:
                 progress(f"{what}: {label}")
             out.append(_run_arm(spec, side, label, index, Path(tmp) / f"arm{index}.json"))
+        if more and len(out) == len(order):
+            more(out)  # the last look, at the most arms
     return out
 
 

@@ -22,12 +22,16 @@ the window ran beside is read when it opens and when it closes, never inside a s
 - `env`: what the window ran beside (census.model.ArmEnv), from readings when it opens and closes:
   `cpu_share`: this process's CPU time (user + system, all its threads) / the window's wall time;
   `other_cpu_cores`: (the machine's busy CPU time over the window, /proc/stat's user, nice,
-  system, irq and softirq of every CPU, − this process's CPU time) / wall time, at least 0: the
-  cores other processes kept busy (a DataLoader's workers and the other ranks count there); null
-  without /proc/stat. `load1`: the 1-minute load average at close. `gpu_sm_clock_mhz`: the lower
-  of NVML's SM clock reads at open and close; `gpu_throttle`: NVML's clock-throttle reasons
-  (THROTTLE_REASONS) seen at open or close, in that order; null and [] without torch on CUDA or
-  without NVML (the GPU is torch's current device).
+  system, irq and softirq of every CPU, − the CPU time of the arm's own processes) / wall time,
+  at least 0: the cores that processes outside the arm kept busy. The arm's own processes are
+  those of this process's process group (census ab starts each arm as one): its threads, its
+  children (a DataLoader's workers, Inductor's compile workers) and, under torchrun, the other
+  ranks; each counted with the time of the children it reaped (utime + stime + cutime + cstime
+  of /proc/PID/stat). Null without /proc/stat.
+  `load1`: the 1-minute load average at close. `gpu_sm_clock_mhz`: the lower of NVML's SM clock
+  reads at open and close; `gpu_throttle`: NVML's clock-throttle reasons (THROTTLE_REASONS) seen
+  at open or close, in that order; null and [] without torch on CUDA or without NVML (the GPU is
+  torch's current device).
 - `peak_allocated_bytes`, `peak_reserved_bytes`: torch.cuda.max_memory_allocated/reserved over
   the window (the peaks are reset when it opens); None without CUDA.
 - `dynamo`: frames Dynamo compiled and graph breaks it counted inside the window (any compiled
@@ -241,6 +245,7 @@ class Reading:
     wall_ns: int  # time.monotonic_ns
     cpu_ns: int  # this process's CPU time, all threads
     busy_ns: int | None  # the machine's busy CPU time since boot; None without /proc/stat
+    group_ns: int | None  # the CPU time of this process's process group (group_cpu_ns)
     load1: float | None
     sm_clock_mhz: int | None
     throttle_bits: int | None
@@ -248,8 +253,8 @@ class Reading:
 
 def read_env(nvml: tuple[Any, Any] | None) -> Reading:
     sm_clock, bits = read_gpu(nvml)
-    return Reading(time.monotonic_ns(), time.process_time_ns(), machine_busy_ns(), _load1(),
-                   sm_clock, bits)  # fmt: skip
+    return Reading(time.monotonic_ns(), time.process_time_ns(), machine_busy_ns(),
+                   group_cpu_ns(os.getpgid(0)), _load1(), sm_clock, bits)  # fmt: skip
 
 
 def env_between(start: Reading, end: Reading) -> dict[str, Any]:
@@ -257,11 +262,14 @@ def env_between(start: Reading, end: Reading) -> dict[str, Any]:
     wall = end.wall_ns - start.wall_ns
     cpu = end.cpu_ns - start.cpu_ns
     busy = None if start.busy_ns is None or end.busy_ns is None else end.busy_ns - start.busy_ns
+    own = cpu  # the arm's processes: this one, unless the group's time was read both times
+    if start.group_ns is not None and end.group_ns is not None:
+        own = max(cpu, end.group_ns - start.group_ns)
     clocks = [c for c in (start.sm_clock_mhz, end.sm_clock_mhz) if c is not None]
     bits = (start.throttle_bits or 0) | (end.throttle_bits or 0)
     return {
         "cpu_share": cpu / wall if wall > 0 else None,
-        "other_cpu_cores": max(0.0, (busy - cpu) / wall) if wall > 0 and busy is not None else None,
+        "other_cpu_cores": max(0.0, (busy - own) / wall) if wall > 0 and busy is not None else None,
         "load1": end.load1,
         "gpu_sm_clock_mhz": min(clocks) if clocks else None,
         "gpu_throttle": [name for bit, name in THROTTLE_REASONS.items() if bits & bit],
@@ -279,6 +287,28 @@ def machine_busy_ns(stat: str = "/proc/stat") -> int | None:
     except (OSError, ValueError):
         return None
     return (user + nice + system + irq + softirq) * tick_ns
+
+
+def group_cpu_ns(pgid: int, proc: str = "/proc") -> int | None:
+    """The CPU time of every process of process group `pgid`, each with the children it reaped:
+    utime + stime + cutime + cstime of /proc/PID/stat; None without /proc. A process that ends
+    between listing and reading is skipped."""
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+        tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    ticks = 0
+    for pid in pids:
+        try:
+            with open(f"{proc}/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                # after the command's closing parenthesis: state ppid pgrp ... utime (14th field)
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid:
+            ticks += sum(map(int, fields[11:15]))
+    return ticks * tick_ns
 
 
 def _load1() -> float | None:

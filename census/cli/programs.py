@@ -41,10 +41,27 @@ ABFailIfOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--fail-if",
-        help="A CI gate on the arms' 95% CI ('slower>2%', 'faster>=1ms'); repeatable; exit 5 "
-        "when one fails.",
+        help="A CI gate on the arms' interval (95%; with --arms auto the stopping look's) "
+        "('slower>2%', 'faster>=1ms'); repeatable; exit 5 when one fails.",
     ),
 ]
+
+ArmsOpt = Annotated[
+    str,
+    typer.Option(help="Measured arms, a multiple of 4; or auto: blocks until the interval resolves "
+                 "--min-effect (a sequential rule at 5% A/A), up to --max-arms."),
+]  # fmt: skip
+MaxArmsOpt = Annotated[int | None, typer.Option(help="With --arms auto: the most arms (48).")]
+MinEffectOpt = Annotated[
+    str | None,
+    typer.Option(help="With --arms auto: the smallest difference worth resolving, a share of A's "
+                 "step (1%, the default) or a time (0.5ms)."),
+]  # fmt: skip
+BudgetOpt = Annotated[
+    str | None,
+    typer.Option(help="With --arms auto: stop at the look after which 8 more arms would not fit "
+                 "in this time (30m, 1h, 900s)."),
+]  # fmt: skip
 
 
 def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
@@ -189,7 +206,10 @@ def ab(
     a: Annotated[str | None, typer.Option("--a", help="Side A's command (shell-quoted).")] = None,
     b: Annotated[str | None, typer.Option("--b", help="Side B's command (shell-quoted).")] = None,
     labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
-    arms: Annotated[int, typer.Option(help="Measured arms, a multiple of 4.")] = 8,
+    arms: ArmsOpt = "8",
+    max_arms: MaxArmsOpt = None,
+    min_effect: MinEffectOpt = None,
+    budget: BudgetOpt = None,
     warmup: Annotated[int | None, typer.Option(help="Steps before the measured ones.")] = None,
     active: Annotated[
         int | None, typer.Option("--active", help="Measured steps per arm (and per capture).")
@@ -214,22 +234,30 @@ def ab(
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
-    from census.api import experiment_view, run_experiment
+    from census.api import run_experiment
     from census.capture.ab import ABSpec
+
+    refuse_steps(steps)
+    fmt = output_format("json" if as_json else fmt)
+    margin, gates = _ab_checks(warmup, active, html, equivalence, fail_if)
+    count, auto = _ab_arms(arms, max_arms, min_effect, budget)
+    commands, names = _ab_commands(a, b, labels, demo, warmup, active)
+    spec = ABSpec(
+        name, commands, names, count, warmup, active, capture, output, nsys, force, bool(demo)
+    )
+    exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr), auto)
+    print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
+    _report_ab(exp, margin, gates, fmt, html)
+
+
+def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
+    """The experiment in `fmt` (and its dashboard), its equivalence when asked, then its gates."""
+    from census.api import experiment_view
     from census.cli.analysis import show_experiment
     from census.cli.app import enforce
     from census.compare.experiment import with_equivalence
     from census.compare.gates import check_ab
 
-    refuse_steps(steps)
-    fmt = output_format("json" if as_json else fmt)
-    margin, gates = _ab_checks(warmup, active, html, equivalence, fail_if)
-    commands, names = _ab_commands(a, b, labels, demo, warmup, active)
-    spec = ABSpec(
-        name, commands, names, arms, warmup, active, capture, output, nsys, force, bool(demo)
-    )
-    exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr))
-    print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
     if margin is not None:
         exp = with_equivalence(exp, margin)
     show_experiment(experiment_view(exp), fmt, html)
@@ -248,6 +276,44 @@ def _ab_checks(warmup, active, html, equivalence, fail_if) -> tuple:
         check_output(html)
     margin = None if equivalence is None else parse_amount(equivalence, "--equivalence")
     return margin, [parse_ab_gate(t) for t in fail_if or []]
+
+
+def _ab_arms(arms: str, max_arms: int | None, min_effect: str | None, budget: str | None):
+    """--arms N (its count, None), or --arms auto (the most arms and census.compare.sequential's
+    AutoSpec), checked before any arm runs."""
+    if arms.strip() != "auto":
+        given = [f"--{n}" for n, v in (("max-arms", max_arms), ("min-effect", min_effect),
+                                       ("budget", budget)) if v is not None]  # fmt: skip
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --arms auto")
+        try:
+            return int(arms), None
+        except ValueError:
+            raise UsageError(f"--arms {arms!r}: give a multiple of 4, or auto") from None
+    from census.compare.auto_arms import AutoSpec
+    from census.compare.gates import parse_amount
+    from census.compare.sequential import DEFAULT_MAX_ARMS, plan
+
+    most = DEFAULT_MAX_ARMS if max_arms is None else max_arms
+    try:
+        plan(most)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    effect = None if min_effect is None else parse_amount(min_effect, "--min-effect")
+    return most, AutoSpec(most, effect, None if budget is None else parse_duration_s(budget))
+
+
+def parse_duration_s(text: str) -> float:
+    """'30m', '1h', '90s', '1.5h' or plain seconds: seconds above 0; a UsageError otherwise."""
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|min|h)?\s*", text)
+    seconds = (
+        None if not m else float(m[1]) * {"s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m[2]]
+    )
+    if not seconds:
+        raise UsageError(f"--budget {text!r}: give a time above 0 ('30m', '1h', '900s')")
+    return seconds
 
 
 def _ab_commands(a, b, labels, demo, warmup, active) -> tuple[dict, tuple[str, str]]:

@@ -23,8 +23,8 @@ from census.compare.stats import (
     fit_step,
     tost,
 )
-from census.model import Arm
-from census.units import fmt_ns, fmt_pct
+from census.model import Arm, AutoArms
+from census.units import coverage_name, fmt_ns, fmt_pct
 
 # census.compare.explain's phase sentence starts so; in an experiment it is qualified
 BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
@@ -40,6 +40,7 @@ class Experiment:
     capture_note: str | None = None  # why there are no captures
     wall_s: float | None = None
     equivalence: Equivalence | None = None  # when asked (census ab --equivalence)
+    sequential: AutoArms | None = None  # `--arms auto`: asked and how it ended (stats.looks)
 
     @property
     def order(self) -> list[str]:
@@ -67,21 +68,57 @@ def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:
     return f"{labels[1]} is {verdict}"
 
 
+def ci_text(st: ABStats, ci_ns: tuple[float, float] | None = None) -> str:
+    """'95% CI lo to hi' of the step (or of `ci_ns`, an interval at the step's coverage)."""
+    lo, hi = st.ci_ns if ci_ns is None else ci_ns
+    return (
+        f"{coverage_name(st.ci_coverage)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+    )
+
+
+def _undisturbed_ci(st: ABStats) -> tuple[float, float]:
+    """The fit without the disturbed arms, its interval at the step's coverage (under `--arms
+    auto` the stopping look's boundary · its SE)."""
+    fit = st.undisturbed
+    assert fit is not None
+    if not st.looks:
+        return fit.ci95_ns
+    half = st.looks[-1].critical * fit.se_ns
+    return fit.delta_ns - half, fit.delta_ns + half
+
+
 def unstable_sentence(st: ABStats, labels: tuple[str, str]) -> str:
     """The headline when disturbed arms decide the verdict: both fits, said first."""
     listed = ", ".join(str(i) for i in sorted(st.disturbed))
-    lo, hi = st.ci95_ns
     kept = "" if st.undisturbed is None else (
-        f" ({fmt_ns(st.undisturbed.delta_ns, signed=True)}/step, 95% CI "
-        f"{fmt_ns(st.undisturbed.ci95_ns[0], signed=True)} to "
-        f"{fmt_ns(st.undisturbed.ci95_ns[1], signed=True)})")  # fmt: skip
+        f" ({fmt_ns(st.undisturbed.delta_ns, signed=True)}/step, "
+        f"{ci_text(st, _undisturbed_ci(st))})")  # fmt: skip
     return (
         f"unstable: disturbed arms decide the verdict: with the {len(st.disturbed)} disturbed "
         f"arm{'s' * (len(st.disturbed) > 1)} ({listed}), {_verdict_words(st.verdict_all, labels)} "
-        f"({fmt_ns(st.delta_median_ns, signed=True)}/step, 95% CI {fmt_ns(lo, signed=True)} to "
-        f"{fmt_ns(hi, signed=True)}); without them, "
+        f"({fmt_ns(st.delta_median_ns, signed=True)}/step, {ci_text(st)}); without them, "
         f"{_verdict_words(st.verdict_undisturbed, labels)}{kept}; rerun on a quiet machine"
     )
+
+
+def stop_sentence(st: ABStats) -> str | None:
+    """Under `--arms auto`: where the looks stopped and why; None for a fixed number of arms."""
+    if not st.looks:
+        return None
+    stop = st.looks[-1]
+    effect = fmt_ns(stop.min_effect_ns)
+    why = {
+        "settled": "the interval excludes 0",
+        "within min-effect": f"the interval lies within ±{effect}, the smallest difference "
+        "worth resolving (--min-effect): no difference that large",
+        "max arms": f"the most arms (--max-arms) are run and the interval neither excludes 0 nor "
+        f"lies within ±{effect}",
+        "budget": f"8 more arms would not fit in the budget (--budget); the interval neither "
+        f"excludes 0 nor lies within ±{effect}",
+    }[stop.reason]
+    return (f"--arms auto stopped at look {stop.number} ({stop.arms} measured arms): {why} "
+            f"(O'Brien-Fleming boundary t = {stop.critical:.3g}: the intervals of every look "
+            "together hold 95%)")  # fmt: skip
 
 
 def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
@@ -89,13 +126,12 @@ def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
     if st.verdict == UNSTABLE:
         return unstable_sentence(st, labels)
     la, lb = labels
-    lo, hi = st.ci95_ns
     n = len(st.pairs)
     arms = st.a.arms + st.b.arms
     if st.delta_median_ns == 0 and st.residual_sd_ns == 0:
         return (f"no difference between {la} and {lb}: every arm's median step time is the same "
                 f"({fmt_ns(st.a.median_of_arm_medians_ns)}) over {arms} uncaptured arms")  # fmt: skip
-    ci = f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+    ci = ci_text(st)
     if st.residual_sd_ns == 0:  # no arm-to-arm spread: the interval is the delta itself
         ci = "exact: no spread between arms"
     pct = "" if st.delta_pct is None else f"{fmt_pct(st.delta_pct)}; "
@@ -105,16 +141,19 @@ def verdict_sentence(st: ABStats, labels: tuple[str, str]) -> str:
             f"{lb} is {word} than {la} by {fmt_ns(abs(st.delta_median_ns))}/step "
             f"({pct}{ci}; {st.pairs_agreeing}/{n} pairs agree), over {arms} uncaptured arms"
         )
+    said = (f"{lb} − {la} = {fmt_ns(st.delta_median_ns, signed=True)}/step ({ci}; "
+            f"{st.pairs_agreeing}/{n} pairs agree) over {arms} uncaptured arms")  # fmt: skip
+    if st.looks and st.looks[-1].reason == "within min-effect":
+        effect = fmt_ns(st.looks[-1].min_effect_ns)
+        return f"no difference between {la} and {lb} as large as ±{effect}/step: {said}"
+    if st.looks:
+        return f"no difference between {la} and {lb} is settled: {said}"
     more = (
         f"about {st.arms_needed} arms would resolve a difference of this size at this spread"
         if st.arms_needed
         else f"no practical number of arms would resolve a difference of {fmt_ns(abs(st.delta_median_ns))}"
     )
-    return (
-        f"no difference between {la} and {lb} is settled: {lb} − {la} = "
-        f"{fmt_ns(st.delta_median_ns, signed=True)}/step ({ci}; {st.pairs_agreeing}/{n} pairs "
-        f"agree) over {arms} uncaptured arms; {more} (80% power)"
-    )
+    return f"no difference between {la} and {lb} is settled: {said}; {more} (80% power)"
 
 
 def with_equivalence(exp: Experiment, margin: Amount) -> Experiment:
@@ -122,7 +161,12 @@ def with_equivalence(exp: Experiment, margin: Amount) -> Experiment:
     of A's median of arm medians)."""
     a_ns = exp.stats.a.median_of_arm_medians_ns
     pct = margin.value if margin.percent else 100 * margin.value / a_ns if a_ns > 0 else None
-    return replace(exp, equivalence=tost(fit_step(list(exp.arms)), margin.ns(a_ns), pct))
+    # under --arms auto, at the stopping look's boundary (wider than the 90% one: conservative)
+    fit, stop = fit_step(list(exp.arms)), exp.stats.looks[-1] if exp.stats.looks else None
+    if stop is None:
+        return replace(exp, equivalence=tost(fit, margin.ns(a_ns), pct))
+    eq = tost(fit, margin.ns(a_ns), pct, stop.critical, 1 - stop.level)
+    return replace(exp, equivalence=eq)
 
 
 def equivalence_sentence(eq: Equivalence, labels: tuple[str, str]) -> str:
@@ -132,7 +176,8 @@ def equivalence_sentence(eq: Equivalence, labels: tuple[str, str]) -> str:
     if eq.margin_pct is not None:
         margin = f"±{eq.margin_pct:.3g}% ({margin})"
     lo, hi = eq.ci90_ns
-    ci = f"the 90% CI of {lb} − {la}, {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)},"
+    ci = (f"the {coverage_name(eq.coverage)} CI of {lb} − {la}, {fmt_ns(lo, signed=True)} to "
+          f"{fmt_ns(hi, signed=True)},")  # fmt: skip
     if eq.equivalent:
         return (f"{lb} and {la} are equivalent within {margin}: {ci} lies inside it "
                 "(two one-sided tests, α = 0.05)")  # fmt: skip
@@ -179,7 +224,7 @@ def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
         return None
     ranked = sorted(st.phases.items(), key=lambda kv: -abs(kv[1].delta_median_ns))
     name, top = ranked[0]
-    lo, hi = top.ci95_ns
+    lo, hi = top.ci_ns
     others = "; ".join(f"{n} {fmt_ns(p.delta_median_ns, signed=True)} ({_called(p, labels)})"
                        for n, p in ranked[1:])  # fmt: skip
     settled = any(p.verdict != "no difference" for p in st.phases.values())
@@ -188,7 +233,8 @@ def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
     )
     return (
         f"by phase, uncaptured arms: {where} {name}: {labels[1]} − {labels[0]} "
-        f"= {fmt_ns(top.delta_median_ns, signed=True)}/step (95% CI {fmt_ns(lo, signed=True)} "
+        f"= {fmt_ns(top.delta_median_ns, signed=True)}/step ({coverage_name(top.ci_coverage)} "
+        f"CI {fmt_ns(lo, signed=True)} "
         f"to {fmt_ns(hi, signed=True)}; {_called(top, labels)}, {top.pairs_agreeing}/"
         f"{len(top.pairs)} pairs agree)" + (f"; {others}" if others else "")
     )
@@ -272,11 +318,17 @@ class Explanation(NamedTuple):
     phases: tuple[str, ...] = ()  # what the uncaptured arms say by phase
     equivalence: str | None = None  # said right after the verdict, when asked
     arm_notes: tuple[str, ...] = ()  # the arms' tail steps and census.record parity
+    sequential: str | None = None  # under --arms auto: where the looks stopped and why
+
+    @property
+    def said_next(self) -> list[str]:
+        """What follows the verdict at once: why --arms auto stopped, the equivalence asked."""
+        return [x for x in (self.sequential, self.equivalence) if x]
 
     @property
     def lines(self) -> list[str]:
-        head = [self.verdict, *([self.equivalence] if self.equivalence else [])]
-        return [*head, *self.warnings, *self.phases, *self.arm_notes, *self.findings]
+        return [self.verdict, *self.said_next, *self.warnings, *self.phases, *self.arm_notes,
+                *self.findings]  # fmt: skip
 
 
 def explain_parts(exp: Experiment) -> Explanation:
@@ -288,9 +340,11 @@ def explain_parts(exp: Experiment) -> Explanation:
     phases = tuple(line for line in said if line)
     notes = tuple(line for line in (tail_sentence(exp), *parity_sentences(exp)) if line)
     eq = None if exp.equivalence is None else equivalence_sentence(exp.equivalence, exp.labels)
+    stop = stop_sentence(exp.stats)
     if exp.diff is None:
         note = [f"no captures ({exp.capture_note}): no census of the reasons"]
-        return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq, notes)
+        return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq, notes,
+                           stop)  # fmt: skip
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
@@ -307,11 +361,9 @@ def explain_parts(exp: Experiment) -> Explanation:
     ]
     st = exp.stats
     arms = Delta(st.a.median_of_arm_medians_ns, st.b.median_of_arm_medians_ns)
-    lo, hi = st.ci95_ns
     unsettled = "" if st.verdict == "faster" else (
-        f", 95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}: "
-        f"{_NOT_FASTER.get(st.verdict, 'slower')}")  # fmt: skip
+        f", {ci_text(st)}: {_NOT_FASTER.get(st.verdict, 'slower')}")  # fmt: skip
     bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms, unsettled)
     if bound:
         census_lines.insert(1 if census_lines else 0, bound)
-    return Explanation(verdict, warnings, census_lines, phases, eq, notes)
+    return Explanation(verdict, warnings, census_lines, phases, eq, notes, stop)

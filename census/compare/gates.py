@@ -27,7 +27,7 @@ from census.compare.stats import UNSTABLE, ABStats
 from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.errors import UsageError
 from census.model import Census
-from census.units import fmt_metric, fmt_ns, fmt_pct
+from census.units import coverage_name, fmt_metric, fmt_ns, fmt_pct
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -199,15 +199,16 @@ def parse_ab_gate(text: str) -> ABGate:
 
 
 def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[str]:
-    """One line per failed gate: the experiment shows, with 95% confidence, B slower (faster)
-    than A by more than the gate's amount: the verdict is in the gate's direction and the
-    interval's bound nearest 0 is beyond the amount. An unsettled difference never fails; an
-    unstable experiment (disturbed arms decide its verdict) fails every gate as not judged."""
+    """One line per failed gate: the experiment shows, with 95% confidence (under `--arms auto`
+    the stopping look's interval), B slower (faster) than A by more than the gate's amount:
+    the verdict is in the gate's direction and the interval's bound nearest 0 is beyond the
+    amount. An unsettled difference never fails; an unstable experiment (disturbed arms decide
+    its verdict) fails every gate as not judged."""
     if st.verdict == UNSTABLE:
         return [f"gate not judged: {g.text}: the verdict is unstable (disturbed arms decide it); "
                 "rerun on a quiet machine" for g in gates]  # fmt: skip
     failed = []
-    lo, hi = st.ci95_ns
+    lo, hi = st.ci_ns
     a_ns = st.a.median_of_arm_medians_ns
     for g in gates:
         near = lo if g.key == "slower" else -hi  # the least slowdown (gain) the interval allows
@@ -218,8 +219,8 @@ def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[
             pct = f" ({fmt_pct(st.delta_pct)})" if st.delta_pct is not None else ""
             failed.append(
                 f"gate failed: {g.text}: {labels[1]} is {g.key} than {labels[0]} by "
-                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, 95% CI {fmt_ns(lo, signed=True)} "
-                f"to {fmt_ns(hi, signed=True)}{_pcts(lo, hi, a_ns)}"
+                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, {coverage_name(st.ci_coverage)} CI "
+                f"{fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}{_pcts(lo, hi, a_ns)}"
             )
     return failed
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -144,11 +145,15 @@ def fit_blocks(medians: list[float], sides: list[str], blocks: list[int] | None 
     se = _exact(sd * math.sqrt(np.linalg.inv(design.T @ design)[-1, -1]), tiny)
     delta = _exact(float(beta[-1]), tiny)
     half = t_975(df) * se
-    lo, hi = delta - half, delta + half
-    verdict = NO_DIFFERENCE
-    if abs(delta) >= RESOLUTION_NS and not lo <= 0 <= hi:
-        verdict = "faster" if delta < 0 else "slower"
-    return Fit(delta, (lo, hi), df, sd, verdict, se)
+    return Fit(delta, (delta - half, delta + half), df, sd, interval_verdict(delta, half), se)
+
+
+def interval_verdict(delta_ns: float, half_ns: float) -> str:
+    """ "faster" or "slower" (B against A) when delta ± half excludes 0 and |delta| is at least
+    RESOLUTION_NS; else "no difference". The one rule of every interval's verdict."""
+    if abs(delta_ns) >= RESOLUTION_NS and not delta_ns - half_ns <= 0 <= delta_ns + half_ns:
+        return "faster" if delta_ns < 0 else "slower"
+    return NO_DIFFERENCE
 
 
 def can_fit(sides: list[str], blocks: list[int]) -> bool:
@@ -175,16 +180,23 @@ class Equivalence:
     margin_pct: float | None  # the margin as a share of A's median of arm medians
     ci90_ns: tuple[float, float]  # delta ± t(0.95, df) · SE, of the same block fit
     equivalent: bool
+    coverage: float = 0.90  # of ci90_ns: 0.90, or more at a sequential look's boundary
 
 
-def tost(fit: Fit, margin_ns: float, margin_pct: float | None = None) -> Equivalence:
+def tost(fit: Fit, margin_ns: float, margin_pct: float | None = None,
+         critical: float | None = None, coverage: float = 0.90) -> Equivalence:  # fmt: skip
     """Two one-sided tests (TOST) on the block fit: "B − A <= −margin" and "B − A >= +margin"
     are each rejected at α = 0.05 exactly when the 90% interval delta ± t(0.95, df) · SE lies
     inside (−margin, +margin); then B and A are equivalent within the margin. Arms without
-    spread (SE 0) give an interval of one point, the delta."""
-    half = t_95(fit.df) * fit.se_ns
+    spread (SE 0) give an interval of one point, the delta. With `critical` (`--arms auto`:
+    the stopping look's boundary, which exceeds t(0.95, df)) the interval is delta ± critical ·
+    SE (its `coverage` given), each one-sided test then at most at α = 0.025."""
+    c = t_95(fit.df) if critical is None else critical
+    half = c * fit.se_ns
     lo, hi = fit.delta_ns - half, fit.delta_ns + half
-    return Equivalence(margin_ns, margin_pct, (lo, hi), -margin_ns < lo and hi < margin_ns)
+    return Equivalence(
+        margin_ns, margin_pct, (lo, hi), -margin_ns < lo and hi < margin_ns, coverage
+    )
 
 
 @dataclass(frozen=True)
@@ -196,10 +208,15 @@ class PhaseStats:
     b_median_ns: float
     pairs: tuple[Pair, ...]
     delta_median_ns: float
-    ci95_ns: tuple[float, float]
+    ci95_ns: tuple[float, float]  # the fixed design's 95% interval
     df: int
     residual_sd_ns: float  # how much the phase's arm medians disagree, beyond blocks and side
-    verdict: str
+    verdict: str  # of ci_ns
+    se_ns: float
+    # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
+    # `--arms auto` the stopping look's (census.compare.sequential.with_look)
+    ci_ns: tuple[float, float]
+    ci_coverage: float = 0.95
 
     @property
     def pairs_agreeing(self) -> int:
@@ -213,7 +230,12 @@ class ABStats:
     pairs: tuple[Pair, ...]
     delta_median_ns: float  # the model's estimate of B − A, per step
     delta_pct: float | None  # of A's median of arm medians
-    ci95_ns: tuple[float, float]
+    ci95_ns: tuple[float, float]  # the fixed design's 95% interval of the fit of every arm
+    # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
+    # `--arms auto` the stopping look's repeated interval (census.compare.sequential.with_look)
+    ci_ns: tuple[float, float]
+    ci_coverage: float
+    se_ns: float
     df: int
     residual_sd_ns: float  # arm-to-arm spread left after the blocks and the side
     # "faster", "slower" (B relative to A), "no difference", or UNSTABLE when disturbed arms
@@ -229,6 +251,8 @@ class ABStats:
     phases_left_out: dict[str, int] = field(default_factory=dict)
     disturbed: dict[int, str] = field(default_factory=dict)  # Arm.index -> why (measured arms)
     undisturbed: Fit | None = None  # the fit without them (None: none disturbed, or too few left)
+    # under `--arms auto`: every look taken, the last one the stop (census.compare.sequential)
+    looks: tuple[Any, ...] = ()
 
     @property
     def pairs_agreeing(self) -> int:
@@ -256,6 +280,9 @@ def analyze(arms: list[Arm]) -> ABStats:
         if a.median_of_arm_medians_ns > 0
         else None,
         ci95_ns=fit.ci95_ns,
+        ci_ns=fit.ci95_ns,
+        ci_coverage=0.95,
+        se_ns=fit.se_ns,
         df=fit.df,
         residual_sd_ns=fit.residual_sd_ns,
         verdict=verdict,
@@ -307,7 +334,7 @@ def _phases(measured: list[Arm]) -> tuple[dict[str, PhaseStats], dict[str, int]]
                    for s in ("a", "b")}  # fmt: skip
         out[name] = PhaseStats(by_side["a"], by_side["b"], _pairs(measured, medians),
                                fit.delta_ns, fit.ci95_ns, fit.df, fit.residual_sd_ns,
-                               fit.verdict)  # fmt: skip
+                               fit.verdict, fit.se_ns, fit.ci95_ns)  # fmt: skip
     return out, {n: k for n, k in held.items() if k < len(measured)}
 
 

@@ -14,7 +14,7 @@ from census.model import Arm
 from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.render.views import ExperimentView
-from census.units import fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
+from census.units import coverage_name, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak alloc",
             "peak resv", "recompiles"]  # fmt: skip
@@ -39,7 +39,7 @@ def e2e_rows(exp: Experiment) -> list[list[str]]:
 
 def delta_line(exp: Experiment) -> str:
     st, (la, lb) = exp.stats, exp.labels
-    lo, hi = st.ci95_ns
+    lo, hi = st.ci_ns
     memory = ""
     if st.a.peak_allocated_bytes is not None and st.b.peak_allocated_bytes is not None:
         memory = (
@@ -48,9 +48,13 @@ def delta_line(exp: Experiment) -> str:
         )
     return (
         f"{lb} − {la}: {fmt_ns(st.delta_median_ns, signed=True)}/step{_pct(st.delta_pct)}, "
-        f"95% CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
-        f"(t, {st.df} df, arms as the unit){memory}"
+        f"{coverage_name(st.ci_coverage)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
+        f"(t, {st.df} df, arms as the unit{_look(st)}){memory}"
     )
+
+
+def _look(st: ABStats) -> str:
+    return "" if not st.looks else f"; --arms auto, look {st.looks[-1].number}"
 
 
 def _pct(pct: float | None) -> str:
@@ -61,8 +65,10 @@ def _signed_bytes(a: int | None, b: int | None) -> str:
     return "" if a is None or b is None else fmt_bytes(b - a, signed=True)
 
 
-PHASE_HEAD = ["phase", "A median", "B median", "delta", "95% CI", "pairs agreeing", "verdict",
-              "arm-to-arm sd"]  # fmt: skip
+def phase_head(st: ABStats) -> list[str]:
+    """The phase table's columns (its interval at the step's coverage)."""
+    return ["phase", "A median", "B median", "delta", f"{coverage_name(st.ci_coverage)} CI",
+            "pairs agreeing", "verdict", "arm-to-arm sd"]  # fmt: skip
 
 
 def phase_title(labels: tuple[str, str]) -> str:
@@ -72,11 +78,11 @@ def phase_title(labels: tuple[str, str]) -> str:
 
 def phase_rows(st: ABStats) -> list[list[str]]:
     """One row a phase every measured arm recorded: A's and B's medians of arm medians, the
-    block fit's delta and 95% interval, pairs agreeing, verdict, the residual sd of the arm
-    medians (how much arms disagree in that phase)."""
+    block fit's delta and interval (95%; under --arms auto the stopping look's), pairs
+    agreeing, verdict, the residual sd of the arm medians (how much arms disagree there)."""
     rows = []
     for name, p in st.phases.items():
-        lo, hi = p.ci95_ns
+        lo, hi = p.ci_ns
         rows.append([
             name, fmt_ns(p.a_median_ns), fmt_ns(p.b_median_ns),
             fmt_ns(p.delta_median_ns, signed=True),
@@ -168,8 +174,8 @@ def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Tab
 
 def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     console.print(f"[bold]{escape(one_line(parts.verdict))}[/bold]")
-    if parts.equivalence:
-        console.print(escape(one_line(parts.equivalence)))
+    for line in parts.said_next:
+        console.print(escape(one_line(line)))
     for line in parts.warnings:
         console.print(f"warning: {escape(one_line(line))}")
     title = f"Uncaptured arms, end to end: {exp.labels[0]} vs {exp.labels[1]} (per step)"
@@ -181,7 +187,7 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     console.print(escape(one_line(delta_line(exp))))
     console.print(escape(one_line(pairs_line(exp.stats, exp.labels))))
     if exp.stats.phases:  # split over several tables when it is wider than the terminal
-        print_fit(console, phase_title(exp.labels), PHASE_HEAD, phase_rows(exp.stats))
+        print_fit(console, phase_title(exp.labels), phase_head(exp.stats), phase_rows(exp.stats))
     for line in parts.phases:
         console.print(escape(one_line(line)))
     if exp.tails:
@@ -201,14 +207,13 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     la, lb = exp.labels
     out = [one_line(f"### {la} vs {lb}: {len(exp.arms) - 1} uncaptured arms (+1 warm, discarded)"),
            "", one_line(f"**{parts.verdict}**"), ""]  # fmt: skip
-    if parts.equivalence:
-        out += [one_line(parts.equivalence), ""]
+    out += [x for line in parts.said_next for x in (one_line(line), "")]
     out += [one_line(f"> warning: {w}") for w in parts.warnings]
     out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", one_line(delta_line(exp)), "",
             one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip
     if exp.stats.phases:
         out += [one_line(f"#### {phase_title(exp.labels)}"), "",
-                markdown_table(PHASE_HEAD, phase_rows(exp.stats)), ""]  # fmt: skip
+                markdown_table(phase_head(exp.stats), phase_rows(exp.stats)), ""]  # fmt: skip
     out += [x for line in parts.phases for x in (one_line(line), "")]
     if exp.tails:
         out += [f"#### {TAIL_TITLE}", "", markdown_table(TAIL_HEAD, tail_rows(exp)), ""]

@@ -7,13 +7,13 @@ from census.render.ab import (
     ARM_HEAD,
     CAPTURES_TITLE,
     E2E_HEAD,
-    PHASE_HEAD,
     TAIL_HEAD,
     TAIL_TITLE,
     arm_rows,
     delta_line,
     e2e_rows,
     pairs_line,
+    phase_head,
     phase_rows,
     phase_title,
     tail_rows,
@@ -64,7 +64,7 @@ def render_experiment_html(view: ExperimentView) -> str:
     title = f"census ab: {exp.labels[0]} vs {exp.labels[1]}"
     subtitle = f"{len(exp.arms) - 1} uncaptured arms (+1 warm, discarded), ABBA BAAB order"
     # the equivalence, when asked, is said with the verdict at the top of the page
-    lead = "; ".join(x for x in (parts.verdict, parts.equivalence) if x)
+    lead = "; ".join([parts.verdict, *parts.said_next])
     return page(title, subtitle, head + figures(figs) + tail, lead)
 
 
@@ -74,7 +74,7 @@ def _phases(view: ExperimentView) -> str:
     table = ""
     if exp.stats.phases:
         table = f"<h2>{esc(phase_title(exp.labels))}</h2>" + html_table(
-            PHASE_HEAD, phase_rows(exp.stats)
+            phase_head(exp.stats), phase_rows(exp.stats)
         )
     tails = f"<h2>{esc(TAIL_TITLE)}</h2>" + html_table(TAIL_HEAD, tail_rows(exp))
     lines = "".join(f"<p>{esc(line)}</p>" for line in view.explanation.phases)

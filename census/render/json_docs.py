@@ -238,6 +238,8 @@ def _phase_stats(p: PhaseStats) -> dict[str, Any]:
         "b_median_ns": p.b_median_ns,
         "delta_median_ns": p.delta_median_ns,
         "ci95_ns": list(p.ci95_ns),
+        "ci_ns": list(p.ci_ns),
+        "ci_coverage": p.ci_coverage,
         "pairs_agreeing": p.pairs_agreeing,
         "verdict": p.verdict,
         "residual_sd_ns": p.residual_sd_ns,
@@ -246,7 +248,24 @@ def _phase_stats(p: PhaseStats) -> dict[str, Any]:
 
 def _equivalence(eq: Equivalence) -> dict[str, Any]:
     return {"margin_ns": eq.margin_ns, "margin_pct": eq.margin_pct, "ci90_ns": list(eq.ci90_ns),
-            "equivalent": eq.equivalent}  # fmt: skip
+            "coverage": eq.coverage, "equivalent": eq.equivalent}  # fmt: skip
+
+
+def _sequential(exp: Any) -> dict[str, Any] | None:
+    """`--arms auto`: what was asked, where it stopped and why, and every look; None for a
+    fixed number of arms."""
+    looks = exp.stats.looks
+    if not looks or exp.sequential is None:
+        return None
+    stop = looks[-1]
+    return {"max_arms": exp.sequential.max_arms, "min_effect_ns": stop.min_effect_ns,
+            "min_effect": exp.sequential.min_effect, "budget_s": exp.sequential.budget_s,
+            "stopped_at_look": stop.number, "stopped_at_arms": stop.arms, "reason": stop.reason,
+            "looks": [{"look": lk.number, "arms": lk.arms, "decision": lk.decision,
+                       "reason": lk.reason, "verdict": lk.verdict, "delta_ns": lk.delta_ns,
+                       "ci_ns": list(lk.ci_ns), "ci_coverage": 1 - lk.level,
+                       "critical_t": lk.critical, "se_ns": lk.se_ns, "df": lk.df}
+                      for lk in looks]}  # fmt: skip
 
 
 def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
@@ -263,6 +282,8 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "delta_median_ns": st.delta_median_ns,
         "delta_pct": st.delta_pct,
         "ci95_ns": list(st.ci95_ns),
+        "ci_ns": list(st.ci_ns),
+        "ci_coverage": st.ci_coverage,
         "df": st.df,
         "residual_sd_ns": st.residual_sd_ns,
         "pairs": [vars(p) for p in st.pairs],
@@ -272,6 +293,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "verdict_undisturbed": st.verdict_undisturbed,
         "undisturbed": None if st.undisturbed is None else _fit(st.undisturbed),
         "arms_needed": st.arms_needed,
+        "sequential": _sequential(exp),
         "equivalence": None if exp.equivalence is None else _equivalence(exp.equivalence),
         "phases": {name: _phase_stats(p) for name, p in st.phases.items()},
         "tails": [_arm_tail(t) for t in exp.tails],

@@ -2,19 +2,20 @@
 arms, labels and commands it records, each arm checked as the arm's own step-times record was
 (its phase times, values and env included), its counts (one per rank) and its ranks' figures
 too. An ab.json from before a field was kept reads as arms without it: no phases, values or
-counts, env None, ranks (). The statistics and the diff of its captures are computed from them
-later (census.api)."""
+counts, env None, ranks (); one without "sequential" ran a fixed number of arms. The statistics
+and the diff of its captures are computed from them later (census.api)."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from census.capture.ab import RECORD
 from census.errors import InputError
-from census.model import Arm, RankRecord
+from census.model import Arm, AutoArms, RankRecord
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ExperimentRecord:
     arms: tuple[Arm, ...]  # run order, the discarded warm arm first
     capture_note: str | None  # why there are no captures
     wall_s: float | None
+    sequential: AutoArms | None = None  # `--arms auto`: what was asked and how it ended
 
     @property
     def captured(self) -> bool:
@@ -50,8 +52,36 @@ def read_experiment(folder: Path) -> ExperimentRecord:
         raise not_a_record(path, exc) from None
     if len(labels) != 2:
         raise InputError(f"{path}: not a census experiment record (labels)")
+    try:
+        auto = _auto_from(record.get("sequential"))
+    except (ValueError, TypeError) as exc:
+        raise not_a_record(path, exc) from None
     return ExperimentRecord(path, labels, commands, arms,  # type: ignore[arg-type]
-                            record.get("capture"), record.get("wall_s"))  # fmt: skip
+                            record.get("capture"), record.get("wall_s"), auto)  # fmt: skip
+
+
+def _auto_from(rec: Any) -> AutoArms | None:
+    """ab.json's "sequential" (census.model.AutoArms), checked field by field; None when absent."""
+    from census.capture.arms import shown
+
+    if rec is None:
+        return None
+    if not isinstance(rec, dict):
+        raise ValueError(f"sequential: {shown(rec)} is not an object")
+    max_arms = rec.get("max_arms")
+    if type(max_arms) is not int or max_arms < 8 or max_arms % 8:
+        raise ValueError(f"sequential.max_arms: {shown(max_arms)} is not a multiple of 8")
+    effect = rec.get("min_effect_ns")
+    if type(effect) not in (int, float) or not effect > 0 or not math.isfinite(effect):
+        raise ValueError(f"sequential.min_effect_ns: {shown(effect)} is not a time above 0")
+    given, budget, stop = rec.get("min_effect"), rec.get("budget_s"), rec.get("budget_stop")
+    if given is not None and not isinstance(given, str):
+        raise ValueError(f"sequential.min_effect: {shown(given)} is not a text")
+    if budget is not None and (type(budget) not in (int, float) or not budget > 0):
+        raise ValueError(f"sequential.budget_s: {shown(budget)} is not seconds above 0")
+    if type(stop) is not bool:
+        raise ValueError(f"sequential.budget_stop: {shown(stop)} is not true or false")
+    return AutoArms(max_arms, float(effect), given, budget, stop)
 
 
 def not_a_record(path: Path, why: Exception) -> InputError:

@@ -1,7 +1,8 @@
 """A CPU stand-in for a training loop: each step sleeps, inside census.steps and census.phase.
 
 python sleep_train.py --ms 2 [--steps 30] [--counter FILE --fail-on-run N] [--no-census]
-    [--dist] [--fake-clock] [--skew MS] [--record]
+    [--dist] [--fake-clock] [--skew MS] [--record] [--spin] [--hog-on-runs 1,3]
+    [--arm-noise MS]
 
 Step i on rank r (0 without --dist): forward takes ms (+ skew when i + r is odd), backward
 ms / 2 (+ skew / 2 on rank 1). --fake-clock spends that time on a virtual clock census reads instead
@@ -15,6 +16,8 @@ one replaces), census.count("eager_region", 1 + r) each step, census.count("rank
 from __future__ import annotations
 
 import argparse
+import atexit
+import random
 import subprocess
 import sys
 import time
@@ -36,26 +39,38 @@ def _args() -> argparse.Namespace:
     p.add_argument("--skew", type=float, default=0.0, help="ms more on some ranks' steps")
     p.add_argument("--record", action="store_true", help="census.record and census.count")
     p.add_argument("--spin", action="store_true", help="busy-wait the time (CPU-bound steps)")
+    p.add_argument("--arm-noise", type=float, default=0.0,
+                   help="with --counter: ms more in every forward of run k, drawn once per run "
+                   "as abs(gauss(0, ARM_NOISE)) from random.Random(k) (arm_offset_ms)")  # fmt: skip
     p.add_argument(
         "--hog-on-runs",
         default="",
         help="with --counter: on these runs (1,3) start "
-        "two CPU hogs beside the loop (they die with the arm's process group)",
+        "two CPU hogs beside the loop, outside the arm's process group (other processes, as "
+        "a neighbour's would be); killed when the loop's process exits",
     )
     return p.parse_args()
 
 
-def _count_run(args: argparse.Namespace) -> None:
+def arm_offset_ms(run: int, noise_ms: float) -> float:
+    """The forward's extra time in run `run` under --arm-noise (tests recompute it)."""
+    return abs(random.Random(run).gauss(0.0, noise_ms)) if noise_ms else 0.0
+
+
+def _count_run(args: argparse.Namespace) -> int:
     path = Path(args.counter)
     run = int(path.read_text() or 0) + 1 if path.exists() else 1
     path.write_text(str(run))
     if str(run) in args.hog_on_runs.split(","):
         for _ in range(2):
-            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                                   start_new_session=True)  # fmt: skip
+            atexit.register(hog.kill)
         time.sleep(0.3)  # the hogs running before the window opens
     if run == args.fail_on_run:
         print(f"sleep_train: failing on run {run} as asked", flush=True)
         sys.exit(3)
+    return run
 
 
 def _spin(ms: float) -> None:
@@ -90,8 +105,7 @@ def _record(i: int, rank: int, torch: Any) -> None:
 
 def main() -> None:
     args = _args()
-    if args.counter:
-        _count_run(args)
+    offset = arm_offset_ms(_count_run(args), args.arm_noise) if args.counter else 0.0
     torch, dist, rank = None, None, 0
     if args.dist:
         import torch
@@ -104,7 +118,7 @@ def main() -> None:
     loop = range(args.steps) if args.no_census else census.steps(range(args.steps))
     for i in loop:
         with census.phase("forward"):
-            spend(args.ms + (args.skew if (i + rank) % 2 else 0))
+            spend(args.ms + offset + (args.skew if (i + rank) % 2 else 0))
         with census.phase("backward"):
             spend(args.ms / 2 + (args.skew / 2 if rank == 1 else 0))
         if dist is not None:

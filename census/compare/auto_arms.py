@@ -1,0 +1,150 @@
+"""`census ab --arms auto`: the runner's rule between pairs of blocks, and the experiment decided
+at the look where it stopped (the boundaries and the rule of one look: census.compare.sequential).
+
+The runner (census.capture.arms.run_arms) asks AutoRule after each 8 measured arms whether to go
+on; the budget, when given, is checked first. ab.json keeps what was asked and how the runner
+ended (census.model.AutoArms), never a computed number: reading it back, looks_of takes every
+look again from the arms, and with_look decides the experiment's statistics at the last one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from census.compare.gates import Amount
+from census.compare.sequential import (
+    ARMS_PER_LOOK,
+    DEFAULT_MAX_ARMS,
+    Look,
+    default_min_effect_ns,
+    look,
+    next_look_fits,
+    plan,
+)
+from census.compare.stats import ABStats, Fit, interval_verdict, settle
+from census.model import Arm, AutoArms
+from census.units import coverage_name, fmt_ns
+
+
+def looks_of(arms: list[Arm], auto: AutoArms) -> tuple[Look, ...]:
+    """Every look the runner took, from the arms in run order: look k on the warm arm and the
+    first 8k measured ones. The last must be a stop (the runner stopped there); a ValueError
+    when the arms do not end at a look or the rule would have gone on there."""
+    seq = plan(auto.max_arms)
+    measured = [a for a in arms if not a.discarded]
+    if not measured or len(measured) % ARMS_PER_LOOK or len(measured) > auto.max_arms:
+        raise ValueError(f"--arms auto: {len(measured)} measured arms do not end at a look "
+                         f"(a multiple of {ARMS_PER_LOOK} up to {auto.max_arms})")  # fmt: skip
+    warm = [a for a in arms if a.discarded]
+    out = []
+    for n in range(ARMS_PER_LOOK, len(measured) + 1, ARMS_PER_LOOK):
+        last = n == len(measured) and auto.budget_stop
+        out.append(look(seq, [*warm, *measured[:n]], auto.min_effect_ns, last))
+    if out[-1].decision != "stop":
+        raise ValueError(f"--arms auto: the rule goes on after look {out[-1].number} "
+                         f"({out[-1].arms} arms), where the arms end")  # fmt: skip
+    return tuple(out)
+
+
+def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
+    """`st` (census.compare.stats.analyze of the same arms) decided at the stopping look, the
+    last of `looks`: the step's interval and verdict are the look's (its repeated interval, at
+    its coverage), and so are every phase's (delta ± the look's boundary · SE); the fit without
+    the disturbed arms is judged at the same boundary, and the two settle the verdict as in a
+    fixed design (census.compare.stats.settle). No "arms needed": the looks say why it stopped."""
+    stop = looks[-1]
+    crit, coverage = stop.critical, 1 - stop.level
+    full = replace(_as_fit(st), verdict=stop.verdict)
+    undisturbed = st.undisturbed
+    if undisturbed is not None:
+        half = crit * undisturbed.se_ns
+        undisturbed = replace(undisturbed, verdict=interval_verdict(undisturbed.delta_ns, half))
+    phases = {
+        name: replace(p, ci_ns=(p.delta_median_ns - crit * p.se_ns, p.delta_median_ns + crit * p.se_ns),
+                      ci_coverage=coverage, verdict=interval_verdict(p.delta_median_ns, crit * p.se_ns))
+        for name, p in st.phases.items()
+    }  # fmt: skip
+    return replace(
+        st, ci_ns=stop.ci_ns, ci_coverage=coverage, verdict=settle(full, undisturbed, bool(st.disturbed)),
+        verdict_all=stop.verdict, arms_needed=None, phases=phases, looks=looks,
+        verdict_undisturbed=undisturbed.verdict if undisturbed else (None if st.disturbed else stop.verdict),
+        undisturbed=undisturbed)  # fmt: skip
+
+
+def decided(st: ABStats, arms: list[Arm], auto: AutoArms | None) -> ABStats:
+    """`st` as a fixed design decides it, or under `--arms auto` at its stopping look."""
+    return st if auto is None else with_look(st, looks_of(arms, auto))
+
+
+def _as_fit(st: ABStats) -> Fit:
+    return Fit(st.delta_median_ns, st.ci95_ns, st.df, st.residual_sd_ns, st.verdict_all, st.se_ns)
+
+
+@dataclass(frozen=True)
+class AutoSpec:
+    """`census ab --arms auto [--max-arms N] [--min-effect X] [--budget T]`."""
+
+    max_arms: int = DEFAULT_MAX_ARMS
+    min_effect: Amount | None = None  # None: DEFAULT_MIN_EFFECT_PCT of A's step
+    budget_s: float | None = None
+
+
+def auto_rule(auto: AutoSpec | None, progress: Callable[[str], None] | None) -> AutoRule | None:
+    return (
+        None if auto is None else AutoRule(auto.max_arms, auto.min_effect, auto.budget_s, progress)
+    )
+
+
+class AutoRule:
+    """The runner's side of `--arms auto`: asked after each 8 measured arms whether to run 8
+    more (census.capture.arms.run_arms calls it); the look is taken on the arms so far, and
+    the budget (seconds from the first arm, the warm one included) is checked first: when the
+    next 8 arms would not fit at the mean arm's duration so far, this look is the last."""
+
+    def __init__(self, max_arms: int, min_effect: Amount | None, budget_s: float | None,
+                 progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
+        self.seq = plan(max_arms)  # a ValueError for a bad --max-arms, before any arm runs
+        self.min_effect, self.budget_s, self.progress = min_effect, budget_s, progress
+        self.started = time.monotonic()
+        self.min_effect_ns: float | None = None
+        self.budget_stop = False
+
+    def start(self) -> None:
+        """The clock of the budget starts (at the warm arm)."""
+        self.started = time.monotonic()
+
+    def __call__(self, arms: list[Arm]) -> bool:
+        if self.min_effect_ns is None:
+            a_ns = default_min_effect_ns(arms, 100.0)
+            self.min_effect_ns = a_ns / 100 if self.min_effect is None else self.min_effect.ns(a_ns)
+        elapsed = time.monotonic() - self.started
+        last = self.budget_s is not None and not next_look_fits(
+            elapsed, len(arms), self.budget_s - elapsed
+        )
+        taken = look(self.seq, arms, self.min_effect_ns, last)
+        self.budget_stop = taken.reason == "budget"
+        if self.progress:
+            self.progress(look_text(taken))
+        return taken.decision == "continue"
+
+    def record(self) -> AutoArms:
+        if self.min_effect_ns is None:
+            raise RuntimeError("no look was taken")
+        text = None
+        if self.min_effect is not None:
+            m = self.min_effect
+            text = f"{m.value:g}%" if m.percent else f"{m.value:g}ns"
+        return AutoArms(
+            self.seq.max_arms, self.min_effect_ns, text, self.budget_s, self.budget_stop
+        )
+
+
+def look_text(lk: Look) -> str:
+    """One look in words (the runner's progress line)."""
+    lo, hi = lk.ci_ns
+    what = "continue" if lk.decision == "continue" else f"stop ({lk.reason})"
+    return (f"look {lk.number} at {lk.arms} arms: B − A = {fmt_ns(lk.delta_ns, signed=True)}/step, "
+            f"{coverage_name(1 - lk.level)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
+            f"(min effect ±{fmt_ns(lk.min_effect_ns)}): {what}")  # fmt: skip
