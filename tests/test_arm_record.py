@@ -84,8 +84,9 @@ def test_values_and_counts_are_kept_per_measured_step(tmp_path, monkeypatch) -> 
     check_record(record)
     env = record["env"]
     assert set(env) == {"cpu_share", "other_cpu_cores", "load1", "gpu_sm_clock_mhz",
-                        "gpu_throttle"}  # fmt: skip
+                        "gpu_throttle", "pgid", "group_cpu_cores"}  # fmt: skip
     assert env["cpu_share"] >= 0 and env["load1"] >= 0
+    assert env["pgid"] == os.getpgid(0) and env["group_cpu_cores"] >= 0
     assert (env["gpu_sm_clock_mhz"], env["gpu_throttle"]) == (None, [])  # no CUDA here
 
 
@@ -144,27 +145,30 @@ def test_every_rank_writes_its_own_record(tmp_path, monkeypatch, env, name) -> N
 
 
 def test_the_environment_between_two_readings() -> None:
-    start = Reading(wall_ns=0, cpu_ns=0, busy_ns=10_000, group_ns=None, load1=0.5,
+    start = Reading(wall_ns=0, cpu_ns=0, busy_ns=10_000, group_ns=None, pgid=7, load1=0.5,
                     sm_clock_mhz=1980, throttle_bits=0x4 | 0x1)  # fmt: skip
-    end = Reading(wall_ns=2_000, cpu_ns=1_000, busy_ns=15_000, group_ns=None, load1=1.25,
+    end = Reading(wall_ns=2_000, cpu_ns=1_000, busy_ns=15_000, group_ns=None, pgid=7, load1=1.25,
                   sm_clock_mhz=1755, throttle_bits=0x40 | 0x2)  # fmt: skip
     # 5000 ns busy, 1000 of them this process's, over 2000 ns; idle and application-clock bits
     # are no slowdown
     assert env_between(start, end) == {"cpu_share": 0.5, "other_cpu_cores": 2.0, "load1": 1.25,
                                        "gpu_sm_clock_mhz": 1755,
-                                       "gpu_throttle": ["sw_power_cap", "hw_thermal"]}  # fmt: skip
+                                       "gpu_throttle": ["sw_power_cap", "hw_thermal"],
+                                       "pgid": 7, "group_cpu_cores": None}  # fmt: skip
     alone = dataclasses.replace(end, busy_ns=10_500, sm_clock_mhz=None, throttle_bits=None)
     assert env_between(start, alone)["other_cpu_cores"] == 0.0  # /proc/stat's ticks are coarse
     assert env_between(start, alone)["gpu_sm_clock_mhz"] == 1980
     unknown = dataclasses.replace(start, busy_ns=None, sm_clock_mhz=None, throttle_bits=None)
     assert env_between(unknown, alone) == {"cpu_share": 0.5, "other_cpu_cores": None,
                                            "load1": 1.25, "gpu_sm_clock_mhz": None,
-                                           "gpu_throttle": []}  # fmt: skip
+                                           "gpu_throttle": [], "pgid": 7,
+                                           "group_cpu_cores": None}  # fmt: skip
     assert env_between(start, start)["cpu_share"] is None  # no wall time
     # the arm's process group (its children, the other ranks) used 3000 ns of the 5000: the
     # other processes 2000 ns over 2000 ns of wall time
     group = (dataclasses.replace(start, group_ns=40_000), dataclasses.replace(end, group_ns=43_000))
     assert env_between(*group)["other_cpu_cores"] == 1.0
+    assert env_between(*group)["group_cpu_cores"] == 1.5
     assert env_between(*group)["cpu_share"] == 0.5  # still this process's own
     # a group read only once: this process's time alone is the arm's
     assert env_between(group[0], end)["other_cpu_cores"] == 2.0
@@ -246,6 +250,28 @@ def test_the_ranks_records_merge_into_one_arm() -> None:
                          RankRecord(1, 20.0, 2, 0, 150, 180, env1))  # fmt: skip
     one = arms_of({**RANK0, "rank": 0, "world_size": 1})[1]  # as a single process writes it
     assert one.ranks == () and one.counts == {"x": (3,)} and one.env == env0
+
+
+def test_the_other_ranks_process_groups_are_not_other_load() -> None:
+    """torchrun starts each rank in a process group of its own: each rank's other_cpu_cores is
+    taken less the other ranks' groups (once per group), never its own or a shared one."""
+    from census.capture.arms import rank_envs
+
+    def rank(pgid: int | None, group: float | None, other: float = 3.0) -> dict:
+        return {"env": {**ENV0, "other_cpu_cores": other, "pgid": pgid, "group_cpu_cores": group}}
+
+    # ranks 0 and 1 in groups of their own (1.25 and 0.75 cores), rank 2 in rank 1's (it reads
+    # the group alike, 0.5 cores: the larger reading of a group counts)
+    envs = rank_envs([rank(10, 1.25), rank(11, 0.75), rank(11, 0.5)])
+    assert [e.other_cpu_cores for e in envs] == [2.25, 1.75, 1.75]
+    # never below 0; a rank without the readings (an older record) is left as it was
+    envs = rank_envs([rank(10, 1.25, other=0.5), rank(11, 4.0), rank(None, None)])
+    assert [e.other_cpu_cores for e in envs] == [0.0, 1.75, 3.0]
+    assert rank_envs([rank(10, 1.25)])[0].other_cpu_cores == 3.0  # one process: nothing to take
+    # the merged arm: rank 0's, so taken less rank 1's group
+    arm = arms_of({**RANK0, **rank(10, 0.5)}, {**RANK1, **rank(11, 0.25)})[1]
+    assert arm.env is not None and arm.env.other_cpu_cores == 2.75
+    assert [r.env.other_cpu_cores for r in arm.ranks if r.env] == [2.75, 2.5]
 
 
 def test_a_rank_without_dynamo_leaves_the_arms_recompiles_unknown() -> None:

@@ -20,9 +20,11 @@ WORLD_SIZE − 1 must all have written one, of as many steps, on one clock. The 
 - `recompiles`, `graph_breaks`: the sum over ranks; None when any rank's is None (torch._dynamo
   not loaded there), 0 only when every rank's is 0;
 - `peak_allocated_bytes`, `peak_reserved_bytes`: the highest rank's (None when none had CUDA);
-- `env`: rank 0's CPU figures (the other ranks share its process group: they are not in its
-  `other_cpu_cores`), with the lowest SM clock of any rank and the throttle reasons seen on
-  any (one slow GPU slows every rank's step);
+- `env`: rank 0's CPU figures, with the lowest SM clock of any rank and the throttle reasons
+  seen on any (one slow GPU slows every rank's step). The ranks are the arm's own processes, not
+  other load: torchrun starts each rank in a process group of its own, so each rank's
+  `other_cpu_cores` (rank 0's here, and every rank's in `ranks`) is taken less the CPU cores of
+  every other rank's process group (its `group_cpu_cores`, once per group);
 - `ranks`: each rank's own figures (census.model.RankRecord); () for a single process.
 """
 
@@ -137,7 +139,7 @@ def arm_from_records(side: str, index: int, records: list[dict]) -> Arm:
     # per step, the slowest rank (the first of equals)
     slowest = [max(range(len(times)), key=[t[i] for t in times].__getitem__)
                for i in range(len(times[0]))]  # fmt: skip
-    single = len(records) == 1
+    single, envs = len(records) == 1, rank_envs(records)
     return Arm(
         side=side,
         index=index,
@@ -151,8 +153,8 @@ def arm_from_records(side: str, index: int, records: list[dict]) -> Arm:
         phase_time_ns=_slowest_phases(records, slowest),
         values={name: tuple(row) for name, row in (first.get("values") or {}).items()},
         counts=_per_rank_counts(records),
-        env=_merged_env(records),
-        ranks=() if single else tuple(_rank_record(i, r) for i, r in enumerate(records)),
+        env=_merged_env(envs),
+        ranks=() if single else tuple(map(_rank_record, range(len(records)), records, envs)),
     )
 
 
@@ -179,8 +181,27 @@ def _dynamo_total(records: list[dict], key: str) -> int | None:
     return None if any(v is None for v in found) else sum(found)
 
 
-def _merged_env(records: list[dict]) -> ArmEnv | None:
-    envs = [arm_env(r.get("env")) for r in records]
+def rank_envs(records: list[dict]) -> list[ArmEnv | None]:
+    """Each rank's ArmEnv, its other_cpu_cores less the group_cpu_cores of every process group
+    of another rank that is not its own (each group once: ranks of one group read it alike; a
+    rank whose record has no pgid, from before it was kept, is left as it was)."""
+    groups: dict[int, float] = {}
+    for r in records:
+        env = r.get("env") or {}
+        if env.get("pgid") is not None and env.get("group_cpu_cores") is not None:
+            pgid = env["pgid"]
+            groups[pgid] = max(groups.get(pgid, 0.0), float(env["group_cpu_cores"]))
+    out = []
+    for r in records:
+        env, own = arm_env(r.get("env")), (r.get("env") or {}).get("pgid")
+        if env is not None and env.other_cpu_cores is not None and own is not None:
+            ranks = sum(c for g, c in groups.items() if g != own)
+            env = dataclasses.replace(env, other_cpu_cores=max(0.0, env.other_cpu_cores - ranks))
+        out.append(env)
+    return out
+
+
+def _merged_env(envs: list[ArmEnv | None]) -> ArmEnv | None:
     if envs[0] is None or len(envs) == 1:
         return envs[0]
     clocks = [e.gpu_sm_clock_mhz for e in envs if e and e.gpu_sm_clock_mhz is not None]
@@ -190,12 +211,12 @@ def _merged_env(records: list[dict]) -> ArmEnv | None:
                                                   if r in seen))  # fmt: skip
 
 
-def _rank_record(rank: int, record: dict) -> RankRecord:
+def _rank_record(rank: int, record: dict, env: ArmEnv | None) -> RankRecord:
     dynamo = record.get("dynamo") or {}
     return RankRecord(rank, percentile(record["step_time_ns"], 50),
                       dynamo.get("frames_compiled"), dynamo.get("graph_breaks"),
                       record.get("peak_allocated_bytes"), record.get("peak_reserved_bytes"),
-                      arm_env(record.get("env")))  # fmt: skip
+                      env)  # fmt: skip
 
 
 def arm_env(env: dict | None) -> ArmEnv | None:
@@ -336,6 +357,10 @@ def check_env(env: Any, name: str) -> None:
             check_number(env[key], f"{name}.{key}")
     if env.get("gpu_sm_clock_mhz") is not None:
         check_count(env["gpu_sm_clock_mhz"], f"{name}.gpu_sm_clock_mhz")
+    if env.get("pgid") is not None:
+        check_count(env["pgid"], f"{name}.pgid")
+    if env.get("group_cpu_cores") is not None:
+        check_number(env["group_cpu_cores"], f"{name}.group_cpu_cores")
     reasons = env.get("gpu_throttle")
     known = THROTTLE_REASONS.values()
     if reasons is not None and (not isinstance(reasons, list) or

@@ -26,8 +26,10 @@ the window ran beside is read when it opens and when it closes, never inside a s
   at least 0: the cores that processes outside the arm kept busy. The arm's own processes are
   those of this process's process group (census ab starts each arm as one): its threads, its
   children (a DataLoader's workers, Inductor's compile workers) and, under torchrun, the other
-  ranks; each counted with the time of the children it reaped (utime + stime + cutime + cstime
-  of /proc/PID/stat). Null without /proc/stat.
+  ranks when they share it; each counted with the time of the children it reaped (utime + stime
+  + cutime + cstime of /proc/PID/stat). Null without /proc/stat. `pgid` and `group_cpu_cores`
+  (the group's CPU time / wall time) let the arm's merge take out the other ranks that torchrun
+  starts in process groups of their own (census.capture.arms).
   `load1`: the 1-minute load average at close. `gpu_sm_clock_mhz`: the lower of NVML's SM clock
   reads at open and close; `gpu_throttle`: NVML's clock-throttle reasons (THROTTLE_REASONS) seen
   at open or close, in that order; null and [] without torch on CUDA or without NVML (the GPU is
@@ -246,6 +248,7 @@ class Reading:
     cpu_ns: int  # this process's CPU time, all threads
     busy_ns: int | None  # the machine's busy CPU time since boot; None without /proc/stat
     group_ns: int | None  # the CPU time of this process's process group (group_cpu_ns)
+    pgid: int | None  # this process's process group
     load1: float | None
     sm_clock_mhz: int | None
     throttle_bits: int | None
@@ -253,8 +256,9 @@ class Reading:
 
 def read_env(nvml: tuple[Any, Any] | None) -> Reading:
     sm_clock, bits = read_gpu(nvml)
+    pgid = os.getpgid(0)
     return Reading(time.monotonic_ns(), time.process_time_ns(), machine_busy_ns(),
-                   group_cpu_ns(os.getpgid(0)), _load1(), sm_clock, bits)  # fmt: skip
+                   group_cpu_ns(pgid), pgid, _load1(), sm_clock, bits)  # fmt: skip
 
 
 def env_between(start: Reading, end: Reading) -> dict[str, Any]:
@@ -263,8 +267,10 @@ def env_between(start: Reading, end: Reading) -> dict[str, Any]:
     cpu = end.cpu_ns - start.cpu_ns
     busy = None if start.busy_ns is None or end.busy_ns is None else end.busy_ns - start.busy_ns
     own = cpu  # the arm's processes: this one, unless the group's time was read both times
+    group = None
     if start.group_ns is not None and end.group_ns is not None:
         own = max(cpu, end.group_ns - start.group_ns)
+        group = own / wall if wall > 0 else None
     clocks = [c for c in (start.sm_clock_mhz, end.sm_clock_mhz) if c is not None]
     bits = (start.throttle_bits or 0) | (end.throttle_bits or 0)
     return {
@@ -273,6 +279,8 @@ def env_between(start: Reading, end: Reading) -> dict[str, Any]:
         "load1": end.load1,
         "gpu_sm_clock_mhz": min(clocks) if clocks else None,
         "gpu_throttle": [name for bit, name in THROTTLE_REASONS.items() if bits & bit],
+        "pgid": end.pgid,
+        "group_cpu_cores": group,
     }
 
 
