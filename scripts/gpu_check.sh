@@ -10,6 +10,9 @@
 #   scripts/gpu_check.sh ranks    census ab under torchrun: 2 ranks sharing the one GPU (gloo), 8 arms
 #   scripts/gpu_check.sh auto     census ab --arms auto on the demo, eager vs compiled, no captures,
 #                                 within AUTO_BUDGET (default 7m)
+#   scripts/gpu_check.sh demo-size  the demo at GPU-bound sizes, eager vs compiled (plain loops); the
+#                                 size compile speeds up most, by census ab (8 arms), and its two
+#                                 captures as the bundled samples (sample-{eager,compiled}.sqlite.xz)
 #   scripts/gpu_check.sh honest   fresh captures shown at 80 columns: every line fits, busy vs union
 #                                 per step, the idle split's law, zero-length kernels, dashboards
 #   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
@@ -206,6 +209,37 @@ auto() {
   COLUMNS=120 census diff $A/auto; echo "terminal exit $?"
   cp $A/auto/ab.json "$OUT/auto-ab.json"
 }
+demo_size() {
+  local D=/tmp/prof-size best="" bestgain=-1 size mode ms gain
+  declare -A step
+  for size in "32 1024" "16 1024"; do
+    set -- $size
+    for mode in eager compiled; do
+      python3 -m census.capture.demo.train --plain --mode $mode --batch $1 --seq $2 --warmup 5 \
+        --steps 20 --window-out /tmp/w.json > /dev/null 2>&1 || { echo "probe $mode $size failed"; continue; }
+      ms=$(python3 -c "import json; w = json.load(open('/tmp/w.json')); print(w['window_ns'] / w['steps'] / 1e6)")
+      step[$mode]=$ms; echo "probe batch $1 seq $2 $mode: $ms ms/step (plain loop, one process)"
+    done
+    gain=$(python3 -c "print(1 - ${step[compiled]} / ${step[eager]})")
+    echo "probe batch $1 seq $2: compiled saves $gain of eager's step"
+    if python3 -c "import sys; sys.exit(0 if $gain > $bestgain else 1)"; then best=$size; bestgain=$gain; fi
+  done
+  set -- $best; echo "chosen: batch $1 seq $2"
+  local T="python3 -m census.capture.demo.train --batch $1 --seq $2 --warmup 5 --steps 20"
+  step "census ab, 8 arms, no captures: demo batch $1 seq $2, eager vs compiled"
+  /usr/bin/time -f "wall %e s" python3 -m census ab size -o $D --force --no-capture --warmup 5 \
+    --active 20 --labels eager,compiled --format markdown --a "$T --mode eager" \
+    --b "$T --mode compiled"; echo "exit $?"
+  cp $D/size/ab.json "$OUT/size-ab.json"
+  for mode in eager compiled; do
+    step "capture sample-$mode (batch $1 seq $2, calibrated)"
+    python3 -m census capture sample-$mode --warmup 5 --active 20 --calibrate -o $D --force -- \
+      $T --mode $mode; echo "exit $?"
+    xz -9 -T0 -c $D/sample-$mode/capture.sqlite > "$OUT/sample-$mode.sqlite.xz"
+    cp $D/sample-$mode/run.json "$OUT/sample-$mode.run.json"
+  done
+  COLUMNS=100 census diff $D/sample-eager $D/sample-compiled --labels eager,compiled | head -30
+}
 ds_moe() {
   # DS_TAG names this variant's profiles and files (default ds); 3 files back per variant:
   # TAG-diff.json and TAG-{eager,compiled}.sqlite.xz (under 15 MiB), beside log-TAG.txt
@@ -279,6 +313,7 @@ if [ "$SECTION" = honest ]; then
   exit 0
 fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
+if [ "$SECTION" = demo-size ]; then { demo_size; } 2>&1 | tee "$OUT/log-size.txt"; exit 0; fi
 if [ "$SECTION" = ranks ] || [ "$SECTION" = auto ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log-$SECTION.txt"; exit 0
 fi
