@@ -74,7 +74,7 @@ def test_frames_equal_the_summary_json() -> None:
         for k, v in doc["definitions"].items()
         if "." not in k and k not in ("limiter", "host_ran_ahead", "idle_by_range")
     }
-    assert doc["limiter"] == "host (other)"  # the sample's GPU is idle 58% of the step
+    assert doc["limiter"] == "gpu"  # the sample (the GPU-bound demo) is busy 97% of its step
     assert census.frames.idle_by_range(c).to_dict("records") == doc["idle_by_range"]
 
 

@@ -329,8 +329,10 @@ def test_spans_agree_with_the_oracle_on_any_export(tmp_path: Path, phases, calls
 def test_real_exports_agree_with_the_oracle(path: Path) -> None:
     c = summarize(path)
     assert spans_of(c) == span_oracle(path)
-    if c.steps:  # every H200 capture syncs at the end of each step: the host never ran ahead
-        assert c.host_ran_ahead() is False
+    if c.steps:
+        # the bundled samples (the GPU-bound demo, no sync in a step) ran ahead; the other H200
+        # captures sync at the end of each step: their host never ran ahead
+        assert c.host_ran_ahead() is ("samples" in path.parts)
         assert all(s.gpu_span_ns is not None for s in c.steps)
     else:
         assert c.host_ran_ahead() is None

@@ -30,9 +30,9 @@ from census.render.html import render_diff_html, render_summary_html
 from census.render.json_docs import diff_json, summary_json
 from census.render.markdown import render_diff_markdown
 from census.render.table import render_summary
-from census.sources.samples import sample_path
 from census.units import fmt_ns
 from tests.helpers.browser import CHROMIUM, check_page
+from tests.helpers.exports import launch_bound
 from tests.helpers.files import fixture_file
 from tests.helpers.terminal import cells, terminal_tables
 from tests.nsysdb import Export
@@ -43,12 +43,12 @@ BUSY, UNION = LABELS["gpu_busy_ns"], LABELS["non_nccl_union_ns"]
 
 @pytest.fixture(scope="module")
 def eager():
-    return summarize(sample_path("eager"))
+    return summarize(launch_bound("eager"))
 
 
 @pytest.fixture(scope="module")
 def pair():
-    a, b = summarize(sample_path("eager")), summarize(sample_path("compiled"))
+    a, b = summarize(launch_bound("eager")), summarize(launch_bound("compiled"))
     d = diff_census(a, b, ("eager", "compiled"))
     return d, explain_diff(d)
 
@@ -217,7 +217,12 @@ def test_the_terminal_summary_names_what_the_user_gave() -> None:
     r = runner.invoke(app, ["summary", "--sample", "eager"], env={"COLUMNS": "200"})
     first, second = r.stdout.splitlines()[:2]
     assert r.exit_code == 0 and second.startswith("sample:eager  nsys 2025.3.2.0 · ")
-    assert first == (  # what limits the step comes first, and where the host was meanwhile
+    assert first == (  # how to read the times, then what limits the step
+        "the host ran ahead of the GPU by ~3 steps: step and phase times below are the GPU's (GPU "
+        "span: first to last GPU op launched in the range); GPU-bound: GPU busy 97% of the step"
+    )
+    r = runner.invoke(app, ["summary", str(launch_bound("eager"))], env={"COLUMNS": "200"})
+    assert r.stdout.splitlines()[0] == (  # a host-bound capture: where the host was meanwhile
         "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step), most "
         "inside backward (52% of the idle)"
     )

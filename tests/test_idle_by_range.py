@@ -16,6 +16,7 @@ from census.load.idle import idle_splits, read_timelines
 from census.load.idle_ranges import innermost
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
+from tests.helpers.exports import launch_bound
 from tests.nsysdb import Export
 from tests.oracle import idle_by_range_oracle
 
@@ -221,7 +222,8 @@ def test_a_non_gain_is_explained_as_host_bound(tmp_path: Path) -> None:
 
 
 def test_a_real_gain_names_its_cause_from_the_split() -> None:
-    d = census.diff("sample:eager", "sample:compiled", labels=("eager", "compiled"))
+    a, b = (str(launch_bound(n)) for n in ("eager", "compiled"))  # the launch-bound demo
+    d = census.diff(a, b, labels=("eager", "compiled"))
     head = census.explain(d)[0]
     assert "mostly fewer GPU gaps in other host work" in head
     assert "launch/CPU-bound" not in head

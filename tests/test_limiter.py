@@ -7,6 +7,7 @@ from pathlib import Path
 
 import census
 from census.compare.limiter import find_limiter, limiter_sentence, summary_lead
+from tests.helpers.exports import launch_bound
 from tests.nsysdb import Export
 
 
@@ -64,16 +65,23 @@ def test_no_steps_no_limiter(tmp_path: Path) -> None:
     assert find_limiter(census.summarize(e.write(tmp_path / "n.sqlite"), use_cache=False)) is None
 
 
-def test_the_bundled_sample_is_host_bound_in_other_host_work() -> None:
-    lim = find_limiter(census.summarize("sample:eager", idle=True))
+def test_the_launch_bound_demo_is_host_bound_in_other_host_work() -> None:
+    path = str(launch_bound("eager"))
+    lim = find_limiter(census.summarize(path, idle=True))
     assert lim.kind == "host (other)"
     assert limiter_sentence(lim) == (
         "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step)"
     )
-    assert summary_lead(census.summarize("sample:eager")) == (
+    assert summary_lead(census.summarize(path)) == (
         "host-bound: GPU idle 58% of the step, mostly in other host work (5.56 ms/step), most "
         "inside backward (52% of the idle)"
     )
+
+
+def test_the_bundled_sample_is_gpu_bound() -> None:
+    lim = find_limiter(census.summarize("sample:eager"))
+    assert lim.kind == "gpu"
+    assert limiter_sentence(lim) == "GPU-bound: GPU busy 97% of the step"
 
 
 def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
@@ -88,7 +96,7 @@ def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
     from census.render.html import render_diff_html, render_summary_html
 
     run = CliRunner()
-    verdict = "compiled is faster than eager: step time -2.55 ms/step (-21.8%)"
+    verdict = "compiled is faster than eager on the GPU: GPU span -1.76 ms/step (-11.5%)"
     args = ["diff", "sample:eager", "sample:compiled", "--labels", "eager,compiled"]
     table = run.invoke(app, args, env={"COLUMNS": "200"}).stdout
     assert table.lstrip().startswith(verdict)
@@ -101,4 +109,4 @@ def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
     assert re.sub("<[^>]+>", "", body).lstrip().startswith(verdict)
     summary = render_summary_html(census_view(a, "eager"))
     first = re.sub("<[^>]+>", "", summary.split("<body>", 1)[1]).lstrip()
-    assert first.startswith("host-bound: GPU idle 58% of the step")
+    assert first.startswith("the host ran ahead of the GPU by ~3 steps")

@@ -9,12 +9,13 @@ import pytest
 import census
 from census.errors import UsageError
 from census.notebook import REPR_CHARS
+from tests.helpers.exports import launch_bound
 
 
 @pytest.fixture(scope="module")
 def pair():
-    a = census.summarize("sample:eager")
-    return a, census.diff(a, "sample:compiled", labels=("eager", "compiled"))
+    a = census.summarize(str(launch_bound("eager")))  # the launch-bound demo's captures
+    return a, census.diff(a, str(launch_bound("compiled")), labels=("eager", "compiled"))
 
 
 def test_dir_lists_the_public_api() -> None:

@@ -19,7 +19,7 @@ from census.errors import UsageError
 from census.render import FORMATS, render
 from census.render.summaryrows import IDLE_RANGES_TITLE
 from census.render.views import RanksView, SummaryView
-from tests.helpers.exports import rank_folder
+from tests.helpers.exports import launch_bound, rank_folder
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,8 @@ def views(ab_demo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
         tmp_path_factory.mktemp("ranks"), "h200_eager_3steps.sqlite", "h200_compiled_3steps.sqlite"
     )
     return {
-        "summary": summary_view("sample:eager", shown="sample:eager"),
+        # the launch-bound demo's capture: a host-bound summary with its idle split
+        "summary": summary_view(launch_bound("eager"), shown="launch-bound:eager"),
         "ranks": summary_view(folder),
         "diff": diff_view("sample:eager", "sample:compiled", ("eager", "compiled")),
         "experiment": experiment_view(ab_demo),
@@ -106,7 +107,7 @@ def test_the_markdown_summary_is_short_and_pasteable(views: dict) -> None:
     md = render(view, "markdown", top=5)
     lines = md.splitlines()
     assert lines[0] == f"**{view.lead}**" and view.lead.startswith("host-bound")
-    assert lines[2] == "### sample:eager"
+    assert lines[2] == "### launch-bound:eager"
     heads = [line for line in lines if line.startswith("#### ")]
     assert heads == [f"#### {WINDOW_TITLE}", f"#### {IDLE_RANGES_TITLE}",
                      f"#### Kernel census: {LAUNCHED_TITLE}", "#### Phases (per step, mean)",

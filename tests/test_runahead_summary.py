@@ -22,7 +22,7 @@ from census.compare.limiter import summary_lead
 from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
 from census.render.html import render_summary_html
 from census.render.table import render_summary
-from tests.helpers.exports import build_run_ahead
+from tests.helpers.exports import build_run_ahead, launch_bound
 from tests.helpers.files import DATA
 from tests.helpers.terminal import cells, terminal_tables
 from tests.nsysdb import Export
@@ -226,11 +226,11 @@ def test_tails_on_gpu_spans_when_the_host_ran_ahead(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
-# -- a host that did not run ahead: the bundled sample ---------------------------------------------
-def test_the_sample_keeps_its_first_line_and_the_host_clock() -> None:
-    c = census.summarize("sample:eager")
+# -- a host that did not run ahead: the launch-bound demo's capture ------------------------------
+def test_the_launch_bound_capture_keeps_its_first_line_and_the_host_clock() -> None:
+    c = census.summarize(str(launch_bound("eager")))
     assert c.host_ran_ahead() is False
-    lines = summary("--sample", "eager")
+    lines = summary(launch_bound("eager"))
     assert lines[0] == SAMPLE_LEAD == summary_lead(c)
     window = table(lines, "Step window (the step's NVTX range; GPU time clipped to it)")
     assert window[1] == ["step time", "11.70 ms"]
@@ -254,7 +254,7 @@ def test_the_sample_keeps_its_first_line_and_the_host_clock() -> None:
     assert phases[0][:3] == ["phase", "time", "GPU busy"] and phases[0][-1] == "GPU span"
     assert phases[1][0] == "forward" and phases[1][-1] == "3.39 ms"
     assert tail_steps(c).clock == HOST_RANGE
-    doc = json.loads(runner.invoke(app, ["summary", "--sample", "eager", "--json"]).stdout)
+    doc = json.loads(runner.invoke(app, ["summary", str(launch_bound("eager")), "--json"]).stdout)
     assert doc["tail"]["clock"] == "host range" and doc["host_ran_ahead"] is False
     text = page_text(render_summary_html(census_view(c, "eager")))
     assert text[0] == SAMPLE_LEAD
@@ -280,5 +280,5 @@ def test_the_page_charts_the_gpu_spans_and_drops_empty_idle_columns(ra_eager: Pa
         census_view(census.summarize(ra_eager, use_cache=False, idle=True), "x")
     )
     assert "idle after syncs" in with_idle
-    plain = [ch.title for ch in summary_charts(census.summarize("sample:eager"))]
+    plain = [ch.title for ch in summary_charts(census.summarize(str(launch_bound("eager"))))]
     assert not any(t.startswith("GPU span of each step") for t in plain)

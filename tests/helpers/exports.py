@@ -32,12 +32,28 @@ def unpacked(xz: Path) -> Path:
     return target
 
 
+def launch_bound(name: str) -> Path:
+    """The launch-bound demo's capture folder (`eager` or `compiled`: a 4-layer transformer at 4k
+    tokens a step, 20 steps, calibrated; the bundled samples until the demo grew GPU-bound),
+    unpacked: a real host-bound capture whose host never ran ahead."""
+    folder = DATA / "launch-bound" / name
+    target = Path(tempfile.gettempdir()) / f"census-test-launch-bound-{name}"
+    if not (target / "capture.sqlite").exists():
+        target.mkdir(exist_ok=True)
+        (target / "run.json").write_bytes((folder / "run.json").read_bytes())
+        part = target / "capture.sqlite.part"
+        part.write_bytes(lzma.decompress((folder / "capture.sqlite.xz").read_bytes()))
+        part.rename(target / "capture.sqlite")
+    return target
+
+
 def real_exports() -> list[Path]:
-    """Every real export at hand: the shared fixtures (when present), the bundled samples and
-    our own engine captures."""
+    """Every real export at hand: the shared fixtures (when present), the bundled samples, our
+    own engine captures and the launch-bound demo's."""
     found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
     ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
-    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours
+    bound = [launch_bound(n) / "capture.sqlite" for n in ("eager", "compiled")]
+    return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours + bound
 
 
 def build_run_ahead(tmp_path: Path, steps: int = 5) -> Path:
