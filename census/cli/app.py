@@ -40,6 +40,10 @@ METAVARS = {
     "demo": "MODE",
     "a": "COMMAND",
     "b": "COMMAND",
+    "arms": "N|auto",
+    "min_effect": "AMOUNT",
+    "equivalence": "AMOUNT",
+    "budget": "TIME",
 }
 
 
