@@ -64,8 +64,8 @@ def coverage_name(coverage: float) -> str:
     rounded down (never claiming more): 0.95 -> "95%", 0.97929 -> "97.9%", 0.99930 ->
     "99.93%", 0.9999984 -> "99.99984%" (the first looks of `--arms auto`)."""
     miss = 100 * (1 - coverage)
-    if miss <= 0:
-        return "100%"
+    if miss < 1e-9:  # beyond what a percentage with 9 decimals can show below 100
+        return ">99.999999999%"
     digits = max(0, min(9, 1 - math.floor(math.log10(miss))))
     scale = 10**digits
     text = f"{math.floor((100 - miss) * scale + 1e-6) / scale:.{digits}f}"

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from census.api import experiment_view, load_experiment
 from census.capture.arms import arm_order
 from census.cli.app import app
-from census.compare.sequential import look, plan
+from census.compare.sequential import look, plan, t_critical
 from census.model import Arm
 from census.render import render
 from tests.helpers.sleep_train import arm_offset_ms
@@ -177,6 +177,8 @@ def test_every_format_says_where_it_stopped(tmp_path: Path) -> None:
         (["--arms", "auto", "--budget", "0"], "--budget '0': give a time above 0"),
         (["--arms", "auto", "--budget", "soon"], "--budget 'soon': give a time above 0"),
         (["--arms", "auto", "--min-effect", "-1%"], "--min-effect '-1%': give a share"),
+        (["--arms", "auto", "--min-effect", "9" * 400 + "%"], "give a share of A's step above 0"),
+        (["--arms", "auto", "--budget", "9" * 400 + "h"], "give a time above 0"),
     ],
 )
 def test_arguments_are_refused_before_any_arm(
@@ -202,12 +204,25 @@ def test_a_record_whose_arms_do_not_end_at_a_stop_is_refused(tmp_path: Path) -> 
     assert r.exit_code == 1, r.output
     assert f"{path}: not a census experiment record (--arms auto: the rule goes on after look 1 " \
         "(8 arms), where the arms end)" in r.stderr  # fmt: skip
+    # a record whose rule stops before its arms end: the first look already lies within a huge
+    # min effect
+    path.write_text(json.dumps(dict(record, sequential={**record["sequential"], "max_arms": 32,
+                                                        "min_effect_ns": 1e300})))  # fmt: skip
+    r = runner.invoke(app, ["diff", str(tmp_path / "exp")])
+    assert r.exit_code == 1 and "(--arms auto: the rule stops at look 1 (8 arms, within " \
+        "min-effect), but the arms go on to 24)" in r.stderr, r.output  # fmt: skip
     for bad, why in ((12, "sequential.max_arms: 12 is not a multiple of 8"),
-                     ("x", 'sequential.max_arms: "x" is not a multiple of 8')):  # fmt: skip
+                     ("x", 'sequential.max_arms: "x" is not a multiple of 8'),
+                     (1000, "sequential.max_arms: 1000: give a multiple of 8 from 8 to 400")):  # fmt: skip
         record["sequential"]["max_arms"] = bad
         path.write_text(json.dumps(record))
         r = runner.invoke(app, ["diff", str(tmp_path / "exp")])
         assert r.exit_code == 1 and why in r.stderr, r.output
+    record["sequential"] = {**record["sequential"], "max_arms": 32, "budget_stop": True}
+    path.write_text(json.dumps(record))  # a budget stop without a budget
+    r = runner.invoke(app, ["diff", str(tmp_path / "exp")])
+    assert r.exit_code == 1 and "sequential.budget_stop: true is not true or false (true only " \
+        "with a budget_s)" in r.stderr, r.output  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -219,8 +234,9 @@ def test_a_record_whose_arms_do_not_end_at_a_stop_is_refused(tmp_path: Path) -> 
         (0.9604230274587234, "96%"),
         (0.99930, "99.93%"),
         (1 - 1.5794e-6, "99.99984%"),
-        (0.999999999999, "99.999999999%"),
-        (1.0, "100%"),
+        (0.99999, "99.999%"),
+        (0.999999999999, ">99.999999999%"),
+        (1.0, ">99.999999999%"),
     ],
 )
 def test_a_coverage_is_shown_rounded_down(coverage: float, shown: str) -> None:
@@ -250,7 +266,32 @@ def test_disturbed_arms_are_judged_at_the_looks_boundary() -> None:
     half = stop.critical * st.se_ns
     assert one.ci_ns == pytest.approx((st.delta_median_ns - half, st.delta_median_ns + half))
     assert one.ci_coverage == pytest.approx(1 - plan(8).level[0])
+    # the fit without arms 2 and 8 has 3 df: its boundary is the t of 3 df at the look's level
+    fit = st.undisturbed
+    assert fit is not None and fit.df == 3
+    refit = t_critical(stop.level, 3) * fit.se_ns
+    assert refit > stop.critical * fit.se_ns
+    assert one.undisturbed_ci_ns == pytest.approx((fit.delta_ns - refit, fit.delta_ns + refit))
     # budget-stopped at the first look of 48: boundary t = 26, nothing settled
     wide = with_look(st, looks_of(arms, AutoArms(48, 1e5, None, None, True)))
     assert (wide.looks[-1].reason, wide.verdict, wide.verdict_undisturbed) == (
         "budget", "no difference", "no difference")  # fmt: skip
+
+
+def test_the_budget_times_the_measured_arms_without_the_warm_one(monkeypatch) -> None:
+    """A warm arm of 60 s (a cold compile cache), then 8 measured arms of 20 s each, under a
+    400 s budget: at the first look 220 s are spent and 180 s are left, and 8 more arms at the
+    measured arms' 20 s fit (160 s): the rule goes on. At 10 s more per arm they would not."""
+    from census.compare import auto_arms
+    from tests.helpers.arms import arms_from
+
+    clock = [0.0]
+    monkeypatch.setattr(auto_arms.time, "monotonic", lambda: clock[0])
+    arms = arms_from([150.0, *[100.0, 100.2, 99.9, 100.1] * 2])  # unresolved at look 1 of 48
+    for measured_s, goes_on in ((20.0, True), (30.0, False)):
+        rule = auto_arms.AutoRule(48, None, 60 + 8 * measured_s + 180)
+        rule.start()
+        clock[0] += 60
+        rule.warm_done()
+        clock[0] += 8 * measured_s
+        assert rule(arms) is goes_on and rule.budget_stop is not goes_on

@@ -49,6 +49,9 @@ class ArmRule(Protocol):
     def start(self) -> None:
         """The arms start now."""
 
+    def warm_done(self) -> None:
+        """The discarded warm arm has ended."""
+
     def __call__(self, arms: list[Arm]) -> bool:
         """Whether to run more arms after these (run_arms asks after each 8 measured)."""
 

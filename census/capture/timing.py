@@ -256,9 +256,13 @@ class Reading:
 
 def read_env(nvml: tuple[Any, Any] | None) -> Reading:
     sm_clock, bits = read_gpu(nvml)
-    pgid = os.getpgid(0)
+    try:
+        pgid: int | None = os.getpgid(0)
+    except (AttributeError, OSError):  # no process groups (Windows)
+        pgid = None
     return Reading(time.monotonic_ns(), time.process_time_ns(), machine_busy_ns(),
-                   group_cpu_ns(pgid), pgid, _load1(), sm_clock, bits)  # fmt: skip
+                   None if pgid is None else group_cpu_ns(pgid), pgid, _load1(), sm_clock,
+                   bits)  # fmt: skip
 
 
 def env_between(start: Reading, end: Reading) -> dict[str, Any]:

@@ -305,13 +305,14 @@ def _ab_arms(arms: str, max_arms: int | None, min_effect: str | None, budget: st
 
 def parse_duration_s(text: str) -> float:
     """'30m', '1h', '90s', '1.5h' or plain seconds: seconds above 0; a UsageError otherwise."""
+    import math
     import re
 
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|min|h)?\s*", text)
     seconds = (
         None if not m else float(m[1]) * {"s": 1, None: 1, "m": 60, "min": 60, "h": 3600}[m[2]]
     )
-    if not seconds:
+    if not seconds or not math.isfinite(seconds):
         raise UsageError(f"--budget {text!r}: give a time above 0 ('30m', '1h', '900s')")
     return seconds
 

@@ -22,6 +22,7 @@ from census.compare.sequential import (
     look,
     next_look_fits,
     plan,
+    t_critical,
 )
 from census.compare.stats import ABStats, Fit, interval_verdict, settle
 from census.model import Arm, AutoArms
@@ -30,9 +31,12 @@ from census.units import coverage_name, fmt_ns
 
 def looks_of(arms: list[Arm], auto: AutoArms) -> tuple[Look, ...]:
     """Every look the runner took, from the arms in run order: look k on the warm arm and the
-    first 8k measured ones. The last must be a stop (the runner stopped there); a ValueError
-    when the arms do not end at a look or the rule would have gone on there."""
-    seq = plan(auto.max_arms)
+    first 8k measured ones. Every look but the last must go on and the last must stop (the
+    runner stopped there); a ValueError naming the record's field otherwise."""
+    try:
+        seq = plan(auto.max_arms)
+    except ValueError as exc:
+        raise ValueError(f"sequential.max_arms: {exc}".replace("--max-arms ", "")) from None
     measured = [a for a in arms if not a.discarded]
     if not measured or len(measured) % ARMS_PER_LOOK or len(measured) > auto.max_arms:
         raise ValueError(f"--arms auto: {len(measured)} measured arms do not end at a look "
@@ -42,10 +46,21 @@ def looks_of(arms: list[Arm], auto: AutoArms) -> tuple[Look, ...]:
     for n in range(ARMS_PER_LOOK, len(measured) + 1, ARMS_PER_LOOK):
         last = n == len(measured) and auto.budget_stop
         out.append(look(seq, [*warm, *measured[:n]], auto.min_effect_ns, last))
+    early = next((lk for lk in out[:-1] if lk.decision == "stop"), None)
+    if early is not None:
+        raise ValueError(f"--arms auto: the rule stops at look {early.number} ({early.arms} "
+                         f"arms, {early.reason}), but the arms go on to {len(measured)}")  # fmt: skip
     if out[-1].decision != "stop":
         raise ValueError(f"--arms auto: the rule goes on after look {out[-1].number} "
                          f"({out[-1].arms} arms), where the arms end")  # fmt: skip
     return tuple(out)
+
+
+def refit_half(stop: Look, fit: Fit) -> float:
+    """The half-width of the fit without the disturbed arms at the stopping look: its SE times
+    the t of its own degrees of freedom at the look's level (fewer arms, fewer df: a wider
+    boundary than the look's own), so its interval has the look's coverage."""
+    return t_critical(stop.level, fit.df) * fit.se_ns
 
 
 def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
@@ -57,10 +72,11 @@ def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
     stop = looks[-1]
     crit, coverage = stop.critical, 1 - stop.level
     full = replace(_as_fit(st), verdict=stop.verdict)
-    undisturbed = st.undisturbed
+    undisturbed, undisturbed_ci = st.undisturbed, None
     if undisturbed is not None:
-        half = crit * undisturbed.se_ns
+        half = refit_half(stop, undisturbed)
         undisturbed = replace(undisturbed, verdict=interval_verdict(undisturbed.delta_ns, half))
+        undisturbed_ci = (undisturbed.delta_ns - half, undisturbed.delta_ns + half)
     phases = {
         name: replace(p, ci_ns=(p.delta_median_ns - crit * p.se_ns, p.delta_median_ns + crit * p.se_ns),
                       ci_coverage=coverage, verdict=interval_verdict(p.delta_median_ns, crit * p.se_ns))
@@ -70,7 +86,7 @@ def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
         st, ci_ns=stop.ci_ns, ci_coverage=coverage, verdict=settle(full, undisturbed, bool(st.disturbed)),
         verdict_all=stop.verdict, arms_needed=None, phases=phases, looks=looks,
         verdict_undisturbed=undisturbed.verdict if undisturbed else (None if st.disturbed else stop.verdict),
-        undisturbed=undisturbed)  # fmt: skip
+        undisturbed=undisturbed, undisturbed_ci_ns=undisturbed_ci)  # fmt: skip
 
 
 def decided(st: ABStats, arms: list[Arm], auto: AutoArms | None) -> ABStats:
@@ -100,28 +116,34 @@ def auto_rule(auto: AutoSpec | None, progress: Callable[[str], None] | None) -> 
 class AutoRule:
     """The runner's side of `--arms auto`: asked after each 8 measured arms whether to run 8
     more (census.capture.arms.run_arms calls it); the look is taken on the arms so far, and
-    the budget (seconds from the first arm, the warm one included) is checked first: when the
-    next 8 arms would not fit at the mean arm's duration so far, this look is the last."""
+    the budget (seconds of arms from the first, the warm one included; the captures after the
+    arms are not counted) is checked first: when the next 8 arms would not fit in what is left
+    at the mean measured arm's duration so far, this look is the last."""
 
     def __init__(self, max_arms: int, min_effect: Amount | None, budget_s: float | None,
                  progress: Callable[[str], None] | None = None) -> None:  # fmt: skip
         self.seq = plan(max_arms)  # a ValueError for a bad --max-arms, before any arm runs
         self.min_effect, self.budget_s, self.progress = min_effect, budget_s, progress
-        self.started = time.monotonic()
+        self.started = self.warm_end = time.monotonic()
         self.min_effect_ns: float | None = None
         self.budget_stop = False
 
     def start(self) -> None:
         """The clock of the budget starts (at the warm arm)."""
-        self.started = time.monotonic()
+        self.started = self.warm_end = time.monotonic()
+
+    def warm_done(self) -> None:
+        """The warm arm has ended: the measured arms' mean duration is timed from now."""
+        self.warm_end = time.monotonic()
 
     def __call__(self, arms: list[Arm]) -> bool:
         if self.min_effect_ns is None:
             a_ns = default_min_effect_ns(arms, 100.0)
             self.min_effect_ns = a_ns / 100 if self.min_effect is None else self.min_effect.ns(a_ns)
-        elapsed = time.monotonic() - self.started
+        now = time.monotonic()
+        measured = sum(not a.discarded for a in arms)
         last = self.budget_s is not None and not next_look_fits(
-            elapsed, len(arms), self.budget_s - elapsed
+            now - self.warm_end, measured, self.budget_s - (now - self.started)
         )
         taken = look(self.seq, arms, self.min_effect_ns, last)
         self.budget_stop = taken.reason == "budget"

@@ -76,23 +76,12 @@ def ci_text(st: ABStats, ci_ns: tuple[float, float] | None = None) -> str:
     )
 
 
-def _undisturbed_ci(st: ABStats) -> tuple[float, float]:
-    """The fit without the disturbed arms, its interval at the step's coverage (under `--arms
-    auto` the stopping look's boundary · its SE)."""
-    fit = st.undisturbed
-    assert fit is not None
-    if not st.looks:
-        return fit.ci95_ns
-    half = st.looks[-1].critical * fit.se_ns
-    return fit.delta_ns - half, fit.delta_ns + half
-
-
 def unstable_sentence(st: ABStats, labels: tuple[str, str]) -> str:
     """The headline when disturbed arms decide the verdict: both fits, said first."""
     listed = ", ".join(str(i) for i in sorted(st.disturbed))
     kept = "" if st.undisturbed is None else (
         f" ({fmt_ns(st.undisturbed.delta_ns, signed=True)}/step, "
-        f"{ci_text(st, _undisturbed_ci(st))})")  # fmt: skip
+        f"{ci_text(st, st.undisturbed_ci_ns)})")  # fmt: skip
     return (
         f"unstable: disturbed arms decide the verdict: with the {len(st.disturbed)} disturbed "
         f"arm{'s' * (len(st.disturbed) > 1)} ({listed}), {_verdict_words(st.verdict_all, labels)} "
@@ -178,11 +167,14 @@ def equivalence_sentence(eq: Equivalence, labels: tuple[str, str]) -> str:
     lo, hi = eq.ci90_ns
     ci = (f"the {coverage_name(eq.coverage)} CI of {lb} − {la}, {fmt_ns(lo, signed=True)} to "
           f"{fmt_ns(hi, signed=True)},")  # fmt: skip
+    tests = "two one-sided tests, α = 0.05"
+    if eq.coverage != 0.90:  # under --arms auto: at the stopping look's boundary
+        tests = "two one-sided tests at the stopping look's boundary, each at α ≤ 0.025"
     if eq.equivalent:
-        return (f"{lb} and {la} are equivalent within {margin}: {ci} lies inside it "
-                "(two one-sided tests, α = 0.05)")  # fmt: skip
-    return (f"{lb} and {la} are not shown equivalent within {margin}: {ci} reaches beyond it "
-            "(two one-sided tests, α = 0.05)")  # fmt: skip
+        return f"{lb} and {la} are equivalent within {margin}: {ci} lies inside it ({tests})"
+    return (
+        f"{lb} and {la} are not shown equivalent within {margin}: {ci} reaches beyond it ({tests})"
+    )
 
 
 def experiment_warnings(exp: Experiment) -> list[str]:

@@ -17,6 +17,7 @@ gate's value, the --equivalence margin) are a percentage of A or a time with its
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from collections.abc import Callable
@@ -159,9 +160,9 @@ class Amount:
 
 
 def parse_amount(text: str, option: str = "--equivalence") -> Amount:
-    """'2%' (of A's step) or a time ('0.5ms', '500us', '2 s'), above 0."""
+    """'2%' (of A's step) or a time ('0.5ms', '500us', '2 s'), above 0 and finite."""
     m = re.fullmatch(rf"\s*{_AMOUNT}\s*", text)
-    if not m or float(m["value"]) <= 0:
+    if not m or not 0 < float(m["value"]) < math.inf:
         raise UsageError(
             f"{option} {text!r}: give a share of A's step above 0 ('2%') or a time with its unit "
             "('0.5ms', '500us')"

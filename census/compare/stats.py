@@ -251,6 +251,8 @@ class ABStats:
     phases_left_out: dict[str, int] = field(default_factory=dict)
     disturbed: dict[int, str] = field(default_factory=dict)  # Arm.index -> why (measured arms)
     undisturbed: Fit | None = None  # the fit without them (None: none disturbed, or too few left)
+    # its interval at ci_coverage: its ci95_ns, or under `--arms auto` the stopping look's level
+    undisturbed_ci_ns: tuple[float, float] | None = None
     # under `--arms auto`: every look taken, the last one the stop (census.compare.sequential)
     looks: tuple[Any, ...] = ()
 
@@ -295,6 +297,7 @@ def analyze(arms: list[Arm]) -> ABStats:
         phases_left_out=left_out,
         disturbed=disturbed,
         undisturbed=refit,
+        undisturbed_ci_ns=None if refit is None else refit.ci95_ns,
     )
 
 

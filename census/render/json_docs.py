@@ -11,7 +11,7 @@ from typing import Any
 from census import CENSUS_VERSION
 from census.compare.arm_findings import ArmTail
 from census.compare.diff import BUCKETS, KernelDelta
-from census.compare.stats import Equivalence, Fit, PhaseStats
+from census.compare.stats import Equivalence, PhaseStats
 from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
@@ -191,13 +191,19 @@ def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
 AB_METHOD = (
     "arms are fresh processes run without nsys, one warm arm (A) discarded, then ABBA BAAB "
     "blocks; each arm is reduced to its median step time; delta = least-squares estimate of B − A "
-    "with one intercept per block of four; 95% CI = delta ± t(0.975, arms − blocks − 1) · SE; "
+    "with one intercept per block of four; 95% CI = delta ± t(0.975, arms − blocks − 1) · SE "
+    "(under --arms auto, delta ± the stopping look's boundary · SE: ci_ns, ci_coverage); "
     "each phase every measured arm recorded is fitted the same way on its arm medians"
 )
 
 
-def _fit(fit: Fit) -> dict[str, Any]:
-    return {"delta_ns": fit.delta_ns, "ci95_ns": list(fit.ci95_ns), "df": fit.df,
+def _undisturbed(st: Any) -> dict[str, Any] | None:
+    """The fit without the disturbed arms, with its interval at the step's coverage."""
+    fit = st.undisturbed
+    if fit is None:
+        return None
+    return {"delta_ns": fit.delta_ns, "ci95_ns": list(fit.ci95_ns),
+            "ci_ns": list(st.undisturbed_ci_ns), "ci_coverage": st.ci_coverage, "df": fit.df,
             "verdict": fit.verdict}  # fmt: skip
 
 
@@ -284,6 +290,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "ci95_ns": list(st.ci95_ns),
         "ci_ns": list(st.ci_ns),
         "ci_coverage": st.ci_coverage,
+        "se_ns": st.se_ns,
         "df": st.df,
         "residual_sd_ns": st.residual_sd_ns,
         "pairs": [vars(p) for p in st.pairs],
@@ -291,7 +298,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "verdict": st.verdict,
         "verdict_all": st.verdict_all,
         "verdict_undisturbed": st.verdict_undisturbed,
-        "undisturbed": None if st.undisturbed is None else _fit(st.undisturbed),
+        "undisturbed": _undisturbed(st),
         "arms_needed": st.arms_needed,
         "sequential": _sequential(exp),
         "equivalence": None if exp.equivalence is None else _equivalence(exp.equivalence),

@@ -77,10 +77,11 @@ def _auto_from(rec: Any) -> AutoArms | None:
     given, budget, stop = rec.get("min_effect"), rec.get("budget_s"), rec.get("budget_stop")
     if given is not None and not isinstance(given, str):
         raise ValueError(f"sequential.min_effect: {shown(given)} is not a text")
-    if budget is not None and (type(budget) not in (int, float) or not budget > 0):
+    if budget is not None and (type(budget) not in (int, float) or not 0 < budget < math.inf):
         raise ValueError(f"sequential.budget_s: {shown(budget)} is not seconds above 0")
-    if type(stop) is not bool:
-        raise ValueError(f"sequential.budget_stop: {shown(stop)} is not true or false")
+    if type(stop) is not bool or (stop and budget is None):
+        raise ValueError(f"sequential.budget_stop: {shown(stop)} is not true or false (true "
+                         "only with a budget_s)")  # fmt: skip
     return AutoArms(max_arms, float(effect), given, budget, stop)
 
 
