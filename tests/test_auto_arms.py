@@ -121,6 +121,12 @@ def test_a_a_within_the_min_effect_stops_early_and_says_how_large(tmp_path: Path
     eq = doc["equivalence"]
     assert eq["coverage"] == doc["ci_coverage"] and eq["ci90_ns"] == pytest.approx(doc["ci_ns"])
     assert eq["equivalent"] and "the 99.93% CI of B − A" in doc["explanation"][2]
+    # asked again of the folder: the same answer; of two captures, refused
+    r = runner.invoke(app, ["diff", str(tmp_path / "exp"), "--equivalence", "5%", "--format",
+                            "json"])  # fmt: skip
+    assert r.exit_code == 0 and json.loads(r.stdout)["equivalence"] == eq, r.output
+    r = runner.invoke(app, ["diff", "sample:eager", "sample:compiled", "--equivalence", "5%"])
+    assert r.exit_code == 2 and "--equivalence asks a `census ab` experiment's arms" in r.stderr
 
 
 def test_at_the_most_arms_an_unresolved_interval_says_so(tmp_path: Path) -> None:

@@ -157,6 +157,7 @@ def assert_law(c: census.Census) -> None:
     phases=[(0, 3)], calls=[(-3, 0, False)], syncs=[(0, 1)]
 )  # a zero-length kernel after a sync
 @example(phases=[(0, 0)], calls=[(1000, 0, False)], syncs=[])  # a call where two steps meet
+@example(phases=[(0, 0)], calls=[], syncs=[(0, 1), (1000, 1)])  # a sync there: the later step's
 def test_law_holds_for_any_phases_and_calls(tmp_path: Path, phases, calls, syncs) -> None:
     e = Export()
     e.range("step 0", 0, 1000)

@@ -12,6 +12,7 @@ import typer
 from census.cli.app import (
     PHASES_DEFAULT,
     STEPS_DEFAULT,
+    EquivalenceOpt,
     FailIfOpt,
     IdleOpt,
     PhasesOpt,
@@ -128,6 +129,7 @@ def diff(
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
     fail_if: FailIfOpt = None,
+    equivalence: EquivalenceOpt = None,
 ) -> None:
     """Compare two captures (eager vs compiled) and explain the difference; or show a
     `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
@@ -141,8 +143,12 @@ def diff(
         check_output(html, [Path(a), *([Path(b)] if b else [])])
     gates = parse_gates(fail_if)
     if b is None:
-        _diff_experiment(Path(a), fmt, html, gates)
+        _diff_experiment(Path(a), fmt, html, gates, equivalence)
         return
+    if equivalence is not None:
+        raise UsageError(
+            "--equivalence asks a `census ab` experiment's arms: give its folder alone"
+        )
     options = Options(steps, skip_first, phases, idle, ranks)
     pa, pb = resolve_input(a), resolve_input(b)
     names = parse_labels(labels) if labels else None
@@ -158,15 +164,20 @@ def diff(
     enforce(check_diff(gates, view.diff))
 
 
-def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list) -> None:
-    """`census diff EXPERIMENT`: the experiment, then its captures' diff against the gates."""
-    from census.api import experiment_view
-    from census.compare.gates import check_diff
+def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
+                     equivalence: str | None) -> None:  # fmt: skip
+    """`census diff EXPERIMENT`: the experiment (with the equivalence of its arms, when asked),
+    then its captures' diff against the gates."""
+    from census.api import experiment_view, load_experiment
+    from census.compare.experiment import with_equivalence
+    from census.compare.gates import check_diff, parse_amount
     from census.sources.experiment import is_experiment
 
+    margin = None if equivalence is None else parse_amount(equivalence, "--equivalence")
     if not is_experiment(folder):
         raise UsageError(f"{folder}: give two captures to compare, or one `census ab` folder")
-    view = experiment_view(folder)
+    exp = load_experiment(folder)
+    view = experiment_view(exp if margin is None else with_equivalence(exp, margin))
     show_experiment(view, fmt, html)
     if gates:
         if view.diff is None:

@@ -298,6 +298,13 @@ def enforce(failed: list[str]) -> None:
         raise typer.Exit(EXIT_GATE_FAILED)
 
 
+EquivalenceOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Also say whether B and A are equivalent within ±MARGIN, a share of A's step (2%) "
+        "or a time (0.5ms): two one-sided tests at α = 0.05."
+    ),
+]
 OutputDirOpt = Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")]
 NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
 STEPS_DEFAULT = DEFAULT_STEPS_REGEX

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from census.cli.app import (
+    EquivalenceOpt,
     NsysOpt,
     OutputDirOpt,
     app,
@@ -30,13 +31,6 @@ ActiveOpt = Annotated[
     typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
 ]
 StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
-EquivalenceOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Also say whether B and A are equivalent within ±MARGIN, a share of A's step (2%) "
-        "or a time (0.5ms): two one-sided tests at α = 0.05."
-    ),
-]
 ABFailIfOpt = Annotated[
     list[str] | None,
     typer.Option(

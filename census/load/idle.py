@@ -237,7 +237,9 @@ def classify_timeline(timeline, steps: Intervals, cuts: np.ndarray) -> ByGaps | 
 
 def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> tuple[list, list]:
     """Per range: (count, blocked ns) of the synchronising calls that start in [lo, hi] ([lo, hi)
-    where not `closed`: a step's segments but its last, so a call on a seam counts once)."""
+    where not `closed`: a step's segments but its last, and a step that the next one starts
+    where it ends, with its last segment), so a call on a seam counts once, in the later range
+    (as a launch there does)."""
     ss, se = timeline[2]
     blocked = np.concatenate([[0], np.cumsum(se - ss)])
     i = np.searchsorted(ss, lo, "left")
@@ -262,6 +264,8 @@ def idle_splits(
     out_segs: dict[int, IdleSplit] = {}
     for proc, tl in timelines.items():
         mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
+        # a step whose end is where the next one starts: that instant is the next one's
+        seam = {a.idx for a, b in itertools.pairwise(mine) if a.end_ns == b.start_ns}
         ends = np.sort(tl[2][1])
         for chunk in _chunks(mine):
             segs = [g for st in chunk for g in by_step.get(st.idx, ())]
@@ -271,8 +275,8 @@ def idle_splits(
             part = tl if len(chunk) == len(mine) else _window(tl, ends, *step_iv)
             classes = classify_timeline(part, step_iv, cuts)
             for rows, target, closed in (
-                (chunk, out_steps, [True] * len(chunk)),
-                (segs, out_segs, [last_seg[g.step] == g.idx for g in segs]),
+                (chunk, out_steps, [st.idx not in seam for st in chunk]),
+                (segs, out_segs, [last_seg[g.step] == g.idx and g.step not in seam for g in segs]),
             ):
                 if rows:
                     _measure(classes, tl, rows, np.array(closed), target)
