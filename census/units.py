@@ -72,6 +72,12 @@ def coverage_name(coverage: float) -> str:
     return (text.rstrip("0").rstrip(".") if "." in text else text) + "%"
 
 
+def fmt_ci(ci_ns: tuple[float, float], coverage: float) -> str:
+    """An interval in words: '95% CI -1.79 ms to -1.70 ms' (its coverage by coverage_name)."""
+    lo, hi = ci_ns
+    return f"{coverage_name(coverage)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
+
+
 def clip(text: str, width: int) -> str:
     """`text` in at most `width` characters, cut at the end with an ellipsis."""
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -15,11 +15,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from census.errors import UsageError
 from census.model import Arm
 from census.paths import check_output_folder, make_work_folder, replace_folder
+
+if TYPE_CHECKING:
+    from census.capture.arms import ArmRule
 
 RECORD = "ab.json"
 
@@ -41,22 +44,6 @@ class ABSpec:
     @property
     def folder(self) -> Path:
         return self.out_dir / self.name
-
-
-class ArmRule(Protocol):
-    """When to stop adding arms (`--arms auto`: census.compare.sequential.AutoRule)."""
-
-    def start(self) -> None:
-        """The arms start now."""
-
-    def warm_done(self) -> None:
-        """The discarded warm arm has ended."""
-
-    def __call__(self, arms: list[Arm]) -> bool:
-        """Whether to run more arms after these (run_arms asks after each 8 measured)."""
-
-    def record(self) -> Any:
-        """What ab.json keeps of the rule, as "sequential": a dataclass."""
 
 
 def run_ab(
@@ -88,8 +75,6 @@ def run_ab(
             nsys = find_nsys(spec.nsys)
         except ToolMissingError:
             note = "nsys is not installed"
-    if rule is not None:
-        rule.start()
     arms = run_arms(
         ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active), progress, rule
     )

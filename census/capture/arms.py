@@ -39,7 +39,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from census.capture.process import run_group
 from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
@@ -70,32 +70,46 @@ class ArmsSpec:
     env: tuple[tuple[str, str], ...] = ()
 
 
-LOOK_EVERY = 8  # `more` is asked after each ABBA BAAB pair of blocks
+LOOK_EVERY = 8  # a rule is asked after each ABBA BAAB pair of blocks
+
+
+class ArmRule(Protocol):
+    """When to stop adding arms (`--arms auto`: census.compare.auto_arms.AutoRule): start()
+    before the first arm, warm_done() after the discarded one, rule(arms so far): whether to
+    go on, asked after each LOOK_EVERY measured arms (and once at the most, where it is moot);
+    record(): what ab.json keeps of it as "sequential" (a dataclass)."""
+
+    def start(self) -> None: ...
+    def warm_done(self) -> None: ...
+    def __call__(self, arms: list[Arm]) -> bool: ...
+    def record(self) -> Any: ...
 
 
 def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None,
-             more: Callable[[list[Arm]], bool] | None = None) -> list[Arm]:  # fmt: skip
-    """Every arm in run order, the warm one first (discarded). With `more` (`--arms auto`:
+             rule: ArmRule | None = None) -> list[Arm]:  # fmt: skip
+    """Every arm in run order, the warm one first (discarded). With `rule` (`--arms auto`:
     spec.arms is then the most), after each LOOK_EVERY measured arms short of the most
-    `more(arms so far)` says whether to run the next ones."""
+    `rule(arms so far)` says whether to run the next ones."""
     order = arm_order(spec.arms)
     out: list[Arm] = []
-    upto = f" (up to {spec.arms})" if more else f"/{spec.arms}"
+    upto = f" (up to {spec.arms})" if rule else f"/{spec.arms}"
+    if rule:
+        rule.start()
     # census-PID-HOST-*, as a pass's spill folder: left by a census killed outright, it is
     # removed by the next pass that spills (census.load.pool)
     with tempfile.TemporaryDirectory(prefix=f"census-{owner_tag()}-") as tmp:
         for index, side in enumerate(order):
-            if more and index > 1 and (index - 1) % LOOK_EVERY == 0 and not more(out):
+            if rule and index > 1 and (index - 1) % LOOK_EVERY == 0 and not rule(out):
                 break
             label = spec.labels[0 if side == "a" else 1]
             what = "warm arm (discarded)" if index == 0 else f"arm {index}{upto}"
             if progress:
                 progress(f"{what}: {label}")
             out.append(_run_arm(spec, side, label, index, Path(tmp) / f"arm{index}.json"))
-            if more and index == 0 and hasattr(more, "warm_done"):
-                more.warm_done()  # the measured arms' durations are timed from here
-        if more and len(out) == len(order):
-            more(out)  # the last look, at the most arms
+            if rule and index == 0:
+                rule.warm_done()  # the measured arms' durations are timed from here
+        if rule and len(out) == len(order):
+            rule(out)  # the last look, at the most arms
     return out
 
 

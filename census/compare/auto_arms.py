@@ -17,6 +17,7 @@ from census.compare.gates import Amount
 from census.compare.sequential import (
     ARMS_PER_LOOK,
     DEFAULT_MAX_ARMS,
+    DEFAULT_MIN_EFFECT_PCT,
     Look,
     default_min_effect_ns,
     look,
@@ -26,7 +27,7 @@ from census.compare.sequential import (
 )
 from census.compare.stats import ABStats, Fit, interval_verdict, settle
 from census.model import Arm, AutoArms
-from census.units import coverage_name, fmt_ns
+from census.units import fmt_ci, fmt_ns
 
 
 def looks_of(arms: list[Arm], auto: AutoArms) -> tuple[Look, ...]:
@@ -67,11 +68,12 @@ def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
     """`st` (census.compare.stats.analyze of the same arms) decided at the stopping look, the
     last of `looks`: the step's interval and verdict are the look's (its repeated interval, at
     its coverage), and so are every phase's (delta ± the look's boundary · SE); the fit without
-    the disturbed arms is judged at the same boundary, and the two settle the verdict as in a
-    fixed design (census.compare.stats.settle). No "arms needed": the looks say why it stopped."""
+    the disturbed arms is judged at the look's level on its own df (refit_half), and the two
+    settle the verdict as in a fixed design (census.compare.stats.settle). No "arms needed":
+    the looks say why it stopped."""
     stop = looks[-1]
     crit, coverage = stop.critical, 1 - stop.level
-    full = replace(_as_fit(st), verdict=stop.verdict)
+    full = Fit(st.delta_median_ns, st.ci95_ns, st.df, st.residual_sd_ns, stop.verdict, st.se_ns)
     undisturbed, undisturbed_ci = st.undisturbed, None
     if undisturbed is not None:
         half = refit_half(stop, undisturbed)
@@ -92,10 +94,6 @@ def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
 def decided(st: ABStats, arms: list[Arm], auto: AutoArms | None) -> ABStats:
     """`st` as a fixed design decides it, or under `--arms auto` at its stopping look."""
     return st if auto is None else with_look(st, looks_of(arms, auto))
-
-
-def _as_fit(st: ABStats) -> Fit:
-    return Fit(st.delta_median_ns, st.ci95_ns, st.df, st.residual_sd_ns, st.verdict_all, st.se_ns)
 
 
 @dataclass(frozen=True)
@@ -137,9 +135,9 @@ class AutoRule:
         self.warm_end = time.monotonic()
 
     def __call__(self, arms: list[Arm]) -> bool:
-        if self.min_effect_ns is None:
-            a_ns = default_min_effect_ns(arms, 100.0)
-            self.min_effect_ns = a_ns / 100 if self.min_effect is None else self.min_effect.ns(a_ns)
+        if self.min_effect_ns is None:  # a share is of A's step at the first look
+            effect = self.min_effect or Amount(DEFAULT_MIN_EFFECT_PCT, percent=True)
+            self.min_effect_ns = effect.ns(default_min_effect_ns(arms, 100.0))
         now = time.monotonic()
         measured = sum(not a.discarded for a in arms)
         last = self.budget_s is not None and not next_look_fits(
@@ -165,8 +163,7 @@ class AutoRule:
 
 def look_text(lk: Look) -> str:
     """One look in words (the runner's progress line)."""
-    lo, hi = lk.ci_ns
     what = "continue" if lk.decision == "continue" else f"stop ({lk.reason})"
     return (f"look {lk.number} at {lk.arms} arms: B − A = {fmt_ns(lk.delta_ns, signed=True)}/step, "
-            f"{coverage_name(1 - lk.level)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
+            f"{fmt_ci(lk.ci_ns, 1 - lk.level)} "
             f"(min effect ±{fmt_ns(lk.min_effect_ns)}): {what}")  # fmt: skip

@@ -24,7 +24,7 @@ from census.compare.stats import (
     tost,
 )
 from census.model import Arm, AutoArms
-from census.units import coverage_name, fmt_ns, fmt_pct
+from census.units import coverage_name, fmt_ci, fmt_ns, fmt_pct
 
 # census.compare.explain's phase sentence starts so; in an experiment it is qualified
 BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
@@ -70,10 +70,7 @@ def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:
 
 def ci_text(st: ABStats, ci_ns: tuple[float, float] | None = None) -> str:
     """'95% CI lo to hi' of the step (or of `ci_ns`, an interval at the step's coverage)."""
-    lo, hi = st.ci_ns if ci_ns is None else ci_ns
-    return (
-        f"{coverage_name(st.ci_coverage)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}"
-    )
+    return fmt_ci(st.ci_ns if ci_ns is None else ci_ns, st.ci_coverage)
 
 
 def unstable_sentence(st: ABStats, labels: tuple[str, str]) -> str:
@@ -216,7 +213,6 @@ def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
         return None
     ranked = sorted(st.phases.items(), key=lambda kv: -abs(kv[1].delta_median_ns))
     name, top = ranked[0]
-    lo, hi = top.ci_ns
     others = "; ".join(f"{n} {fmt_ns(p.delta_median_ns, signed=True)} ({_called(p, labels)})"
                        for n, p in ranked[1:])  # fmt: skip
     settled = any(p.verdict != "no difference" for p in st.phases.values())
@@ -225,9 +221,8 @@ def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
     )
     return (
         f"by phase, uncaptured arms: {where} {name}: {labels[1]} − {labels[0]} "
-        f"= {fmt_ns(top.delta_median_ns, signed=True)}/step ({coverage_name(top.ci_coverage)} "
-        f"CI {fmt_ns(lo, signed=True)} "
-        f"to {fmt_ns(hi, signed=True)}; {_called(top, labels)}, {top.pairs_agreeing}/"
+        f"= {fmt_ns(top.delta_median_ns, signed=True)}/step ({fmt_ci(top.ci_ns, top.ci_coverage)}"
+        f"; {_called(top, labels)}, {top.pairs_agreeing}/"
         f"{len(top.pairs)} pairs agree)" + (f"; {others}" if others else "")
     )
 

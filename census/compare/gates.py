@@ -28,7 +28,7 @@ from census.compare.stats import UNSTABLE, ABStats
 from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.errors import UsageError
 from census.model import Census
-from census.units import coverage_name, fmt_metric, fmt_ns, fmt_pct
+from census.units import fmt_ci, fmt_metric, fmt_ns, fmt_pct
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -220,8 +220,8 @@ def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[
             pct = f" ({fmt_pct(st.delta_pct)})" if st.delta_pct is not None else ""
             failed.append(
                 f"gate failed: {g.text}: {labels[1]} is {g.key} than {labels[0]} by "
-                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, {coverage_name(st.ci_coverage)} CI "
-                f"{fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)}{_pcts(lo, hi, a_ns)}"
+                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, "
+                f"{fmt_ci(st.ci_ns, st.ci_coverage)}{_pcts(lo, hi, a_ns)}"
             )
     return failed
 

@@ -14,7 +14,7 @@ from census.model import Arm
 from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.render.views import ExperimentView
-from census.units import coverage_name, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
+from census.units import coverage_name, fmt_bytes, fmt_ci, fmt_count, fmt_ns, fmt_pct, one_line
 
 E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak alloc",
             "peak resv", "recompiles"]  # fmt: skip
@@ -39,7 +39,6 @@ def e2e_rows(exp: Experiment) -> list[list[str]]:
 
 def delta_line(exp: Experiment) -> str:
     st, (la, lb) = exp.stats, exp.labels
-    lo, hi = st.ci_ns
     memory = ""
     if st.a.peak_allocated_bytes is not None and st.b.peak_allocated_bytes is not None:
         memory = (
@@ -48,8 +47,7 @@ def delta_line(exp: Experiment) -> str:
         )
     return (
         f"{lb} − {la}: {fmt_ns(st.delta_median_ns, signed=True)}/step{_pct(st.delta_pct)}, "
-        f"{coverage_name(st.ci_coverage)} CI {fmt_ns(lo, signed=True)} to {fmt_ns(hi, signed=True)} "
-        f"(t, {st.df} df, arms as the unit{_look(st)}){memory}"
+        f"{fmt_ci(st.ci_ns, st.ci_coverage)} (t, {st.df} df, arms as the unit{_look(st)}){memory}"
     )
 
 
