@@ -378,3 +378,35 @@ def test_an_experiment_says_host_bound_on_the_arms_step_times(tmp_path: Path) ->
     exp = Experiment(("eager", "compiled"), {}, arms, st, exp.diff)
     (bound,) = [s for s in explain_parts(exp).lines if s.startswith("host-bound:")]
     assert ": not shown faster)" in bound
+
+
+def test_the_gathered_timeline_goes_to_files_that_go_away(tmp_path: Path, monkeypatch) -> None:
+    """With worker processes the passes write each gathered batch to a file of their spill
+    folder (the workers hold none of it) and the idle split reads them a window at a time; the
+    split equals the in-memory one, and the folder is gone afterwards."""
+    import tempfile
+
+    import census.load.timeline as timeline
+
+    plain = _plain(_real_exports()[0], tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen: list[tuple[str | None, list]] = []  # (spill folder, piece paths) at close
+    close = timeline.TimelineParts.close
+
+    def spy(self) -> None:
+        kinds = (self.busy, self.launch or {}, self.sync or {})
+        paths = [piece.path for k in kinds for pieces in k.values() for piece in pieces]
+        seen.append((self.folder, paths))
+        close(self)
+
+    monkeypatch.setattr(timeline.TimelineParts, "close", spy)
+    spilled = load_profile(plain, STEPS, 0, None, 2, 500, r"^(forward|backward|optimizer)\b")
+    ((folder, paths),) = seen
+    assert folder and paths and all(p and p.startswith(folder) for p in paths)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("census-")]
+    seen.clear()
+    kept = load_profile(plain, STEPS, 0, None, 1, 500, r"^(forward|backward|optimizer)\b")
+    ((folder, paths),) = seen
+    assert folder is None and paths and not any(paths)  # one process: kept in memory
+    assert (spilled.step_idle, spilled.segment_idle, spilled.idle_by_range) == (
+        kept.step_idle, kept.segment_idle, kept.idle_by_range)  # fmt: skip

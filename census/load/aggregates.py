@@ -207,6 +207,14 @@ def _load(
     timeline = idle and bool(steps)
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
                         timeline)  # fmt: skip
+    try:
+        return _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress)
+    finally:
+        if passes.timeline is not None:
+            passes.timeline.close()  # its spill folder, if it has one
+
+
+def _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress) -> Profile:
     agg = seg_agg = _aggregates(conn, schema, passes)
     if segments:
         agg, seg_agg = _split_aggregates(seg_agg, parents)
@@ -219,19 +227,20 @@ def _load(
                       seg_agg if segments else None)  # fmt: skip
     if passes.timeline is None:
         return profile
-    return _with_idle(conn, profile, passes.timeline, progress)
+    return _with_idle(conn, profile, passes, progress)
 
 
-def _with_idle(conn, profile: Profile, parts, progress: Progress) -> Profile:
-    """The profile with its GPU idle time split by cause, per step and segment."""
-    from census.load.idle import gathered_timelines, idle_splits
-    from census.load.idle_ranges import idle_by_range
+def _with_idle(conn, profile: Profile, passes, progress: Progress) -> Profile:
+    """The profile with its GPU idle time split by cause, per step and segment, and by range."""
+    from census.load.idle import gathered_timelines
+    from census.load.idle_pass import split_idle
+    from census.load.pool import Runner
 
-    progress("splitting the GPU idle time")
     steps = list(profile.steps)
-    timelines = gathered_timelines(conn, profile.schema, parts, {s.proc for s in steps})
-    step_idle, segment_idle = idle_splits(timelines, steps, list(profile.segments))
-    by_range = idle_by_range(conn, profile.schema, steps, timelines)
+    timelines = gathered_timelines(conn, profile.schema, passes.timeline, {s.proc for s in steps})
+    runner = Runner(conn, profile.path, passes.workers, progress)
+    step_idle, segment_idle, by_range = split_idle(conn, profile.schema, steps,
+                                                   list(profile.segments), timelines, runner)  # fmt: skip
     return replace(profile, step_idle=step_idle, segment_idle=segment_idle,
                    idle_by_range=by_range)  # fmt: skip
 

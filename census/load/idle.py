@@ -22,38 +22,44 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from dataclasses import dataclass
 
 import numpy as np
 
 from census.load.api_calls import name_in, read_api_names
 from census.load.columns import read_batches, rowid_range
 from census.load.intervals import Covered
-from census.load.timeline import Intervals, Timeline, TimelineParts, union, window
+from census.load.timeline import Intervals, Timeline, TimelineParts, union
 from census.model import IdleSplit
 from census.sources import schema as sc
 
 GPU_TABLES = (sc.KERNEL, sc.MEMCPY, sc.MEMSET)
 
 
-def read_timelines(
-    conn: sqlite3.Connection, schema: sc.Schema, procs: set[int]
-) -> dict[int, Timeline]:
+def read_timelines(conn: sqlite3.Connection, schema: sc.Schema, procs: set[int]) -> TimelineParts:
     """The timelines read on their own, without the passes: the slow reference tests compare
     the gathered ones with."""
-    parts = TimelineParts(busy=_read(conn, schema, GPU_TABLES, "globalPid >> 24", procs))
-    parts.launch, parts.sync = _runtime(conn, schema, procs)
-    return parts.timelines(procs)
+    parts = TimelineParts()
+    _put(parts, "busy", _read(conn, schema, GPU_TABLES, "globalPid >> 24", procs))
+    _runtime(conn, schema, procs, parts)
+    return parts
 
 
 def gathered_timelines(
     conn: sqlite3.Connection, schema: sc.Schema, parts: TimelineParts, procs: set[int]
-) -> dict[int, Timeline]:
+) -> TimelineParts:
     """The timelines the passes gathered; the runtime calls read here when the runtime pass
     had to regroup calls recorded twice (legacy exports) and so gathered none."""
     if not parts.has_runtime:
-        parts = TimelineParts(busy=parts.busy)
-        parts.launch, parts.sync = _runtime(conn, schema, procs)
-    return parts.timelines(procs)
+        parts.launch, parts.sync = {}, {}
+        _runtime(conn, schema, procs, parts)
+    return parts
+
+
+def _put(parts: TimelineParts, kind: str, batches: dict) -> None:
+    for p, rows in batches.items():
+        for s, e, *_ in rows:
+            parts.put(kind, p, s, e)
 
 
 def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "", extra=None):
@@ -81,22 +87,20 @@ def _read(conn, schema, tables, proc_sql: str, procs: set[int], where: str = "",
     return parts
 
 
-def _runtime(conn, schema, procs: set[int]) -> tuple[dict, dict]:
-    """Per process, batches of the launch calls and of the synchronising calls: one read of
-    the runtime rows with either name (the names as the runtime pass picks them)."""
+def _runtime(conn, schema, procs: set[int], parts: TimelineParts) -> None:
+    """The launch calls and the synchronising calls, into `parts`: one read of the runtime
+    rows with either name (the names as the runtime pass picks them)."""
     if not schema.has(sc.RUNTIME) or not schema.has(sc.STRINGS):
-        return {}, {}
+        return
     names = read_api_names(conn, schema, syncs=True)
     launch, sync = names.launch_ids, np.array(names.sync_ids, np.int64)
     where = name_in([*launch.tolist(), *sync.tolist()])
     rows = _read(conn, schema, (sc.RUNTIME,), "globalTid >> 24", procs, where, extra="nameId")
-    split: tuple[dict, dict] = ({}, {})
     for p, batches in rows.items():
         for s, e, name in batches:
-            for out, ids in zip(split, (launch, sync), strict=True):
+            for kind, ids in (("launch", launch), ("sync", sync)):
                 keep = np.isin(name, ids)
-                out.setdefault(p, []).append((s[keep], e[keep]))
-    return split
+                parts.put(kind, p, s[keep], e[keep])
 
 
 def _inside(iv: Intervals, t: np.ndarray) -> np.ndarray:
@@ -250,36 +254,71 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
 CHUNK_STEPS = 1024  # steps classified at a time: the temporary arrays stay small
 
 
-def idle_splits(
-    timelines: dict[int, Timeline], steps: list, segments: list
-) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
-    """Per step idx and per segment idx: the split of its GPU idle time, CHUNK_STEPS steps at a
-    time (all at once where steps overlap)."""
+@dataclass(frozen=True)
+class Window:
+    """Steps of one process classified together (by start), their segments, and whether each
+    range is closed at its end (sync_calls)."""
+
+    proc: int
+    steps: list
+    segs: list
+    closed_steps: np.ndarray
+    closed_segs: np.ndarray
+
+
+def windows(steps: list, segments: list) -> list[Window]:
+    """The steps in windows of CHUNK_STEPS per process (all of a process's steps in one where
+    two overlap), with their segments."""
     last_seg: dict[int, int] = {}
     by_step: dict[int, list] = {}
     for seg in segments:
         last_seg[seg.step] = seg.idx
         by_step.setdefault(seg.step, []).append(seg)
-    out_steps: dict[int, IdleSplit] = {}
-    out_segs: dict[int, IdleSplit] = {}
-    for proc, tl in timelines.items():
+    out = []
+    for proc in sorted({s.proc for s in steps}):
         mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
         # a step whose end is where the next one starts: that instant is the next one's
         seam = {a.idx for a, b in itertools.pairwise(mine) if a.end_ns == b.start_ns}
-        ends = np.sort(tl[2][1])
         for chunk in _chunks(mine):
             segs = [g for st in chunk for g in by_step.get(st.idx, ())]
-            step_iv = (np.array([s.start_ns for s in chunk], np.int64),
-                       np.array([s.end_ns for s in chunk], np.int64))  # fmt: skip
-            cuts = np.array([t for r in (*chunk, *segs) for t in (r.start_ns, r.end_ns)], np.int64)
-            part = tl if len(chunk) == len(mine) else _window(tl, ends, *step_iv)
-            classes = classify_timeline(part, step_iv, cuts)
-            for rows, target, closed in (
-                (chunk, out_steps, [st.idx not in seam for st in chunk]),
-                (segs, out_segs, [last_seg[g.step] == g.idx and g.step not in seam for g in segs]),
-            ):
-                if rows:
-                    _measure(classes, tl, rows, np.array(closed), target)
+            closed = [st.idx not in seam for st in chunk]
+            closed_segs = [last_seg[g.step] == g.idx and g.step not in seam for g in segs]
+            out.append(Window(proc, chunk, segs, np.array(closed, bool),
+                              np.array(closed_segs, bool)))  # fmt: skip
+    return out
+
+
+Columns = list[list[int]]  # sync_count, sync_time_ns, after-sync, launch-bound, other ns
+
+
+def split_window(timelines: TimelineParts, w: Window) -> tuple[Columns, Columns]:
+    """The idle split of a window's steps and of its segments, as columns (IdleSplit's fields,
+    in its order)."""
+    step_iv = (np.array([s.start_ns for s in w.steps], np.int64),
+               np.array([s.end_ns for s in w.steps], np.int64))  # fmt: skip
+    cuts = np.array([t for r in (*w.steps, *w.segs) for t in (r.start_ns, r.end_ns)], np.int64)
+    tl = timelines.at(w.proc, int(step_iv[0][0]), int(step_iv[1].max()))
+    classes = classify_timeline(tl, step_iv, cuts)
+    return (_measure(classes, tl, w.steps, w.closed_steps),
+            _measure(classes, tl, w.segs, w.closed_segs))  # fmt: skip
+
+
+def idle_splits(
+    timelines: TimelineParts, steps: list, segments: list
+) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
+    """Per step idx and per segment idx: the split of its GPU idle time, a window of steps at
+    a time, each on the part of the timeline it spans."""
+    ws = windows(steps, segments)
+    return as_splits(ws, [split_window(timelines, w) for w in ws])
+
+
+def as_splits(ws: list[Window], columns: list) -> tuple[dict, dict]:
+    out_steps: dict[int, IdleSplit] = {}
+    out_segs: dict[int, IdleSplit] = {}
+    for w, (a, b) in zip(ws, columns, strict=True):
+        for rows, cols, target in ((w.steps, a, out_steps), (w.segs, b, out_segs)):
+            splits = itertools.starmap(IdleSplit, zip(*cols, strict=True))
+            target.update(zip((r.idx for r in rows), splits, strict=True))
     return out_steps, out_segs
 
 
@@ -290,19 +329,10 @@ def _chunks(steps: list) -> list[list]:
     return [steps[i : i + CHUNK_STEPS] for i in range(0, len(steps), CHUNK_STEPS)]
 
 
-def _window(tl: Timeline, ends: np.ndarray, starts: np.ndarray, stops: np.ndarray) -> Timeline:
-    """The part of a timeline that touches [first start, last stop] (views, no copies); its
-    sync calls: the sync ends inside it (sorted), all ByGaps reads of them."""
-    lo, hi = int(starts[0]), int(stops.max())
-    e0, e1 = np.searchsorted(ends, lo, "left"), np.searchsorted(ends, hi, "right")
-    return window(tl[0], lo, hi), window(tl[1], lo, hi), (ends[e0:e1], ends[e0:e1])
-
-
-def _measure(classes, tl: Timeline, rows: list, closed: np.ndarray, target: dict) -> None:
+def _measure(classes, tl: Timeline, rows: list, closed: np.ndarray) -> Columns:
+    if not rows:
+        return [[], [], [], [], []]
     lo = np.array([r.start_ns for r in rows], np.int64)
     hi = np.array([r.end_ns for r in rows], np.int64)
     counts, blocked = sync_calls(tl, lo, hi, closed)
-    after_sync, launch, other = classes.measure(lo, hi)
-    values = zip(counts, blocked, after_sync, launch, other, strict=True)
-    ids = (r.idx for r in rows)
-    target.update(zip(ids, itertools.starmap(IdleSplit, values), strict=True))
+    return [counts, blocked, *classes.measure(lo, hi)]

@@ -11,41 +11,85 @@ with no range open goes to none, so the ranges' sum never exceeds gpu_idle_ns.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 
 import numpy as np
 
 from census.load.idle import CHUNK_STEPS, idle_gaps, intersect
 from census.load.intervals import exact_sums
 from census.load.steps import StepRange, nvtx_text
-from census.load.timeline import EMPTY, Intervals, union, window
+from census.load.timeline import Intervals, TimelineParts, union
 from census.sources import schema as sc
 
 UNNAMED = "(unnamed range)"
 
 
-def idle_by_range(
-    conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange], timelines: dict
-) -> dict[str, int]:
-    """Range text -> GPU idle ns inside it, summed over `steps`."""
-    out: dict[str, int] = {}
-    threads: dict[tuple[int, int], list[StepRange]] = {}
+@dataclass(frozen=True)
+class Thread:
+    """A step thread's NVTX ranges: their distinct texts, every range bound (sorted), and the
+    text of the innermost range of each stretch between two bounds (its index in `texts`; -1:
+    no range open)."""
+
+    proc: int
+    texts: list[str]
+    cuts: np.ndarray
+    owner: np.ndarray
+
+
+RangeJob = tuple[int, np.ndarray, np.ndarray]  # (thread number, window starts, window ends)
+
+
+def range_jobs(
+    conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange]
+) -> tuple[list[Thread], list[RangeJob]]:
+    """The step threads with ranges, and their steps' merged windows, CHUNK_STEPS at a time."""
+    by_thread: dict[tuple[int, int], list[StepRange]] = {}
     for s in steps:
         if s.tid is not None:
-            threads.setdefault((s.proc, s.tid), []).append(s)
-    for (proc, tid), mine in threads.items():
+            by_thread.setdefault((s.proc, s.tid), []).append(s)
+    threads: list[Thread] = []
+    jobs: list[RangeJob] = []
+    for (proc, tid), mine in by_thread.items():
         mine.sort(key=lambda s: s.start_ns)
-        names, starts, ends = _ranges(conn, schema, tid, mine)
+        texts, text, starts, ends = _ranges(conn, schema, tid, mine)
         if not len(starts):
             continue
         cuts = np.unique(np.concatenate([starts, ends]))
-        owner = innermost(starts, ends, cuts[:-1])  # of each stretch between two bounds
-        busy = timelines[proc][0] if proc in timelines else EMPTY
-        windows = _step_windows(mine)
-        for i in range(0, len(windows[0]), CHUNK_STEPS):  # a window of the timeline at a time
-            ws, we = windows[0][i : i + CHUNK_STEPS], windows[1][i : i + CHUNK_STEPS]
-            gaps = idle_gaps(window(busy, int(ws[0]), int(we[-1])), (ws, we))
-            for name, ns in _attribute(gaps, cuts, owner).items():
-                out[names[name]] = out.get(names[name], 0) + ns
+        inner = innermost(starts, ends, cuts[:-1])
+        owner = np.where(inner >= 0, text[np.maximum(inner, 0)], -1)
+        threads.append(Thread(proc, texts, cuts, owner))
+        ws, we = _step_windows(mine)
+        for i in range(0, len(ws), CHUNK_STEPS):  # a window of the timeline at a time
+            jobs.append((len(threads) - 1, ws[i : i + CHUNK_STEPS], we[i : i + CHUNK_STEPS]))
+    return threads, jobs
+
+
+def attribute_window(timelines: TimelineParts, threads: list[Thread], job: RangeJob) -> dict:
+    """Range text -> the GPU idle ns inside it, in one window of one thread's steps."""
+    t = threads[job[0]]
+    ws, we = job[1], job[2]
+    busy = union(*timelines.intervals("busy", t.proc, int(ws[0]), int(we[-1])))
+    gaps = idle_gaps(busy, (ws, we))
+    # the stretches between range bounds that reach into the window
+    a = max(int(np.searchsorted(t.cuts, ws[0], "right")) - 1, 0)
+    b = int(np.searchsorted(t.cuts, we[-1], "left")) + 1
+    per = _attribute(gaps, t.cuts[a : b + 1], t.owner[a:b], len(t.texts))
+    return {t.texts[i]: ns for i, ns in per.items()}
+
+
+def idle_by_range(
+    conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange], timelines: TimelineParts
+) -> dict[str, int]:
+    """Range text -> GPU idle ns inside it, summed over `steps`."""
+    threads, jobs = range_jobs(conn, schema, steps)
+    return sum_ranges(attribute_window(timelines, threads, j) for j in jobs)
+
+
+def sum_ranges(parts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in parts:
+        for name, ns in part.items():
+            out[name] = out.get(name, 0) + ns
     return out
 
 
@@ -57,11 +101,13 @@ def _step_windows(steps: list[StepRange]) -> Intervals:
 
 def _ranges(
     conn: sqlite3.Connection, schema: sc.Schema, tid: int, steps: list[StepRange]
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(texts, start, end) of the thread's NVTX ranges that overlap its steps, sorted by start
-    (ties: the longer first, so the inner one is later), the step ranges excluded."""
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct texts, each range's text among them, start, end) of the thread's NVTX ranges
+    that overlap its steps, sorted by start (ties: the longer first, so the inner one is
+    later), the step ranges excluded."""
     if not schema.has(sc.NVTX):
-        return [], np.zeros(0, np.int64), np.zeros(0, np.int64)
+        empty = np.zeros(0, np.int64)
+        return [], empty, empty, empty
     text, join = nvtx_text(schema)
     rows = conn.execute(
         f"""SELECT {text}, n.start, n.end FROM "{sc.NVTX}" n {join}
@@ -78,17 +124,17 @@ def _ranges(
     start = np.array([r[1] for r in kept], np.int64)
     end = np.array([r[2] for r in kept], np.int64)
     order = np.lexsort((-end, start))
-    return [texts[i] for i in name[order].tolist()], start[order], end[order]
+    return texts, name[order], start[order], end[order]
 
 
-def _attribute(gaps: Intervals, cuts: np.ndarray, owner: np.ndarray) -> dict[int, int]:
-    """Range index -> the idle ns of `gaps` whose innermost open range it is: the gaps cut at
-    every range bound, each piece owned by the innermost range of its stretch between two
-    bounds (`owner`, -1: none)."""
+def _attribute(gaps: Intervals, cuts: np.ndarray, owner: np.ndarray, n: int) -> dict[int, int]:
+    """Text index -> the idle ns of `gaps` whose innermost open range has that text: the gaps
+    cut at every range bound, each piece owned by its stretch between two bounds (`owner`, -1:
+    none; n texts)."""
     s, e, stretch = intersect(*gaps, cuts[:-1], cuts[1:])
     who = owner[stretch]
     named = who >= 0
-    per = exact_sums(who[named], int(owner.max(initial=-1)) + 1, (e - s)[named])
+    per = exact_sums(who[named], n, (e - s)[named])
     return {i: ns for i, ns in enumerate(per) if ns}
 
 

@@ -7,6 +7,7 @@ Each pass splits its tables into consecutive rowid ranges, two per worker proces
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,9 +29,9 @@ from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.intervals import StepIndex, merge_spans
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
-from census.load.pool import Runner, default_workers
+from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_fold import fold
-from census.load.timeline import TimelineParts
+from census.load.timeline import TimelineParts, spilling
 from census.sources import schema as sc
 from census.sources.export import Progress
 
@@ -43,6 +44,7 @@ class Passes:
     launch: LaunchTotals
     any_nccl: bool
     timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
+    workers: int = 1  # the processes the passes ran in
 
 
 def run_passes(
@@ -65,6 +67,21 @@ def run_passes(
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
     runner = Runner(conn, path, size, progress)
+    if not timeline or (size <= 1 and rows < PARALLEL_MIN_ROWS):
+        return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
+    folder = make_spill_folder()  # the gathered timeline goes to files (census.load.timeline)
+    try:
+        with spilling(folder):
+            done = _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    if done.timeline is not None:
+        done.timeline.folder = folder  # removed by whoever splits the idle time (close())
+    return done
+
+
+def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:
     api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
@@ -77,10 +94,10 @@ def run_passes(
             ctx = replace(ctx, api=api.extended(more))
             gpu = _gpu_passes(runner, ctx, batch_rows)
     if not timeline:
-        return Passes(gpu, launch, ctx.any_nccl)
+        return Passes(gpu, launch, ctx.any_nccl, workers=runner.size)
     gathered = gpu.timeline
     gathered.launch, gathered.sync = calls.launch, calls.sync
-    return Passes(gpu, launch, ctx.any_nccl, gathered)
+    return Passes(gpu, launch, ctx.any_nccl, gathered, runner.size)
 
 
 def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:

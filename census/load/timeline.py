@@ -3,12 +3,21 @@
 Per process with steps, three kinds of intervals, kept only where they touch a step (or phase
 segment): the GPU's busy pieces (the new coverage the kernel pass sweeps, memcpys and memsets
 included, plus zero-length GPU work, which counts as "the next GPU work" after a sync), the
-launch calls and the synchronising calls (SYNC_APIS) the runtime pass reads. Parts read in
-parallel merge by concatenation; `timelines()` then makes each process's unions.
+launch calls and the synchronising calls (SYNC_APIS) the runtime pass reads.
+
+Each batch a pass gathers is one Piece: in memory, or, while a pass spills (`spilling`, on
+exports large enough to be read by worker processes), written to a file of the pass's spill
+folder at once, so neither the workers nor census hold the gathered intervals. The idle split
+then reads the timeline a window of steps at a time (`TimelineParts.at`): only the pieces that
+touch the window, so its memory follows the window, not the capture's length.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,63 +27,117 @@ from census.load.intervals import StepIndex
 Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
 # (GPU busy union, launch calls' union, (sync starts, sync ends) by start)
 Timeline = tuple[Intervals, Intervals, Intervals]
-Batches = dict[int, list[Intervals]]
 EMPTY: Intervals = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+KINDS = ("busy", "launch", "sync")
+
+_spill: list[str | None] = [None]  # the folder gathered pieces go to (None: kept in memory)
+
+
+@contextmanager
+def spilling(folder: str) -> Iterator[None]:
+    """Pieces gathered inside (by this process, or by workers forked inside) go to `folder`."""
+    _spill[0] = folder
+    try:
+        yield
+    finally:
+        _spill[0] = None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One batch of intervals [start, end) (any order), with its earliest start `lo` and latest
+    end `hi`: in memory (`arrays`), or in a file (`path`: `count` starts then `count` ends,
+    from int64 number `offset`)."""
+
+    lo: int
+    hi: int
+    count: int
+    arrays: Intervals | None = None
+    path: str | None = None
+    offset: int = 0
+
+    @classmethod
+    def of(cls, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> Piece:
+        lo, hi, n = int(start.min()), int(end.max()), len(start)
+        folder = _spill[0]
+        if folder is None:
+            return cls(lo, hi, n, arrays=(start, end))
+        path = os.path.join(folder, f"{kind}-{proc}-{os.getpid()}.i64")
+        with open(path, "ab") as fh:
+            offset = fh.tell() // 8
+            fh.write(np.ascontiguousarray(start, np.int64).tobytes())
+            fh.write(np.ascontiguousarray(end, np.int64).tobytes())
+        return cls(lo, hi, n, path=path, offset=offset)
+
+    def load(self) -> Intervals:
+        if self.arrays is not None:
+            return self.arrays
+        both = np.fromfile(self.path or "", np.int64, 2 * self.count, offset=8 * self.offset)
+        return both[: self.count], both[self.count :]
+
+
+Pieces = dict[int, list[Piece]]
 
 
 @dataclass
 class TimelineParts:
-    """Per process, batches of intervals that touch a step; `None` runtime kinds: not gathered
-    (the runtime pass regrouped calls recorded twice, so the idle split reads them itself)."""
+    """Per process, the pieces of each kind; `None` runtime kinds: not gathered (the runtime
+    pass regrouped calls recorded twice, so the idle split reads them itself). `folder`: the
+    spill folder this object owns (close() removes it)."""
 
-    busy: Batches = field(default_factory=dict)
-    launch: Batches | None = field(default_factory=dict)
-    sync: Batches | None = field(default_factory=dict)
+    busy: Pieces = field(default_factory=dict)
+    launch: Pieces | None = field(default_factory=dict)
+    sync: Pieces | None = field(default_factory=dict)
+    folder: str | None = None
 
     def add(self, kind: str, index: StepIndex, proc: int, start, end) -> None:
         keep = index.touching(proc, start, end)
         if keep.any():
-            getattr(self, kind).setdefault(proc, []).append((start[keep], end[keep]))
+            self.put(kind, proc, start[keep], end[keep])
+
+    def put(self, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> None:
+        if len(start):
+            getattr(self, kind).setdefault(proc, []).append(Piece.of(kind, proc, start, end))
 
     def merge(self, other: TimelineParts) -> None:
-        for kind in ("busy", "launch", "sync"):
+        for kind in KINDS:
             mine, theirs = getattr(self, kind), getattr(other, kind)
             if mine is None or theirs is None:
                 setattr(self, kind, None)
                 continue
-            for proc, batches in theirs.items():
-                mine.setdefault(proc, []).extend(batches)
+            for proc, pieces in theirs.items():
+                mine.setdefault(proc, []).extend(pieces)
 
     @property
     def has_runtime(self) -> bool:
         return self.launch is not None and self.sync is not None
 
-    def timelines(self, procs: set[int]) -> dict[int, Timeline]:
-        """Per process: its GPU busy union, its launch calls' union, its sync calls by start.
-        The batches are let go as they are joined (this object is empty afterwards)."""
-        out = {}
-        for p in procs:
-            ss, se = _joined(self.sync, p)
-            order = np.argsort(ss, kind="stable")
-            out[p] = (union(*_joined(self.busy, p)), union(*_joined(self.launch, p)),
-                      (ss[order], se[order]))  # fmt: skip
-        return out
+    def intervals(self, kind: str, proc: int, lo: int, hi: int) -> Intervals:
+        """The intervals of one kind of process `proc` that touch [lo, hi] (ends included),
+        read from the pieces that reach into it only."""
+        got = []
+        for piece in (getattr(self, kind) or {}).get(proc, ()):
+            if piece.lo <= hi and piece.hi >= lo:
+                s, e = piece.load()
+                keep = (e >= lo) & (s <= hi)
+                got.append((s[keep], e[keep]))
+        if not got:
+            return EMPTY
+        return np.concatenate([s for s, _ in got]), np.concatenate([e for _, e in got])
 
+    def at(self, proc: int, lo: int, hi: int) -> Timeline:
+        """Process `proc`'s timeline where it touches [lo, hi]: its GPU busy union, its launch
+        calls' union, its sync calls by start. Inside [lo, hi] it equals the whole timeline."""
+        ss, se = self.intervals("sync", proc, lo, hi)
+        order = np.argsort(ss, kind="stable")
+        return (union(*self.intervals("busy", proc, lo, hi)),
+                union(*self.intervals("launch", proc, lo, hi)), (ss[order], se[order]))  # fmt: skip
 
-def _joined(batches: Batches | None, proc: int) -> Intervals:
-    parts = (batches or {}).pop(proc, None)
-    if not parts:
-        return EMPTY
-    start = np.concatenate([s for s, _ in parts])
-    end = np.concatenate([e for _, e in parts])
-    return start, end
-
-
-def window(iv: Intervals, lo: int, hi: int) -> Intervals:
-    """The sorted, disjoint intervals of `iv` that touch [lo, hi] (views, no copies)."""
-    s, e = iv
-    a, b = np.searchsorted(e, lo, "left"), np.searchsorted(s, hi, "right")
-    return s[a:b], e[a:b]
+    def close(self) -> None:
+        """Remove the spill folder this object owns, if any."""
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 def union(start: np.ndarray, end: np.ndarray) -> Intervals:
@@ -90,8 +153,8 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
-    if bool(new.all()) and bool(np.all(e >= s)):  # already disjoint: no copies (fresh memory
-        return s, e  # is slow to come by on a VM: fewer arrays, less time)
+    if bool(new.all()) and bool(np.all(e >= s)):  # already disjoint: no copies
+        return s, e
     firsts = np.flatnonzero(new)
     lasts = np.append(firsts[1:] - 1, len(s) - 1)
     return s[firsts], reach[lasts]
