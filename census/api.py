@@ -9,7 +9,6 @@ the cache key (with the files' identity and a hash of census's code, census.stor
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ class Options:
     phases_regex: str = DEFAULT_PHASES_REGEX
     idle: bool = True  # split the GPU idle time by cause and host range (False: --no-idle)
     ranks: bool = False  # a folder of exports is the ranks of one run (--ranks); not a cache key
+    scheduler: str | None = None  # a rank folder's exports read on Dask (--scheduler); not a key
 
     def __post_init__(self) -> None:
         from census.load.patterns import compile_pattern
@@ -87,15 +87,15 @@ def summarize(
     """The census of one profile: `.sqlite`, `.nsys-rep` (exported on demand), a capture folder,
     a rank folder (the ranks merged; a folder that is not a census capture only with `ranks`)
     or `sample:NAME`. `options` (an Options) or the keywords of SELECTION (`steps=`,
-    `skip_first=`, `phases=`, `idle=`, `ranks=`) select steps and phases; a keyword given beside
-    `options` overrides that field."""
+    `skip_first=`, `phases=`, `idle=`, `ranks=`; `scheduler=`: a Dask scheduler reads a rank
+    folder's exports) select steps and phases; a keyword given beside `options` overrides it."""
     chosen = with_options(options, selection)
     return summarize_with(resolve_input(path), chosen, progress, use_cache, workers)
 
 
 # The keywords summarize and diff take for the fields of Options.
 SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phases_regex",
-             "idle": "idle", "ranks": "ranks"}  # fmt: skip
+             "idle": "idle", "ranks": "ranks", "scheduler": "scheduler"}  # fmt: skip
 
 
 def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
@@ -116,6 +116,7 @@ def summarize_with(
     progress: Progress | None = None,
     use_cache: bool = True,
     workers: int | None = None,
+    cache_as: Path | None = None,  # cached as this file's census (census.store.cache.cached_census)
 ) -> Census:
     from census.sources.ranks import is_multi_rank
 
@@ -136,31 +137,27 @@ def summarize_with(
 
     if not use_cache:
         return compute()
-    return cached_census(sqlite_path, options.key(), compute)
+    return cached_census(sqlite_path, options.key(), compute, cache_as)
 
 
 def summarize_ranks(
     folder: Path, options: Options, progress: Progress | None = None, workers: int | None = None
 ) -> tuple[Census, list[str], list[Census]]:
     """(merged Census, rank labels, per-rank Census list) of a multi-rank capture folder; the
-    ranks are parsed in a process pool, each with the cores left to it."""
+    ranks are read in a process pool, or on the Dask cluster of `options.scheduler`
+    (census.load.spread)."""
     from census.census import merge_census
-    from census.load.pool import map_processes
+    from census.load.spread import map_ranks
     from census.sources.ranks import rank_files
 
     files = rank_files(folder, options.ranks)
     labels = [label for label, _ in files]
-    workers = workers or min(len(files), os.cpu_count() or 1)
-    inner = max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None
-    if progress:
-        progress(f"{len(files)} ranks on {workers} worker(s)")
-    jobs = [(p, options, inner) for _, p in files]
-    ranks = map_processes(_summarize_rank, jobs, workers)
+    exports = [p for _, p in files]
+    ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
     return merge_census(labels, ranks, folder), labels, ranks
 
 
-def _summarize_rank(job: tuple[Path, Options, int | None]) -> Census:
-    path, options, workers = job
+def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
     return summarize_with(path, options, workers=workers)
 
 
@@ -350,9 +347,10 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
 
 
-def load_experiment(folder: PathLike) -> Experiment:
+def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:
     """The `census ab` experiment in `folder`: the statistics of its arms, the census diff of
-    its captures (both recomputed, so no stale number is stored)."""
+    its captures (both recomputed, so no stale number is stored; rank folders read on the Dask
+    cluster of `scheduler`, as Options.scheduler says)."""
     from census.compare.auto_arms import decided
     from census.compare.diff import diff_census
     from census.compare.experiment import Experiment
@@ -366,7 +364,8 @@ def load_experiment(folder: PathLike) -> Experiment:
         raise not_a_record(record.path, exc) from None
     d = None
     if record.captured:
-        a, b = (summarize_with(Path(folder) / side, Options()) for side in ("a", "b"))
+        options = Options(scheduler=scheduler)
+        a, b = (summarize_with(Path(folder) / side, options) for side in ("a", "b"))
         d = diff_census(a, b, record.labels)
     return Experiment(record.labels, record.commands, record.arms, stats, d,
                       record.capture_note, record.wall_s, None, record.sequential)  # fmt: skip

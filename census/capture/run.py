@@ -46,6 +46,7 @@ class CaptureSpec:
     force: bool = False
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    on_ranks: bool = False  # under torchrun, each rank summarizes its export (census.cli.on_rank)
 
     @property
     def folder(self) -> Path:
@@ -115,9 +116,16 @@ def split_torchrun(command: tuple[str, ...]) -> Launcher | None:
     return Launcher(launcher, (sys.executable, *command[script:]), world)
 
 
-def distributed_profile_command(nsys: str, work: Path, launch: Launcher, trace: str) -> list[str]:
-    """torchrun starts nsys once per rank; `%q{RANK}` names each rank's report."""
+def distributed_profile_command(
+    nsys: str, work: Path, launch: Launcher, trace: str, summarize_into: Path | None = None
+) -> list[str]:
+    """torchrun starts nsys once per rank; `%q{RANK}` names each rank's report. With
+    `summarize_into` (--summarize-on-ranks: where the capture folder will be), census.cli.on_rank
+    runs each rank's nsys, then that rank's census on its node."""
     per_rank = nsys_profile_command(nsys, work / "rank%q{RANK}", launch.program, trace)
+    if summarize_into is not None:
+        wrapper = [sys.executable, "-m", "census.cli.on_rank", str(work), str(summarize_into)]
+        per_rank = [*wrapper, "--", *per_rank]
     return [*launch.launcher, "--no-python", *per_rank]
 
 
@@ -140,6 +148,9 @@ def validate_spec(spec: CaptureSpec) -> None:
     check_folder_name("capture", spec.name)
     if not spec.command:
         raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
+    if spec.on_ranks and split_torchrun(spec.command) is None:
+        raise UsageError("--summarize-on-ranks: each rank summarizes its own export under "
+                         "torchrun; give a torchrun command after --")  # fmt: skip
     check_capture_folder(spec.folder, spec.force)
 
 
@@ -206,7 +217,8 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
         env = {**os.environ, **step_env(spec)}
         if launch:
             base = work / "rank%q{RANK}"
-            cmd = distributed_profile_command(spec.nsys, work, launch, spec.trace)
+            into = spec.folder.absolute() if spec.on_ranks else None
+            cmd = distributed_profile_command(spec.nsys, work, launch, spec.trace, into)
             env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
         else:
             base = work / REPORT_STEM

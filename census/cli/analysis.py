@@ -17,6 +17,7 @@ from census.cli.app import (
     IdleOpt,
     PhasesOpt,
     RanksOpt,
+    SchedulerOpt,
     SkipOpt,
     StepsOpt,
     TopOpt,
@@ -74,6 +75,7 @@ def summary(
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = True,
     ranks: RanksOpt = False,
+    scheduler: SchedulerOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="table, markdown or json (--json: json).")
@@ -94,7 +96,8 @@ def summary(
 
     fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
-    path, options = _input(profile, sample), Options(steps, skip_first, phases, idle, ranks)
+    path = _input(profile, sample)
+    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     gates = parse_gates(fail_if)
     check_summary_gates(gates)
     if piped_json(fmt, gates):
@@ -125,6 +128,7 @@ def diff(
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = True,
     ranks: RanksOpt = False,
+    scheduler: SchedulerOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
     top: TopOpt = 15,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
@@ -143,13 +147,12 @@ def diff(
         check_output(html, [Path(a), *([Path(b)] if b else [])])
     gates = parse_gates(fail_if)
     if b is None:
-        _diff_experiment(Path(a), fmt, html, gates, equivalence)
-        return
+        return _diff_experiment(Path(a), fmt, html, gates, equivalence, scheduler)
     if equivalence is not None:
         raise UsageError(
             "--equivalence asks a `census ab` experiment's arms: give its folder alone"
         )
-    options = Options(steps, skip_first, phases, idle, ranks)
+    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     pa, pb = resolve_input(a), resolve_input(b)
     names = parse_labels(labels) if labels else None
     if piped_json(fmt, html, gates):
@@ -165,7 +168,7 @@ def diff(
 
 
 def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
-                     equivalence: str | None) -> None:  # fmt: skip
+                     equivalence: str | None, scheduler: str | None) -> None:  # fmt: skip
     """`census diff EXPERIMENT`: the experiment (with the equivalence of its arms, when asked),
     then its captures' diff against the gates."""
     from census.api import experiment_view, load_experiment
@@ -176,7 +179,7 @@ def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
     margin = None if equivalence is None else parse_amount(equivalence, "--equivalence")
     if not is_experiment(folder):
         raise UsageError(f"{folder}: give two captures to compare, or one `census ab` folder")
-    exp = load_experiment(folder)
+    exp = load_experiment(folder, scheduler)
     view = experiment_view(exp if margin is None else with_equivalence(exp, margin))
     show_experiment(view, fmt, html)
     if gates:
@@ -199,14 +202,15 @@ def dashboard(
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = True,
     ranks: RanksOpt = False,
+    scheduler: SchedulerOpt = None,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`
     experiment folder."""
-    from census.api import Options, default_label, experiment_view, resolve_input
+    from census.api import Options, default_label, experiment_view, load_experiment, resolve_input
     from census.render import render
     from census.sources.experiment import is_experiment
 
-    options = Options(steps, skip_first, phases, idle, ranks)
+    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     pa, pb = resolve_input(a), resolve_input(b) if b else None
     names = parse_labels(labels) if labels and pb else None
     named = names or (default_label(pa), *([default_label(pb)] if pb else []))
@@ -215,7 +219,7 @@ def dashboard(
     if pb is not None:
         view = diff_shown(pa, pb, names, options, sources=(a, b))
     elif is_experiment(pa):
-        view = experiment_view(pa)
+        view = experiment_view(load_experiment(pa, scheduler))
     else:
         view = summary_shown(pa, options, shown=a)
     write_report(render(view, "html"), out)

@@ -44,6 +44,7 @@ METAVARS = {
     "min_effect": "AMOUNT",
     "equivalence": "AMOUNT",
     "budget": "TIME",
+    "scheduler": "ADDRESS",
 }
 
 
@@ -272,6 +273,11 @@ RanksOpt = Annotated[
         help="Read a folder of exports that is not a census capture as the ranks of one run.",
     ),
 ]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(help="Read a rank folder's exports on this Dask scheduler's cluster (tcp://HOST:"
+                 "8786; else $DASK_SCHEDULER_ADDRESS; pip install 'census\\[dask]').", show_default=False),
+]  # fmt: skip
 FailIfOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -58,6 +58,14 @@ BudgetOpt = Annotated[
 ]  # fmt: skip
 
 
+OnRanksOpt = Annotated[
+    bool,
+    typer.Option("--summarize-on-ranks",
+                 help="Under torchrun: each rank computes the census of its own export on its "
+                 "node as soon as its nsys stops (cached; the summary then reads it)."),
+]  # fmt: skip
+
+
 def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
     """`--steps` given to a command that counts steps: a usage error naming --active."""
     if steps is None:
@@ -89,6 +97,7 @@ def capture(
         bool | None,
         typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
     ] = None,
+    on_ranks: OnRanksOpt = False,
     steps: StepsRefusedOpt = None,
 ) -> None:
     """Run COMMAND (after --) under nsys and print its census."""
@@ -104,7 +113,8 @@ def capture(
             demo, 5 if warmup is None else warmup, 3 if active is None else active, nproc
         )
     run = (warmup, active, nsys, trace, output, force)
-    folder = capture_shown(name, command, *run, bool(demo) if calibrate is None else calibrate)
+    calibrate = bool(demo) if calibrate is None else calibrate
+    folder = capture_shown(name, command, *run, calibrate, on_ranks)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -173,19 +183,24 @@ def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> Non
         raise typer.Exit(EXIT_TOOL_MISSING)
 
 
-def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate) -> Path:
+def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
+                  on_ranks=False) -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
     ranges), print its census, its capture overhead on stderr; the capture folder."""
     from census.api import Options, capture_steps
     from census.capture.run import CaptureSpec
     from census.render import render
     from census.render.table import overhead_note
+    from census.render.views import RanksView
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
-                       calibrate=calibrate)  # fmt: skip
+                       calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
     folder = capture_steps(spec, nsys)
     view, shape = summary_shown(folder, Options()), terminal()
+    if isinstance(view, RanksView):  # torchrun's: its ranks, and no overhead of its own
+        show(render(view, "terminal", **shape), "terminal")
+        return folder
     show(render(view, "terminal", overhead=False, **shape), "terminal")
     note = overhead_note(view.overhead, shape["width"])
     if note:

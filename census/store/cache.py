@@ -41,9 +41,11 @@ def code_hash() -> str:
     return h.hexdigest()[:16]
 
 
-def file_key(path: Path) -> str:
+def file_key(path: Path, named: Path | None = None) -> str:
+    """The identity of `path`, as if it lay at `named` (the same file, renamed there later)."""
     stat = path.stat()
-    h = hashlib.sha256(os.fsencode(path.resolve()))  # any bytes: a name need not be UTF-8
+    name = (named or path).resolve()
+    h = hashlib.sha256(os.fsencode(name))  # any bytes: a name need not be UTF-8
     h.update(f"|{stat.st_size}|{stat.st_mtime_ns}".encode())
     with path.open("rb") as fh:
         h.update(fh.read(_EDGE_BYTES))
@@ -53,18 +55,25 @@ def file_key(path: Path) -> str:
     return h.hexdigest()
 
 
-def _entry(paths: list[Path], options: tuple, kind: str) -> Path | None:
+def _entry(
+    paths: list[Path], options: tuple, kind: str, named: list[Path] | None = None
+) -> Path | None:
     if os.environ.get("CENSUS_NO_CACHE") or not all(p.is_file() for p in paths):
         return None
     if any(has_live_wal(p) for p in paths):
         return None
-    files = "|".join(file_key(p) for p in paths)
+    files = "|".join(file_key(p, n) for p, n in zip(paths, named or paths, strict=True))
     key = hashlib.sha256(f"{files}|{json.dumps(options)}|{code_hash()}".encode()).hexdigest()
     return cache_dir() / kind / f"{key[:32]}.json"
 
 
-def cached_census(path: Path, options: tuple, compute: Callable[[], Census]) -> Census:
-    entry = _entry([path], options, "census")
+def cached_census(
+    path: Path, options: tuple, compute: Callable[[], Census], named: Path | None = None
+) -> Census:
+    """The census of `path` from the cache, else computed and stored; with `named`, stored as
+    the census of the file `path` becomes once renamed there (a capture's rank export, summarized
+    on its rank before the capture folder is moved into place)."""
+    entry = _entry([path], options, "census", None if named is None else [named])
     if entry is None:
         return compute()
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):

@@ -6,6 +6,7 @@ Its behaviour comes from $FAKE_NSYS_MODE:
   qdstrm   write only OUTPUT.qdstrm (an nsys whose importer is missing), exit 0
   noreport write nothing, exit 0
   copy     copy $FAKE_NSYS_SQLITE to OUTPUT.sqlite and touch OUTPUT.nsys-rep, exit 0
+           (OUTPUT's `%q{RANK}` is $RANK, as nsys expands it under torchrun)
   crash    run the program, and exit with its status as nsys does
   hang     sleep until killed
 """
@@ -45,6 +46,7 @@ def main() -> int:
     if mode == "noreport":
         return 0
     if mode == "copy":
+        out = out.replace("%q{RANK}", os.environ.get("RANK", ""))
         shutil.copy(os.environ["FAKE_NSYS_SQLITE"], out + ".sqlite")
         Path(out + ".nsys-rep").write_bytes(b"rep")
         return 0
