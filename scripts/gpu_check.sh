@@ -8,6 +8,9 @@
 #   scripts/gpu_check.sh ab       census ab on the demo (eager vs compiled, and eager vs eager),
 #                                 and what census.steps timing costs the demo (plain vs census arms)
 #   scripts/gpu_check.sh ranks    census ab under torchrun: 2 ranks sharing the one GPU (gloo), 8 arms
+#   scripts/gpu_check.sh onranks  the engine section (the same census from 1 and many workers), then a
+#                                 torchrun capture with --summarize-on-ranks and its rank folder read
+#                                 from the ranks' caches and cold
 #   scripts/gpu_check.sh auto     census ab --arms auto on the demo, eager vs compiled, no captures,
 #                                 within AUTO_BUDGET (default 7m)
 #   scripts/gpu_check.sh demo-size  the demo at GPU-bound sizes, eager vs compiled (plain loops); the
@@ -200,6 +203,21 @@ ranks() {
   census diff $A/ranks --format json > "$OUT/ranks.json"; echo "json exit $?"
   cp $A/ranks/ab.json "$OUT/ranks-ab.json"
 }
+onranks() {
+  local R=/tmp/prof-onr
+  step "capture under torchrun, --summarize-on-ranks: 2 ranks sharing the one GPU (gloo)"
+  /usr/bin/time -f "wall %e s" python3 -m census capture onr --summarize-on-ranks --warmup 5 \
+    --active 10 -o $R --force -- python3 -m torch.distributed.run --standalone --nproc-per-node 2 \
+    examples/ranks_one_gpu.py; echo "exit $?"
+  ls -la $R/onr; ls -la $CENSUS_CACHE_DIR
+  step "census summary of the rank folder: from the caches the ranks wrote"
+  /usr/bin/time -f "wall %e s" python3 -m census summary $R/onr --json > "$OUT/onr.json"; echo "exit $?"
+  step "the same with an empty cache"
+  CENSUS_CACHE_DIR=/tmp/census-cache-empty /usr/bin/time -f "wall %e s" python3 -m census summary \
+    $R/onr --json > "$OUT/onr-cold.json"; echo "exit $?"
+  cmp "$OUT/onr.json" "$OUT/onr-cold.json" && echo "cached and cold: identical"
+  census summary $R/onr | head -40
+}
 auto() {
   local A=/tmp/prof-auto
   step "census ab --arms auto: the demo, eager vs compiled, --budget ${AUTO_BUDGET:-7m}, no captures"
@@ -314,6 +332,7 @@ if [ "$SECTION" = honest ]; then
 fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
 if [ "$SECTION" = demo-size ]; then { demo_size; } 2>&1 | tee "$OUT/log-size.txt"; exit 0; fi
+if [ "$SECTION" = onranks ]; then { engine; onranks; } 2>&1 | tee "$OUT/log-onranks.txt"; exit 0; fi
 if [ "$SECTION" = ranks ] || [ "$SECTION" = auto ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log-$SECTION.txt"; exit 0
 fi

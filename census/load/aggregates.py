@@ -215,34 +215,41 @@ def _load(
 
 
 def _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress) -> Profile:
-    agg = seg_agg = _aggregates(conn, schema, passes)
-    if segments:
-        agg, seg_agg = _split_aggregates(seg_agg, parents)
-    if schema.has(sc.GRAPH_TRACE):
-        count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
-        agg.graph_executions = conn.execute(count).fetchone()[0]
-    warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
-    gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
-    profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), tuple(segments),
-                      seg_agg if segments else None)  # fmt: skip
-    if passes.timeline is None:
-        return profile
-    return _with_idle(conn, profile, passes, progress)
-
-
-def _with_idle(conn, profile: Profile, passes, progress: Progress) -> Profile:
-    """The profile with its GPU idle time split by cause, per step and segment, and by range."""
-    from census.load.idle import gathered_timelines
-    from census.load.idle_pass import split_idle
-    from census.load.pool import Runner
-
-    steps = list(profile.steps)
-    timelines = gathered_timelines(conn, profile.schema, passes.timeline, {s.proc for s in steps})
-    runner = Runner(conn, profile.path, passes.workers, progress)
-    step_idle, segment_idle, by_range = split_idle(conn, profile.schema, steps,
-                                                   list(profile.segments), timelines, runner)  # fmt: skip
+    # the idle split runs in the workers while this process sums the aggregates
+    idle = _start_idle(conn, schema, steps, segments, passes, path, progress)
+    try:
+        agg = seg_agg = _aggregates(conn, schema, passes)
+        if segments:
+            agg, seg_agg = _split_aggregates(seg_agg, parents)
+        if schema.has(sc.GRAPH_TRACE):
+            count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
+            agg.graph_executions = conn.execute(count).fetchone()[0]
+        warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
+        gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
+        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
+                          tuple(segments), seg_agg if segments else None)  # fmt: skip
+        if idle is None:
+            return profile
+        step_idle, segment_idle, by_range = idle.result()
+    finally:
+        if idle is not None:
+            idle.close()
     return replace(profile, step_idle=step_idle, segment_idle=segment_idle,
                    idle_by_range=by_range)  # fmt: skip
+
+
+def _start_idle(conn, schema, steps, segments, passes, path, progress):
+    """The GPU idle time's split by cause, per step and segment, and by host range, started
+    (census.load.idle_pass); None without a gathered timeline."""
+    if passes.timeline is None:
+        return None
+    from census.load.idle import gathered_timelines
+    from census.load.idle_pass import IdlePass
+    from census.load.pool import Runner
+
+    timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
+    runner = Runner(conn, path, passes.workers, progress)
+    return IdlePass(conn, schema, list(steps), list(segments), timelines, runner)
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

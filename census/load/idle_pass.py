@@ -16,23 +16,29 @@ from census.sources import schema as sc
 IdleResult = tuple[dict[int, IdleSplit], dict[int, IdleSplit], dict[str, int]]
 
 
-def split_idle(
-    conn: sqlite3.Connection,
-    schema: sc.Schema,
-    steps: list,
-    segments: list,
-    timelines: TimelineParts,
-    runner: Runner,
-) -> IdleResult:
-    """(split per step idx, split per segment idx, GPU idle ns per host range text)."""
-    ws = windows(steps, segments)
-    threads, ranges = range_jobs(conn, schema, steps)
-    # forked workers inherit the windows: a job is only an index (nothing to pickle)
-    jobs = [*range(len(ws)), *(-1 - i for i in range(len(ranges)))]
-    label = "splitting the GPU idle time"
-    done = runner.map(_window_job, (timelines, ws, threads, ranges), jobs, len(jobs), label)
-    step_idle, segment_idle = as_splits(ws, done[: len(ws)])
-    return step_idle, segment_idle, sum_ranges(done[len(ws) :])
+LABEL = "splitting the GPU idle time"
+
+
+class IdlePass:
+    """The idle split started in the passes' workers (forked now: they inherit the windows,
+    so a job is only an index), while this process goes on; result() collects it."""
+
+    def __init__(self, conn: sqlite3.Connection, schema: sc.Schema, steps: list,
+                 segments: list, timelines: TimelineParts, runner: Runner) -> None:  # fmt: skip
+        self.ws = windows(steps, segments)
+        threads, ranges = range_jobs(conn, schema, steps)
+        jobs = [*range(len(self.ws)), *(-1 - i for i in range(len(ranges)))]
+        shared = (timelines, self.ws, threads, ranges)
+        self.started = runner.start(_window_job, shared, jobs, len(jobs), LABEL)
+
+    def result(self) -> IdleResult:
+        """(split per step idx, split per segment idx, GPU idle ns per host range text)."""
+        done = self.started.result()
+        n = len(self.ws)
+        return (*as_splits(self.ws, done[:n]), sum_ranges(done[n:]))
+
+    def close(self) -> None:
+        self.started.close()
 
 
 def _window_job(conn, shared, job: int, tick):

@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -137,46 +137,87 @@ class Runner:
         self.jobs = 1 if size <= 1 else 2 * size
 
     def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
-        self.progress(label, 0, total)
+        return self.start(fn, shared, jobs, total, label).result()
+
+    def start(self, fn, shared, jobs: list, total: int, label: str) -> Started:
+        """The jobs started (in forked workers) while this process goes on; result() waits for
+        them, close() stops them. Inline, they run at result()."""
         if self.size <= 1 or len(jobs) <= 1:
-            done = [0]
+            return _Inline(self, fn, shared, jobs, total, label)
+        return _Forked(self, fn, shared, jobs, total, label)
 
-            def tick(n: int) -> None:
-                done[0] += n
-                self.progress(label, done[0], total)
 
-            return [fn(self.conn, shared, job, tick) for job in jobs]
-        return self._forked(fn, shared, jobs, total, label)
+class Started(Protocol):
+    def result(self) -> list: ...
 
-    def _forked(self, fn, shared, jobs: list, total: int, label: str) -> list:
+    def close(self) -> None:
+        """Stop what is still running (nothing once result() has returned)."""
+
+
+class _Inline:
+    def __init__(self, runner: Runner, fn, shared, jobs: list, total: int, label: str):
+        self.args = (runner, fn, shared, jobs, total, label)
+
+    def result(self) -> list:
+        runner, fn, shared, jobs, total, label = self.args
+        runner.progress(label, 0, total)
+        done = [0]
+
+        def tick(n: int) -> None:
+            done[0] += n
+            runner.progress(label, done[0], total)
+
+        return [fn(runner.conn, shared, job, tick) for job in jobs]
+
+    def close(self) -> None:
+        pass
+
+
+class _Forked:
+    def __init__(self, runner: Runner, fn, shared, jobs: list, total: int, label: str):
+        self.progress, self.total, self.label = runner.progress, total, label
+        self.progress(label, 0, total)
         ctx = multiprocessing.get_context("fork")
-        counter = ctx.Value("q", 0)
-        spill = make_spill_folder()
-        _inherited.update(path=self.path, shared=shared, counter=counter, spill=spill,
-                          parent=os.getpid())  # fmt: skip
+        self.counter = ctx.Value("q", 0)
+        self.spill = make_spill_folder()
+        _inherited.update(path=runner.path, shared=shared, counter=self.counter,
+                          spill=self.spill, parent=os.getpid())  # fmt: skip
         # A worker that dies (killed for memory, say) breaks the pool: its job fails with
         # BrokenProcessPool instead of being waited for forever.
-        pool = ProcessPoolExecutor(min(self.size, len(jobs)), ctx, initializer=_open_worker)
+        self.pool = ProcessPoolExecutor(min(runner.size, len(jobs)), ctx, initializer=_open_worker)
         try:
             with warnings.catch_warnings():
                 # Python 3.12+ warns about forking a process that has threads (numpy's);
                 # workers touch no lock those threads hold: they read SQLite and run numpy.
                 warnings.simplefilter("ignore", DeprecationWarning)
-                pending = [pool.submit(_run_job, fn, job) for job in jobs]
+                self.pending = [self.pool.submit(_run_job, fn, job) for job in jobs]
+        except BaseException:
+            self.close()
+            raise
+
+    def result(self) -> list:
+        pending = self.pending
+        try:
             while not all(f.done() for f in pending):
                 wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                self.progress(label, counter.value, total)
+                self.progress(self.label, self.counter.value, self.total)
                 if any(f.done() and f.exception() for f in pending):
                     break
             return [f.result() for f in pending]  # re-raises a worker's exception here
-        except BaseException:  # a failed range or Ctrl-C: the other ranges' work is moot
-            for proc in getattr(pool, "_processes", {}).values():
-                proc.kill()
-            raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            _inherited.clear()
-            shutil.rmtree(spill, ignore_errors=True)
+            self.close()
+
+    def close(self) -> None:
+        """A failed range, Ctrl-C or a caller that gave up: the other jobs' work is moot."""
+        if self.pool is None:
+            return
+        if not all(f.done() for f in getattr(self, "pending", ())):
+            for proc in getattr(self.pool, "_processes", {}).values():
+                proc.kill()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool = None
+        _inherited.clear()
+        shutil.rmtree(self.spill, ignore_errors=True)
 
 
 def _open_worker() -> None:
