@@ -65,8 +65,8 @@ class Piece:
         path = os.path.join(folder, f"{kind}-{proc}-{os.getpid()}.i64")
         with open(path, "ab") as fh:
             offset = fh.tell() // 8
-            fh.write(np.ascontiguousarray(start, np.int64).tobytes())
-            fh.write(np.ascontiguousarray(end, np.int64).tobytes())
+            fh.write(memoryview(np.ascontiguousarray(start, np.int64)))  # no copy of it
+            fh.write(memoryview(np.ascontiguousarray(end, np.int64)))
         return cls(lo, hi, n, path=path, offset=offset)
 
     def load(self) -> Intervals:
