@@ -44,8 +44,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from census.compare.disturbed import find_disturbed
 from census.model import Arm, percentile
 
@@ -132,6 +130,8 @@ def fit_blocks(medians: list[float], sides: list[str], blocks: list[int] | None 
     or the block of each arm given in `blocks`, which may leave some arms out of their block):
     the estimate of delta, its 95% interval and the verdict (the rule of the module's
     docstring). The one fit of the step and of every phase; needs can_fit."""
+    import numpy as np  # here: a cached summary reads no numpy (census --help neither)
+
     y = np.array(medians, dtype=np.float64)
     is_b = np.array([side == "b" for side in sides], dtype=np.float64)
     block = np.arange(len(y)) // 4 if blocks is None else np.array(blocks)
