@@ -8,7 +8,9 @@ files, with the page cache warm:
              `start, end only` is the same pass reading two columns, for reference
   nsys       `nsys stats` with the kernel, API and memory-size reports (2022.4 names, or the
              current ones with --nsys-new-names)
-  summary    `census summary --json`, cold (empty cache), then again (cached)
+  summary    `census summary --json`, cold (empty cache), then again (cached); and cold with
+             CENSUS_READER=sql (every column read as group_concat text, as before the page
+             reader), and with --no-idle
   diff       `census diff eager compiled`, cold, then again (cached)
 Each command runs --repeat times, alternating with the others; the table shows medians.
 Wall time comes from the parent; CPU time is user + system of the whole process tree; memory
@@ -173,10 +175,12 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
         nsys_cmd = [nsys, "stats", "-q", "-r", reports, "-f", "csv", "--force-export=false",
                     "-o", "PREFIX", str(e)]  # fmt: skip
     commands = {
-        "summary": ([*census, "summary", str(e), "--json"], (e,)),
+        "summary": ([*census, "summary", str(e), "--json"], (e,), {}),
+        # the same read with SQL (group_concat text) instead of the file's pages
+        "summary_sql": ([*census, "summary", str(e), "--json"], (e,), {"CENSUS_READER": "sql"}),
         # the same without the idle split (on by default): what the split costs
-        "summary_no_idle": ([*census, "summary", str(e), "--json", "--no-idle"], (e,)),
-        "diff": ([*census, "diff", str(e), str(c), "--format", "json"], (e, c)),
+        "summary_no_idle": ([*census, "summary", str(e), "--json", "--no-idle"], (e,), {}),
+        "diff": ([*census, "diff", str(e), str(c), "--format", "json"], (e, c), {}),
     }
     runs: dict[str, list[dict]] = {}
     narrow = {t: ("start", '"end"') for t in COLUMNS}
@@ -188,9 +192,9 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
         if nsys_cmd:
             warm(e)
             runs.setdefault("nsys", []).append(measure(_prefixed(nsys_cmd, scratch)))
-        for name, (cmd, inputs) in commands.items():
+        for name, (cmd, inputs, extra) in commands.items():
             cache = tempfile.mkdtemp(prefix="census-bench-cache-")
-            env = {**os.environ, "CENSUS_CACHE_DIR": cache}
+            env = {**os.environ, "CENSUS_CACHE_DIR": cache, **extra}
             warm(*inputs)
             runs.setdefault(name, []).append(measure(cmd, env))
             runs.setdefault(f"{name}_cached", []).append(measure(cmd, env))
@@ -199,10 +203,11 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
     if nsys_cmd:
         warm(e)
         runs["nsys"][0].update(measure(_prefixed(nsys_cmd, scratch), memory=True))
-    for name, (cmd, inputs) in commands.items():
+    for name, (cmd, inputs, extra) in commands.items():
         cache = tempfile.mkdtemp(prefix="census-bench-cache-")
         warm(*inputs)
-        runs[name][0].update(measure(cmd, {**os.environ, "CENSUS_CACHE_DIR": cache}, True))
+        env = {**os.environ, "CENSUS_CACHE_DIR": cache, **extra}
+        runs[name][0].update(measure(cmd, env, True))
         shutil.rmtree(cache)
     shutil.rmtree(scratch)
     row = {"size": size, "kernels": kernels_in(e), "mib": e.stat().st_size / MIB}
@@ -257,9 +262,10 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
     head = (
         "| kernels | file | SQL floor | floor, start/end only | nsys stats (3 reports) | nsys PSS "
         "| census summary | summary / nsys | summary / floor | summary CPU / floor | summary PSS "
+        "| summary read with SQL | SQL / pages "
         "| summary --no-idle | idle split cost (summary / --no-idle) | --no-idle PSS "
-        "| cached summary | census diff (2 files) | diff PSS | cached diff |\n"
-        "|" + " ---: |" * 18
+        "| cached summary | census diff (2 files) | diff / summary | diff PSS | cached diff |\n"
+        "|" + " ---: |" * 21
     )
     lines = [head]
     for r in rows:
@@ -276,11 +282,14 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
             f"{r['summary_wall'] / r['floor_wall']:.2f}x",
             f"{r['summary_cpu'] / r['floor_wall']:.2f}x",
             m(r["summary_pss"]),
+            s(r["summary_sql_wall"]),
+            f"{r['summary_sql_wall'] / r['summary_wall']:.2f}x",
             s(r["summary_no_idle_wall"]),
             f"{r['summary_wall'] / r['summary_no_idle_wall']:.2f}x",
             m(r["summary_no_idle_pss"]),
             s(r["summary_cached_wall"]),
             s(r["diff_wall"]),
+            f"{r['diff_wall'] / r['summary_wall']:.2f}x",
             m(r["diff_pss"]),
             s(r["diff_cached_wall"]),
         ]

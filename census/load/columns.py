@@ -17,6 +17,8 @@ import numpy as np
 
 from census.errors import ColumnError
 from census.load.intervals import INT_NULL
+from census.load.pages import Unreadable
+from census.load.plan import page_plan
 
 BATCH_ROWS = 100_000  # per column: ~1 MiB of text, 0.8 MiB parsed
 _NULL_SQL = f"({INT_NULL + 1} - 1)"  # the literal -2^63 would parse as a real
@@ -66,7 +68,32 @@ def read_batches(
     batch_rows: int = BATCH_ROWS,
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """(columns of one batch, last rowid covered) for the rows of `rows` that match `where`,
-    in windows of `batch_rows` rowids. `columns` maps a name to the SQL expression for it."""
+    in windows of about `batch_rows` rowids. `columns` maps a name to the SQL expression for it.
+    Read from the file's pages (census/load/pages.py) where the expressions are ones
+    census/load/plan.py evaluates and the table is one the page reader reads exactly, else with
+    SQL; the two give the same batches' rows (tests/test_pages.py)."""
+    plan = page_plan(conn, table, columns, where)
+    if plan is not None:
+        try:
+            for batch, top in plan.batches(rows, batch_rows):
+                yield batch, top
+                rows = RowidRange(top, rows.hi)
+            return
+        except Unreadable:
+            pass  # the rest with SQL, from the last batch the pages gave
+    yield from _sql_batches(conn, table, columns, rows, where, batch_rows)
+
+
+def _sql_batches(
+    conn: sqlite3.Connection,
+    table: str,
+    columns: Mapping[str, str],
+    rows: RowidRange,
+    where: str,
+    batch_rows: int,
+) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+    """read_batches with SQLite rendering each batch of each column as one comma-separated
+    string (`group_concat`) that numpy parses."""
     select = ", ".join(f"group_concat(COALESCE({e}, {_NULL_SQL}))" for e in columns.values())
     # A column used only inside arithmetic (TIMED's end) would turn text into 0: count it.
     hidden = ['"end"'] if columns.get("dur") == TIMED["dur"] else []
