@@ -7,6 +7,7 @@ import json
 import lzma
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import census
@@ -410,3 +411,31 @@ def test_the_gathered_timeline_goes_to_files_that_go_away(tmp_path: Path, monkey
     assert folder is None and paths and not any(paths)  # one process: kept in memory
     assert (spilled.step_idle, spilled.segment_idle, spilled.idle_by_range) == (
         kept.step_idle, kept.segment_idle, kept.idle_by_range)  # fmt: skip
+
+
+def test_a_spilled_piece_reads_back_its_intervals(tmp_path: Path) -> None:
+    """Spilled, a piece is sorted and packed as 32-bit gaps and lengths where they fit, else
+    kept as 64-bit starts and ends: either way the same intervals come back (order aside)."""
+    import census.load.timeline as timeline
+
+    rng = np.random.default_rng(5)
+    start = rng.integers(0, 10**9, 5000)
+    cases = {
+        "packed": (start, start + rng.integers(0, 10**6, 5000)),
+        "long": (start, start + np.where(np.arange(5000) == 7, 2**33, 5)),  # a 8.6 s interval
+        "far": (np.append(start, 2**40), np.append(start, 2**40) + 1),  # a gap over 4.3 s
+        "backwards": (start, start - 1),
+        "one": (start[:1], start[:1] + 3),
+    }
+    with timeline.spilling(str(tmp_path)):
+        pieces = {k: timeline.Piece.of("busy", 1, s, e) for k, (s, e) in cases.items()}
+    assert {k: p.packed for k, p in pieces.items()} == {
+        "packed": True, "long": False, "far": False, "backwards": False, "one": True}  # fmt: skip
+    for k, (s, e) in cases.items():
+        got_s, got_e = pieces[k].load()
+        order = np.lexsort((e, s))
+        back = np.lexsort((got_e, got_s))
+        assert got_s.dtype == got_e.dtype == np.int64
+        np.testing.assert_array_equal(got_s[back], s[order], err_msg=k)
+        np.testing.assert_array_equal(got_e[back], e[order], err_msg=k)
+        assert (pieces[k].lo, pieces[k].hi) == (s.min(), e.max())
