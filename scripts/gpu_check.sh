@@ -11,6 +11,10 @@
 #   scripts/gpu_check.sh onranks  the engine section (the same census from 1 and many workers), then a
 #                                 torchrun capture with --summarize-on-ranks and its rank folder read
 #                                 from the ranks' caches and cold
+#   scripts/gpu_check.sh pages    the engine section, then the page reader against SQLite's reading
+#                                 (CENSUS_READER=sql) on the fresh captures, table by table and
+#                                 summary by summary, census's totals beside nsys stats', and a
+#                                 10^7-kernel export by worker count, pages and SQL, vs the floor
 #   scripts/gpu_check.sh auto     census ab --arms auto on the demo, eager vs compiled, no captures,
 #                                 within AUTO_BUDGET (default 7m)
 #   scripts/gpu_check.sh demo-size  the demo at GPU-bound sizes, eager vs compiled (plain loops); the
@@ -203,6 +207,69 @@ ranks() {
   census diff $A/ranks --format json > "$OUT/ranks.json"; echo "json exit $?"
   cp $A/ranks/ab.json "$OUT/ranks-ab.json"
 }
+pages() {
+  step "the page reader against SQLite's reading, table by table, on the fresh captures"
+  for n in eng-eager eng-compiled; do
+    python3 - "$P/$n/capture.sqlite" <<'PY'
+import sys
+from pathlib import Path
+import numpy as np
+from census.load import columns as C
+from census.load.plan import page_plan
+from census.sources import schema as sc
+from census.sources.readonly import open_readonly
+conn = open_readonly(Path(sys.argv[1]))
+schema = sc.read_schema(conn)
+reads = {sc.KERNEL: {**C.TIMED, "dev": "deviceId", "proc": "globalPid >> 24", "corr": "correlationId",
+                     "dn": "demangledName", "sn": "shortName"},
+         sc.RUNTIME: {**C.TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"},
+         sc.MEMCPY: {**C.TIMED, "proc": "globalPid >> 24", "bytes": "bytes", "kind": "copyKind"},
+         sc.MEMSET: {**C.TIMED, "proc": "globalPid >> 24", "bytes": "bytes"}}
+for table, cols in reads.items():
+    if not schema.has(table):
+        continue
+    rows = C.rowid_range(conn, table)
+    plan = page_plan(conn, table, cols, "")
+    got = [list(f(conn, table, cols, rows, "", 1000)) for f in (C.read_batches, C._sql_batches)]
+    joined = [{k: np.concatenate([b[k] for b, _ in g]) for k in cols} for g in got]
+    same = all(np.array_equal(joined[0][k], joined[1][k]) for k in cols)
+    print(f"  {Path(sys.argv[1]).parent.name} {table}: {len(joined[1]['start'])} rows, "
+          f"read from {'pages' if plan else 'SQL'}, identical to SQLite's: {same}")
+PY
+    CENSUS_NO_CACHE=1 census summary $P/$n --json > /tmp/pages.json; echo "summary exit $?"
+    CENSUS_NO_CACHE=1 CENSUS_READER=sql census summary $P/$n --json > /tmp/sql.json
+    cmp -s /tmp/pages.json /tmp/sql.json && echo "  $n summary --json: pages and SQL identical"
+    python3 - /tmp/pages.json "$OUT/r/${n}_cuda_gpu_kern_sum.csv" "$OUT/r/${n}_cuda_api_sum.csv" <<'PY'
+import csv, json, sys
+t = json.load(open(sys.argv[1]))["totals"]
+kern = list(csv.DictReader(open(sys.argv[2])))
+api = list(csv.DictReader(open(sys.argv[3])))
+launch = [r for r in api if "Launch" in r["Name"] and "Graph" not in r["Name"]]
+print(f"  census kernels {t['kernel_count']} / {t['kernel_time_ns']} ns; nsys stats "
+      f"{sum(int(r['Instances']) for r in kern)} / {sum(int(r['Total Time (ns)']) for r in kern)} ns")
+print(f"  census launch API calls {t['launch_api_count']} / {t['launch_api_time_ns']} ns; nsys stats "
+      f"{sum(int(r['Num Calls']) for r in launch)} / {sum(int(r['Total Time (ns)']) for r in launch)} ns")
+PY
+  done
+  step "a 10^7-kernel export: census by worker count, pages and SQL, against the floor"
+  python3 bench/generate.py --kernels 10000000 -o /tmp/b/eager-1e7.sqlite
+  cat /tmp/b/eager-1e7.sqlite > /dev/null
+  python3 - <<'PY'
+import sys
+sys.path.insert(0, "bench")
+from pathlib import Path
+from run import COLUMNS, floor
+print(f"floor {floor(Path('/tmp/b/eager-1e7.sqlite'), COLUMNS):.2f} s")
+PY
+  for w in 1 2 8 16; do
+    for r in pages sql; do
+      TIMEFORMAT="workers=$w reader=$r %R s wall, %U s user, %S s sys"
+      time CENSUS_NO_CACHE=1 CENSUS_WORKERS=$w CENSUS_READER=$r python3 -m census summary \
+        /tmp/b/eager-1e7.sqlite --json > /tmp/b/w$w-$r.json
+    done
+  done
+  for f in /tmp/b/w*.json; do cmp -s /tmp/b/w1-sql.json $f && echo "$(basename $f) identical to w1-sql"; done
+}
 onranks() {
   local R=/tmp/prof-onr
   step "capture under torchrun, --summarize-on-ranks: 2 ranks sharing the one GPU (gloo)"
@@ -332,6 +399,7 @@ if [ "$SECTION" = honest ]; then
 fi
 if [ "$SECTION" = ab ]; then ab 2>&1 | tee "$OUT/ab-log.txt"; exit 0; fi
 if [ "$SECTION" = demo-size ]; then { demo_size; } 2>&1 | tee "$OUT/log-size.txt"; exit 0; fi
+if [ "$SECTION" = pages ]; then { engine; pages; } 2>&1 | tee "$OUT/log-pages.txt"; exit 0; fi
 if [ "$SECTION" = onranks ]; then { engine; onranks; } 2>&1 | tee "$OUT/log-onranks.txt"; exit 0; fi
 if [ "$SECTION" = ranks ] || [ "$SECTION" = auto ]; then
   { $SECTION; } 2>&1 | tee "$OUT/log-$SECTION.txt"; exit 0
