@@ -12,7 +12,7 @@ import pytest
 
 from census.errors import ColumnError, InputError
 from census.load import columns as C
-from census.load.pages import database_file, open_table
+from census.load.pages import open_table
 from census.load.plan import page_plan
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
@@ -120,8 +120,8 @@ def test_every_integer_width_and_null_in_a_deep_tree(tmp_path, fallbacks):
     conn2.commit()
     conn2.close()
     conn = open_readonly(tmp_path / "w.sqlite")
-    pages = open_table(conn, database_file(conn), "t")
-    assert len(pages.leaves.page) > 100  # interior pages on more than one level
+    pages = open_table(conn, "t")
+    assert len(pages.layout.leaves.page) > 100  # interior pages on more than one level
     columns = {"a": "a", "b": '"b"', "c": "c >> 3", "d": "NULL", "e": "-5"}
     for rows in (whole(conn), C.RowidRange(4999, 9001), C.RowidRange(6, 19_993)):
         for batch_rows in (1, 333, 100_000):
@@ -182,15 +182,18 @@ def test_rows_with_fewer_columns_than_the_table_are_read_with_sql(tmp_path):
     assert_same(*both(conn, "t", {"a": "a", "d": "d"}, whole(conn), "", 100))
 
 
-def test_an_integer_primary_key_is_the_rowid(tmp_path):
+def test_an_integer_primary_key_is_left_to_sql(tmp_path, fallbacks):
+    """It may be the rowid (its value not in the record) or not (declared DESC)."""
     conn = build(tmp_path / "k.sqlite", [(i * 5, i) for i in range(1, 3000)],
                  "id INTEGER PRIMARY KEY, v INTEGER")  # fmt: skip
-    assert open_table(conn, database_file(conn), "t").rowid_alias == "id"
-    assert_same(*both(conn, "t", {"id": "id", "v": "v"}, whole(conn), "", 250))
+    assert page_plan(conn, "t", {"id": "id"}, "") is None
+    assert page_plan(conn, "t", {"v": "v"}, "") is not None
+    assert_same(*both(conn, "t", {"v": "v"}, whole(conn), "", 250))
+    assert fallbacks == []
 
 
 def test_what_the_page_reader_does_not_read_is_left_to_sql(tmp_path, monkeypatch):
-    conn = build(tmp_path / "n.sqlite", [(1, 2)], "a INTEGER PRIMARY KEY, b")
+    conn = build(tmp_path / "n.sqlite", [(1, 2)], "a INTEGER, b")
     conn.close()
     writer = sqlite3.connect(tmp_path / "n.sqlite")
     writer.execute("CREATE TABLE w (a INTEGER PRIMARY KEY, b) WITHOUT ROWID")

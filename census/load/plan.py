@@ -3,8 +3,9 @@ columns: a column, `"end" - start`, `column >> N`, NULL, an integer, and the con
 `nameId IN (...)` and `0`. Anything else is read with SQL (page_plan returns None), as is every
 read when $CENSUS_READER is `sql`.
 
-SQLite's integer arithmetic is reproduced exactly: NULL in, NULL out; a difference that would
-overflow int64 (SQLite makes it a real number) is a value that is not an integer.
+SQLite's integer arithmetic is reproduced exactly: NULL in, NULL out (NULL is a mask, so a
+stored -2^63 stays a number); a difference that would overflow int64 (SQLite makes it a real
+number) is left to SQL, which says so.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.errors import ColumnError
 from census.load.intervals import INT_NULL
-from census.load.pages import TablePages, database_file, open_table
+from census.load.pages import Batch, TablePages, Unreadable, open_table
+from census.sources.readonly import opened_file
 
 _NAME = r'"?([A-Za-z_][A-Za-z0-9_]*)"?'
-Eval = Callable[[dict[str, np.ndarray]], np.ndarray]
+Eval = Callable[[Batch], np.ndarray]
 _opened: dict[tuple, TablePages | None] = {}  # forked workers inherit what the parent opened
+_INT64 = range(-(1 << 63), 1 << 63)
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,10 @@ class PagePlan:
     def batches(self, rows, batch_rows: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
         if self.none:
             return
-        for raw, top in self.table.batches(list(self.raw), rows.lo, rows.hi, batch_rows,
-                                           self.keep):  # fmt: skip
-            count = len(next(iter(raw.values()))) if raw else 0
-            if count:
-                yield {name: f(raw) for name, f in self.evals.items()}, top
+        for batch, top in self.table.batches(list(self.raw), rows.lo, rows.hi, batch_rows,
+                                             self.keep):  # fmt: skip
+            if batch.count:
+                yield {name: f(batch) for name, f in self.evals.items()}, top
 
 
 def page_plan(
@@ -53,7 +54,7 @@ def page_plan(
     raw: list[str] = []
     evals = {}
     for name, sql in columns.items():
-        ev = _expression(sql.strip(), raw, f"{table}.{sql.replace(chr(34), '')}")
+        ev = _expression(sql.strip(), raw)
         if ev is None:
             return None
         evals[name] = ev
@@ -61,19 +62,17 @@ def page_plan(
     keep, none = None, cond == "0"
     if cond and not none:
         m = re.fullmatch(_NAME + r"\s+IN\s+\(([-0-9,\s]+)\)", cond, re.IGNORECASE)
-        if m is None:
+        if m is None or not all(int(v) in _INT64 for v in m[2].split(",")):
             return None
         keep = (m[1], np.unique(np.array([int(v) for v in m[2].split(",")], np.int64)))
     pages = _open(conn, table)
     if pages is None or any(pages.index(c) is None for c in {*raw, *(keep[:1] if keep else ())}):
         return None
-    if not raw:
-        raw.append(pages.columns[0])  # the rows' count needs one column
     return PagePlan(pages, tuple(dict.fromkeys(raw)), evals, keep, none)
 
 
 def _open(conn: sqlite3.Connection, table: str) -> TablePages | None:
-    path = database_file(conn)
+    path = opened_file(conn)
     try:
         st = os.stat(path) if path else None
     except OSError:
@@ -82,38 +81,40 @@ def _open(conn: sqlite3.Connection, table: str) -> TablePages | None:
         return None
     key = (path, st.st_size, st.st_mtime_ns, st.st_ino, table)
     if key not in _opened:
-        _opened[key] = open_table(conn, path, table)
+        _opened[key] = open_table(conn, table)
     return _opened[key]
 
 
-def _expression(sql: str, raw: list[str], label: str) -> Eval | None:
+def _expression(sql: str, raw: list[str]) -> Eval | None:
+    """SQLite's value of `sql` on a batch, NULL as INT_NULL; None: not one this module knows."""
     if re.fullmatch(r"NULL", sql, re.IGNORECASE):
-        return lambda b: np.full(_rows(b), INT_NULL, np.int64)
-    if re.fullmatch(r"-?[0-9]+", sql):
+        return lambda b: np.full(b.count, INT_NULL, np.int64)
+    if re.fullmatch(r"-?[0-9]+", sql) and int(sql) in _INT64:
         value = int(sql)
-        return lambda b: np.full(_rows(b), value, np.int64)
+        return lambda b: np.full(b.count, value, np.int64)
     if m := re.fullmatch(_NAME, sql):
         raw.append(m[1])
-        return lambda b: b[m[1]]
+        return lambda b: _nulled(b.values[m[1]], b.nulls[m[1]])
     if m := re.fullmatch(_NAME + r"\s*>>\s*([0-9]+)", sql):
         raw.append(m[1])
-        col, bits = m[1], min(int(m[2]), 63)
-        return lambda b: np.where(b[col] == INT_NULL, INT_NULL, b[col] >> bits)
+        col, bits = m[1], min(int(m[2]), 63)  # past 63 bits SQLite gives 0 or -1, as 63 does
+        return lambda b: _nulled(b.values[col] >> bits, b.nulls[col])
     if m := re.fullmatch(_NAME + r"\s*-\s*" + _NAME, sql):
         raw += [m[1], m[2]]
-        return lambda b: _difference(b[m[1]], b[m[2]], label)
+        return lambda b: _difference(b, m[1], m[2])
     return None
 
 
-def _rows(batch: dict[str, np.ndarray]) -> int:
-    return len(next(iter(batch.values())))
+def _nulled(values: np.ndarray, null: np.ndarray) -> np.ndarray:
+    return np.where(null, INT_NULL, values) if null.any() else values
 
 
-def _difference(a: np.ndarray, b: np.ndarray, label: str) -> np.ndarray:
-    null = (a == INT_NULL) | (b == INT_NULL)
+def _difference(batch: Batch, a_name: str, b_name: str) -> np.ndarray:
+    """a - b; where it overflows int64 SQLite makes a real number: SQL reads the batch."""
+    a, b = batch.values[a_name], batch.values[b_name]
+    null = batch.nulls[a_name] | batch.nulls[b_name]
     with np.errstate(over="ignore"):
         d = a - b
-    overflow = ((a ^ b) & (a ^ d)) < 0
-    if (overflow & ~null).any():
-        raise ColumnError(f"{label} holds values that are not integers")
-    return np.where(null, INT_NULL, d)
+    if ((((a ^ b) & (a ^ d)) < 0) & ~null).any():
+        raise Unreadable("a difference beyond int64")
+    return _nulled(d, null)

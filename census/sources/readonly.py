@@ -60,6 +60,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA threads = 2")
         conn.execute("PRAGMA cache_size = -8192")  # 8 MiB: scans read each page once
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        _note_opened(conn)
         views = read_views(conn)
     except (sqlite3.Error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
@@ -73,6 +74,35 @@ def open_readonly(path: Path) -> sqlite3.Connection:
             "as a table (CREATE TABLE ... AS SELECT)"
         )
     return conn
+
+
+# the file SQLite opened for a connection -> its (device, inode): the page reader
+# (census/load/pages.py) reads that file or none, whatever is renamed over its path later
+_identities: dict[Path, tuple[int, int]] = {}
+
+
+def opened_file(conn: sqlite3.Connection) -> Path | None:
+    """The file `conn` reads (its name as the file system has it, whatever its bytes)."""
+    factory = conn.text_factory
+    conn.text_factory = bytes
+    try:
+        files = [r[2] for r in conn.execute("PRAGMA database_list") if r[1] == b"main"]
+    finally:
+        conn.text_factory = factory
+    return Path(os.fsdecode(files[0])) if files and files[0] else None
+
+
+def opened_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file census's connection opened at `path`, if one did."""
+    return _identities.get(path.resolve())
+
+
+def _note_opened(conn: sqlite3.Connection) -> None:
+    """After the connection's first query, when SQLite holds the file open."""
+    path = opened_file(conn)
+    if path is not None:
+        st = os.stat(path)
+        _identities[path.resolve()] = (st.st_dev, st.st_ino)
 
 
 def _readonly_uri(path: Path, header: bytes) -> str:

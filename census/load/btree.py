@@ -1,0 +1,211 @@
+"""SQLite's file format, the parts the page reader (census/load/pages.py) needs: which tables it
+reads, their b-tree's leaves, pages read with pread, cells and varints
+(https://www.sqlite.org/fileformat2.html).
+
+Every structure the reader relies on is checked, and what does not hold raises Unreadable (the
+caller reads with SQL, and SQLite says what is wrong with a damaged file): page numbers inside
+the file, each page visited once, cell counts and pointers inside their page, no leaf but a
+lone root without cells.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from census.sources.readonly import opened_identity
+
+LEAF, INTERIOR = 0x0D, 0x05
+MAX_DEPTH = 40  # a b-tree of 4 GiB of 512-byte pages is 10 levels deep
+_ROWID_NAMES = {"rowid", "oid", "_rowid_"}  # a column so named hides the rowid from SQL
+
+
+class Unreadable(Exception):
+    """Internal: this table, or this stretch of it, is not one the page reader reads exactly."""
+
+
+@dataclass(frozen=True)
+class Leaves:
+    """The leaf pages of a table in rowid order; leaf i holds rowids in (low[i], high[i]], the
+    first one from -2^63 included."""
+
+    page: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A table the page reader reads: its file, page geometry and columns in record order."""
+
+    path: Path
+    identity: tuple[int, int]
+    page_size: int
+    usable: int  # bytes of a page that hold b-tree content (less the reserved bytes)
+    columns: tuple[str, ...]
+    unreadable: frozenset[str]  # columns it leaves to SQL (REAL affinity, rowid aliases)
+    leaves: Leaves
+
+
+def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | None:
+    """The layout of `table` in `path`, the file `conn` reads, or None where the page reader
+    does not apply: not opened by census, a log or journal beside it, no rowids, a virtual
+    table, hidden or generated columns, a column named as the rowid, a damaged tree."""
+    identity = opened_identity(path)
+    row = conn.execute(
+        "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    if identity is None or row is None or row[0] is None or int(row[0]) < 2:
+        return None
+    sql = " ".join((row[1] or "").upper().split())
+    info = list(conn.execute(f'PRAGMA table_xinfo("{table}")'))
+    names = {str(r[1]).lower() for r in info}
+    if "WITHOUT ROWID" in sql or sql.startswith("CREATE VIRTUAL") or names & _ROWID_NAMES:
+        return None
+    if any(r[6] for r in info) or _has_log(path):  # hidden: generated columns
+        return None
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            st = os.fstat(fh.fileno())
+            head = os.pread(fh.fileno(), 100, 0)
+            page_size = int.from_bytes(head[16:18], "big")
+            page_size = 65536 if page_size == 1 else page_size
+            usable = page_size - head[20]
+            if (st.st_dev, st.st_ino) != identity or page_size < 512 or usable < 480:
+                return None
+            leaves = walk(fh, int(row[0]), page_size, usable, st.st_size // page_size)
+    except (Unreadable, OSError):
+        return None
+    return Layout(path, identity, page_size, usable, tuple(r[1] for r in info),
+                  _left_to_sql(info), leaves)  # fmt: skip
+
+
+def _has_log(path: Path) -> bool:
+    return any(
+        Path(f"{path}{log}").exists() and Path(f"{path}{log}").stat().st_size > 0
+        for log in ("-wal", "-journal")
+    )
+
+
+def _left_to_sql(info: list) -> frozenset[str]:
+    """Columns whose stored integers are not what SQL reads: REAL affinity (SQLite stores 2.0 as
+    2 and reads 2.0), and an INTEGER PRIMARY KEY, which may be the rowid (its value not in the
+    record) or not (declared DESC)."""
+    keys = [r for r in info if r[5]]
+    out = {str(r[1]).lower() for r in keys if len(keys) == 1 and str(r[2]).upper() == "INTEGER"}
+    for r in info:
+        declared = str(r[2] or "").upper()
+        if "INT" not in declared and any(w in declared for w in ("REAL", "FLOA", "DOUB")):
+            out.add(str(r[1]).lower())
+    return frozenset(out)
+
+
+def walk(fh, root: int, page_size: int, usable: int, pages_in_file: int) -> Leaves:
+    """The table's leaves in key order, from its interior pages only: a b-tree's leaves are all
+    at one depth, so the walk goes down a level at a time until a level's first page is a leaf
+    (every leaf's type is checked when it is read)."""
+    pages, low, high = [root], [-(1 << 63)], [(1 << 63) - 1]
+    seen: set[int] = set()
+    for _ in range(MAX_DEPTH):
+        if any(p < 2 or p > pages_in_file or p in seen for p in pages):
+            raise Unreadable("a page number outside the file, or a page met twice")
+        seen.update(pages)
+        if read_pages(fh, np.array(pages[:1]), page_size)[0] == LEAF:
+            return Leaves(np.array(pages, np.int64), np.array(low, np.int64),
+                          np.array(high, np.int64))  # fmt: skip
+        below: tuple[list[int], list[int], list[int]] = ([], [], [])
+        for page, lo, hi in zip(pages, low, high, strict=True):
+            children, bounds = _interior(read_pages(fh, np.array([page]), page_size), usable)
+            below[0].extend(children)
+            below[1].extend([lo, *bounds])
+            below[2].extend([*bounds, hi])
+        pages, low, high = below
+    raise Unreadable("a b-tree deeper than any SQLite writes")
+
+
+def _interior(buf: np.ndarray, usable: int) -> tuple[list[int], list[int]]:
+    """An interior page's children in key order, and the largest key of each but the last."""
+    if buf[0] != INTERIOR:
+        raise Unreadable("not a table b-tree page")
+    count = int(be(buf, np.array([3]), 2)[0])
+    if 12 + 2 * count > usable:
+        raise Unreadable("an interior page's cell count")
+    pointer = be(buf, 12 + 2 * np.arange(count), 2)
+    if count and (pointer.max() + 5 > usable or pointer.min() < 12 + 2 * count):
+        raise Unreadable("a cell pointer outside its page")
+    key, _ = varints(buf, pointer + 4)
+    right = int(be(buf, np.array([8]), 4)[0])
+    return [*be(buf, pointer, 4).tolist(), right], key.tolist()
+
+
+def read_pages(fh, pages: np.ndarray, page_size: int) -> np.ndarray:
+    """Pages (1-based numbers) one after another, then 16 zero bytes: runs of consecutive
+    pages are read with one pread each."""
+    out = np.zeros(len(pages) * page_size + 16, np.uint8)
+    if len(pages) and int(pages.min()) < 1:
+        raise Unreadable("a page number below 1")
+    breaks = np.flatnonzero(np.diff(pages) != 1) + 1
+    for a, b in zip(np.r_[0, breaks], np.r_[breaks, len(pages)], strict=True):
+        want = (b - a) * page_size
+        got = os.pread(fh.fileno(), want, (int(pages[a]) - 1) * page_size)
+        if len(got) != want:
+            raise Unreadable("a page past the end of the file")
+        out[a * page_size : a * page_size + want] = np.frombuffer(got, np.uint8)
+    return out
+
+
+def be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian unsigned integers of `width` bytes at `at`."""
+    value = np.zeros(len(at), np.int64)
+    for k in range(width):
+        value = (value << 8) | buf[at + k].astype(np.int64)
+    return value
+
+
+def cell_offsets(buf: np.ndarray, pages: int, page_size: int, usable: int, lone: bool):
+    """(where each cell of the leaf pages starts in `buf`, where its page's content ends), page
+    after page, in key order. `lone`: the table's only leaf, which alone may have no cells."""
+    base = np.arange(pages, dtype=np.int64) * page_size
+    if pages and (buf[base] != LEAF).any():
+        raise Unreadable("a leaf page that is not a table leaf")
+    count = be(buf, base + 3, 2)
+    if pages and (8 + 2 * count.max() > usable or (not lone and count.min() == 0)):
+        raise Unreadable("a leaf's cell count")
+    page_of = np.repeat(np.arange(pages), count)
+    nth = np.arange(len(page_of)) - np.repeat(np.cumsum(count) - count, count)
+    pointer = be(buf, base[page_of] + 8 + 2 * nth, 2)
+    if len(pointer) and (pointer.max() + 4 > usable or (pointer < 8 + 2 * count[page_of]).any()):
+        raise Unreadable("a cell pointer outside its page")
+    return base[page_of] + pointer, base[page_of] + usable
+
+
+def windows(buf: np.ndarray, width: int) -> np.ndarray:
+    """Row i: the `width` bytes of `buf` from byte i (a view: no copy until indexed)."""
+    return np.lib.stride_tricks.as_strided(buf, (len(buf) - width + 1, width), (1, 1))
+
+
+def varints(buf: np.ndarray, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """The varints that start at `at`: (values, their lengths in bytes); without `values`, the
+    values are not decoded (an empty array)."""
+    b = windows(buf, 9)[at]
+    stops = b[:, :8] < 0x80
+    length = np.where(stops.any(1), stops.argmax(1) + 1, 9)
+    if not values:
+        return np.zeros(0, np.int64), length
+    value = np.zeros(len(at), np.uint64)
+    for k in range(9):
+        more = k < length
+        if not more.any():
+            break
+        byte = b[:, k].astype(np.uint64)
+        step = (
+            (value << np.uint64(8)) | byte
+            if k == 8
+            else (value << np.uint64(7)) | (byte & np.uint64(0x7F))
+        )
+        value = np.where(more, step, value)
+    return value.view(np.int64), length.astype(np.int64)
