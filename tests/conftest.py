@@ -48,3 +48,19 @@ def export(tmp_path: Path) -> Path:
     from tests.helpers.exports import small_export
 
     return small_export(tmp_path)
+
+
+@pytest.fixture
+def fallbacks(monkeypatch) -> list:
+    """The rowid ranges census.load.columns.read_batches leaves to SQL (the page reader's
+    tests): recorded, then read with SQL as before."""
+    from census.load import columns
+
+    asked, sql = [], columns._sql_batches
+
+    def recorded(conn, table, names, rows, *rest):
+        asked.append(rows)
+        return sql(conn, table, names, rows, *rest)
+
+    monkeypatch.setattr(columns, "_sql_batches", recorded)
+    return asked

@@ -34,19 +34,6 @@ SQL = C._sql_batches  # SQLite's own reading, whatever a test patches
 EXPORTS = sorted(p.name for p in FIXTURES.glob("*.sqlite")) or ["h200_eager_3steps.sqlite"]
 
 
-@pytest.fixture
-def fallbacks(monkeypatch) -> list:
-    """The rowid ranges read_batches leaves to SQL."""
-    asked = []
-
-    def recorded(conn, table, columns, rows, *rest):
-        asked.append(rows)
-        return SQL(conn, table, columns, rows, *rest)
-
-    monkeypatch.setattr(C, "_sql_batches", recorded)
-    return asked
-
-
 def both(conn, table, columns, rows, where="", batch_rows=C.BATCH_ROWS):
     """(pages, SQL): every column of the batches concatenated, and the batches' tops."""
     out = []

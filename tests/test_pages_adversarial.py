@@ -35,19 +35,6 @@ NSYS = {"start": "start", "dur": '"end" - start', "proc": "globalPid >> 24", "x"
 WHERES = ["", "nameId IN (1,2)", "0"]
 
 
-@pytest.fixture
-def fallbacks(monkeypatch) -> list:
-    """The rowid ranges read_batches leaves to SQL."""
-    asked = []
-
-    def recorded(conn, table, columns, rows, *rest):
-        asked.append(rows)
-        return SQL(conn, table, columns, rows, *rest)
-
-    monkeypatch.setattr(C, "_sql_batches", recorded)
-    return asked
-
-
 def outcome(read, conn, table, columns, rows, where="", batch_rows=100):
     """The columns of all batches concatenated, or (the error's type, its message)."""
     try:
