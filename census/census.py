@@ -6,17 +6,19 @@ named in census.definitions; the arithmetic that turns aggregates into those num
 
 from __future__ import annotations
 
+import gc
+import itertools
 import statistics
-from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from census.definitions import (
     CLASS_ORDER,
     COPY_KIND_D2D,
-    IDLE_KEYS,
+    METRIC_KEYS,
     NCCL,
     OUTSIDE_PHASES,
     classify_kernel,
@@ -24,17 +26,11 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
-from census.load.aggregates import (
-    Aggregates,
-    GpuSpan,
-    KernelSums,
-    LaunchSums,
-    MemoryGroup,
-    Profile,
-    wider_span,
-)
+from census.load.aggregates import Aggregates, MemoryGroups, Profile
+from census.load.figures import Figures, add_rows, rows
+from census.load.intervals import NO_STEP
+from census.load.phases import Segment
 from census.model import (
-    METRIC_VALUES,
     ApiStat,
     Census,
     ClassStat,
@@ -50,14 +46,36 @@ from census.model import (
     Step,
 )
 
+D2D = ("d2d_count", "d2d_bytes")  # the D2D copies launched in a key: count, bytes
+
 # What the spread over ranks is shown for (per-step means per rank).
 SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
 
 
 def compute_census(profile: Profile) -> Census:
+    with _collector_paused():
+        return _census(profile)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off meanwhile (when it was on): a census of tens of
+    thousands of steps makes an object per step, phase and their figures, none in a cycle, and
+    the collector would sweep the whole heap several times to free nothing (half the time of a
+    10^7-kernel census)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _census(profile: Profile) -> Census:
     agg = profile.aggregates
     kernels = _kernel_stats(agg)
-    overlap = nccl_overlap_ns(agg)
     return Census(
         source=Source(
             path=str(profile.path),
@@ -66,16 +84,18 @@ def compute_census(profile: Profile) -> Census:
             gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
         ),
         totals=_totals(agg, kernels),
-        steps=_steps(profile, overlap),
+        steps=_steps(profile),
         classes=_class_stats(kernels),
         kernels=kernels,
-        memory=_memory_stats(agg.memory_groups, {s.idx for s in profile.steps}),
+        memory=_memory_stats(agg.memory),
         launch_apis=_api_stats(agg),
         warnings=tuple(profile.warnings),
         graph_trace_mode=agg.graph_executions > 0,
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
-        nccl_overlap_ns=overlap.get(None, 0),
+        nccl_overlap_ns=nccl_overlap_ns(
+            agg, agg.nccl_union_ns, agg.non_nccl_union_ns, agg.all_union_ns
+        ),
         idle_by_range=_range_idle(profile.idle_by_range),
     )
 
@@ -90,34 +110,42 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 
 def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
     nccl = [k for k in kernels if k.cls == NCCL]
-    sums = KernelSums(
-        count=sum(k.count for k in kernels),
-        time_ns=sum(k.time_ns for k in kernels),
-        nccl_count=sum(k.count for k in nccl),
-        nccl_time_ns=sum(k.time_ns for k in nccl),
+    count, time_ns = sum(k.count for k in kernels), sum(k.time_ns for k in kernels)
+    nccl_count, nccl_time_ns = sum(k.count for k in nccl), sum(k.time_ns for k in nccl)
+    d2d = agg.memory.sums[agg.memory.kind == COPY_KIND_D2D]
+    return Metrics(
+        kernel_count=count,
+        kernel_time_ns=time_ns,
+        nccl_kernel_count=nccl_count,
+        nccl_kernel_time_ns=nccl_time_ns,
+        non_nccl_kernel_count=count - nccl_count,
+        non_nccl_kernel_time_ns=time_ns - nccl_time_ns,
+        non_nccl_union_ns=agg.non_nccl_union_ns,
+        launch_api_count=agg.launch.count,
+        launch_api_time_ns=agg.launch.time_ns,
+        graph_launch_count=agg.launch.graph_count,
+        d2d_count=sum(d2d[:, 0].tolist()),
+        d2d_bytes=sum(d2d[:, 1].tolist()),
     )
-    return _metrics(sums, agg.memory_groups, agg.launch.get(None),
-                    agg.non_nccl_union_ns.get(None, 0))  # fmt: skip
 
 
-def _steps(profile: Profile, overlap: dict[int | None, int]) -> tuple[Step, ...]:
+def _steps(profile: Profile) -> tuple[Step, ...]:
+    """The steps, each built once from its row of the steps' figures."""
     agg = profile.aggregates
-    metrics_of = _metrics_by_key(agg)
-    phases = _phases(profile, metrics_of)
+    fig = _with_d2d(agg)
+    metrics = list(map(Metrics, *_metric_columns(fig)))
+    busy = fig.column("gpu_busy_ns").tolist()
+    overlap = nccl_overlap_ns(agg, fig.column("nccl_union_ns"), fig.column("non_nccl_union_ns"),
+                              fig.column("all_union_ns")).tolist()  # fmt: skip
+    starts, spans = fig.spans()
+    phases = _phases(profile, fig)
+    idle = [None] * len(fig) if profile.idle is None else _splits(profile.idle.steps)
     return tuple(
-        Step(
-            name=s.name,
-            start_ns=s.start_ns,
-            end_ns=s.end_ns,
-            metrics=metrics_of(s.idx),
-            gpu_busy_ns=agg.busy_ns.get(s.idx, 0),
-            nccl_overlap_ns=overlap.get(s.idx, 0),
-            phases=phases.get(s.idx, ()),
-            idle=profile.step_idle[s.idx] if profile.step_idle else None,
-            **_span(agg.gpu_span.get(s.idx)),
-        )
+        Step(s.name, s.start_ns, s.end_ns, metrics[i], busy[i], overlap[i], phases[i], idle[i],
+             starts[i], spans[i])
         for s in profile.steps
-    )
+        for i in [s.idx]
+    )  # fmt: skip
 
 
 def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
@@ -128,113 +156,113 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     )
 
 
-def _metrics_by_key(agg: Aggregates) -> Callable[[int], Metrics]:
-    """key (a step's or a segment's index) -> the Metrics of the work launched in it."""
-    memory: dict[int | None, list[MemoryGroup]] = defaultdict(list)
-    for m in agg.memory_groups:
-        memory[m.step].append(m)
-
-    def metrics(key: int) -> Metrics:
-        return _metrics(agg.step_kernels.get(key, KernelSums()), memory[key],
-                        agg.launch.get(key), agg.non_nccl_union_ns.get(key, 0))  # fmt: skip
-
-    return metrics
+def _with_d2d(agg: Aggregates) -> Figures:
+    """agg.by_key with the D2D copies launched in each key (D2D's count and bytes)."""
+    m = agg.memory
+    rows = (m.kind == COPY_KIND_D2D) & (m.step != NO_STEP)
+    return agg.by_key.joined(D2D, add_rows(m.step[rows], len(agg.by_key), m.sums[rows, :2]))
 
 
-@dataclass
-class _PhaseSums:
-    """The segments of one phase in one step, summed."""
-
-    duration_ns: int = 0
-    gpu_busy_ns: int = 0
-    metrics: Metrics = field(default_factory=Metrics)
-    idle: IdleSplit = field(default_factory=IdleSplit)
-    span: GpuSpan | None = None
-
-    def phase(self, name: str, split: bool) -> Phase:
-        return Phase(name, self.duration_ns, self.metrics, self.gpu_busy_ns,
-                     self.idle if split else None, **_span(self.span))  # fmt: skip
+def _metric_columns(fig: Figures) -> list[list[int]]:
+    """Per METRIC_KEYS key, its value in each key of `fig` (FIGURES and D2D): columns, so that
+    building the Metrics makes no Python object per key but the Metrics."""
+    col = {name: fig.column(name) for name in fig.names}
+    col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
+    col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
+    return [col[k].tolist() for k in METRIC_KEYS]
 
 
-def _phases(
-    profile: Profile, step_metrics: Callable[[int], Metrics]
-) -> dict[int, tuple[Phase, ...]]:
-    """Per step, its phases by first start and then OUTSIDE_PHASES: each the sum of its
+@dataclass(frozen=True)
+class _Cells:
+    """The (step, phase name) cells of the segments in output order: per step, its named
+    phases by first start, then OUTSIDE_PHASES (every step with segments has one)."""
+
+    step: Any  # per cell, its step idx (ascending)
+    name: list[str]
+    outside: Any  # per cell, whether it is OUTSIDE_PHASES
+    of_segment: Any  # per segment, its cell
+
+
+def _cells(segments: tuple[Segment, ...]) -> _Cells:
+    import numpy as np
+
+    n = len(segments)
+    codes = {OUTSIDE_PHASES: 0}
+    step = np.fromiter((g.step for g in segments), np.int64, n)
+    code = np.fromiter((codes.setdefault(g.name, len(codes)) for g in segments), np.int64, n)
+    k = len(codes)
+    cell = np.concatenate([step * k + code, np.unique(step) * k])
+    ids, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
+    cell_step, cell_code = np.divmod(ids, k)
+    order = np.lexsort((first, cell_code == 0, cell_step))
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    names = list(codes)
+    return _Cells(cell_step[order], [names[c] for c in cell_code[order].tolist()],
+                  cell_code[order] == 0, rank[inverse[:n]])  # fmt: skip
+
+
+def _phases(profile: Profile, steps: Figures) -> list[tuple[Phase, ...]]:
+    """Per step idx, its phases by first start and then OUTSIDE_PHASES: each the sum of its
     segments. The remainder's non-NCCL union is the step's less its phases' (a union does not
     add up; every other key is summed from the remainder's own segments). A phase's GPU span
     runs from the earliest start to the latest end over its segments' GPU work."""
+    import numpy as np
+
+    n = len(profile.steps)
     agg = profile.segment_aggregates
     if agg is None:
-        return {}
-    seg_metrics = _metrics_by_key(agg)
-    acc: dict[int, dict[str, _PhaseSums]] = {}
-    for seg in profile.segments:
-        row = acc.setdefault(seg.step, {}).setdefault(seg.name, _PhaseSums())
-        row.span = wider_span(row.span, agg.gpu_span.get(seg.idx))
-        row.duration_ns += seg.end_ns - seg.start_ns
-        row.gpu_busy_ns += agg.busy_ns.get(seg.idx, 0)
-        row.metrics = add_metrics(row.metrics, seg_metrics(seg.idx))
-        row.idle = add_idle(row.idle, profile.segment_idle.get(seg.idx, IdleSplit()))
-    split = bool(profile.segment_idle)
-    out = {}
-    for step, by_name in acc.items():
-        named = [r.phase(n, split) for n, r in by_name.items() if n != OUTSIDE_PHASES]
-        rest = by_name.get(OUTSIDE_PHASES, _PhaseSums())
-        union = step_metrics(step).non_nccl_union_ns - sum(
-            p.metrics.non_nccl_union_ns for p in named
-        )
-        rest.metrics = replace(rest.metrics, non_nccl_union_ns=union)
-        out[step] = (*named, rest.phase(OUTSIDE_PHASES, split))
-    return out
+        return [()] * n
+    segments = profile.segments
+    cells = _cells(segments)
+    size = len(cells.name)
+    fig = _with_d2d(agg).summed(cells.of_segment, size)
+    union = fig.column("non_nccl_union_ns")
+    named = ~cells.outside
+    phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
+    rest = steps.column("non_nccl_union_ns") - phases_union
+    union = np.where(cells.outside, rest[cells.step], union)
+    fig = fig.joined(["non_nccl_union_ns"], union[:, None])
+    duration = add_rows(cells.of_segment, size, rows((g.end_ns - g.start_ns for g in segments), 1))
+    idle = _cell_idle(profile, cells.of_segment, size)
+    metrics = map(Metrics, *_metric_columns(fig))
+    busy = fig.column("gpu_busy_ns").tolist()
+    phases = list(map(Phase, cells.name, duration[:, 0].tolist(), metrics, busy, idle,
+                      *fig.spans()))  # fmt: skip
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))]).tolist()
+    return [tuple(phases[a:b]) for a, b in itertools.pairwise(bounds)]
 
 
-def _span(span: GpuSpan | None) -> dict[str, int | None]:
-    """The GPU work launched in a range -> gpu_start_ns and gpu_span_ns, None both when it
-    launched none."""
-    if span is None:
-        return {"gpu_start_ns": None, "gpu_span_ns": None}
-    return {"gpu_start_ns": span.start_ns, "gpu_span_ns": span.end_ns - span.start_ns}
+def _cell_idle(profile: Profile, of_segment: Any, size: int) -> list[IdleSplit | None]:
+    """Per cell, the idle split of its segments summed (None each when not computed)."""
+    if profile.idle is None:
+        return [None] * size
+    return _splits(add_rows(of_segment, size, profile.idle.segments))
 
 
-def add_metrics(a: Metrics, b: Metrics) -> Metrics:
-    return Metrics(*(x + y for x, y in zip(METRIC_VALUES(a), METRIC_VALUES(b), strict=True)))
+def _splits(columns: Any) -> list[IdleSplit]:
+    """Per row of IDLE_KEYS columns, its IdleSplit."""
+    return list(map(IdleSplit, *columns.T.tolist()))
 
 
-def add_idle(a: IdleSplit, b: IdleSplit) -> IdleSplit:
-    return IdleSplit(**{k: getattr(a, k) + getattr(b, k) for k in IDLE_KEYS})
+def _memory_stats(memory: MemoryGroups) -> tuple[MemoryStat, ...]:
+    """Per copy kind (ascending; memsets first), all its groups, and those launched in a step."""
+    import numpy as np
 
-
-def nccl_overlap_ns(agg: Aggregates) -> dict[int | None, int]:
-    """Per step (None: the whole capture), the time NCCL kernels ran while non-NCCL kernels ran
-    on the same device, summed over devices: |N ∩ M| = |N| + |M| − |N ∪ M| of the unions."""
-    if not agg.all_union_ns:
-        return {}
-    nccl, every = agg.nccl_union_ns, agg.all_union_ns
-    return {k: nccl.get(k, 0) + v - every.get(k, 0) for k, v in agg.non_nccl_union_ns.items()}
-
-
-def _metrics(
-    kernels: KernelSums,
-    memory: Iterable[MemoryGroup],
-    launch: LaunchSums | None,
-    union_ns: int,
-) -> Metrics:
-    d2d = [m for m in memory if m.kind == COPY_KIND_D2D]
-    launch = launch or LaunchSums()
-    return Metrics(
-        kernel_count=kernels.count,
-        kernel_time_ns=kernels.time_ns,
-        nccl_kernel_count=kernels.nccl_count,
-        nccl_kernel_time_ns=kernels.nccl_time_ns,
-        non_nccl_kernel_count=kernels.count - kernels.nccl_count,
-        non_nccl_kernel_time_ns=kernels.time_ns - kernels.nccl_time_ns,
-        non_nccl_union_ns=union_ns,
-        launch_api_count=launch.count,
-        launch_api_time_ns=launch.time_ns,
-        graph_launch_count=launch.graph_count,
-        d2d_count=sum(m.count for m in d2d),
-        d2d_bytes=sum(m.bytes for m in d2d),
+    kinds, code = np.unique(memory.kind, return_inverse=True)
+    inside = (memory.step != NO_STEP)[:, None]
+    sums = np.concatenate([memory.sums, np.where(inside, memory.sums[:, :2], 0)], axis=1)
+    acc = add_rows(code, len(kinds), sums).tolist()
+    return tuple(
+        MemoryStat(memory_kind_name(k), *v) for k, v in zip(kinds.tolist(), acc, strict=True)
     )
+
+
+def nccl_overlap_ns(agg: Aggregates, nccl: Any, non_nccl: Any, every: Any) -> Any:
+    """The time NCCL kernels ran while non-NCCL kernels ran on the same device, summed over
+    devices, |N ∩ M| = |N| + |M| − |N ∪ M| of the unions (ints, or columns of them); 0 when no
+    kernel name can be NCCL."""
+    return nccl + non_nccl - every if agg.any_nccl else 0 * non_nccl
 
 
 # The sums a kernel group, a KernelStat, a ClassStat and a CollectiveStat all carry.
@@ -272,21 +300,6 @@ def _collective_stats(kernels: Iterable[KernelStat]) -> tuple[CollectiveStat, ..
     acc = _sums_by(kernels, lambda k: nccl_collective(k.name))
     stats = [CollectiveStat(c, *v) for c, v in acc.items()]
     return tuple(sorted(stats, key=lambda c: (-c.time_ns, c.collective)))
-
-
-def _memory_stats(groups: list[MemoryGroup], step_ids: set[int]) -> tuple[MemoryStat, ...]:
-    acc: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
-    for m in groups:
-        a = acc[m.kind]
-        a[0] += m.count
-        a[1] += m.bytes
-        a[2] += m.time_ns
-        if m.step in step_ids:
-            a[3] += m.count
-            a[4] += m.bytes
-    return tuple(
-        MemoryStat(memory_kind_name(k), *v) for k, v in sorted(acc.items(), key=lambda kv: kv[0])
-    )
 
 
 # -- ranks ------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class Metrics:
     d2d_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in METRIC_KEYS}
+        return self.__dict__.copy()  # the fields, declared in METRIC_KEYS order
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class IdleSplit:
     idle_other_ns: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in IDLE_KEYS}
+        return self.__dict__.copy()  # the fields, declared in IDLE_KEYS order
 
 
 def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
@@ -268,20 +268,18 @@ class Census:
     def _per_step(self) -> dict[str, float] | None:
         if not self.steps:
             return None
-        sums = map(sum, zip(*map(METRIC_VALUES, (s.metrics for s in self.steps)), strict=True))
-        return {k: self.mean(total) for k, total in zip(METRIC_KEYS, sums, strict=True)}
+        metrics = [s.metrics for s in self.steps]
+        return {k: self.mean(sum(map(operator.attrgetter(k), metrics))) for k in METRIC_KEYS}
 
     def _per_phase(self) -> dict[str, dict[str, float]]:
-        sums: dict[str, list] = {}
+        by_name: dict[str, list[Phase]] = {}
         for s in self.steps:
             for ph in s.phases:
-                row = sums.setdefault(ph.name, [0] * len(PHASE_KEYS))
-                for i, v in enumerate(ph.as_dict().values()):
-                    row[i] = None if v is None or row[i] is None else row[i] + v
+                by_name.setdefault(ph.name, []).append(ph)
         spans = _mean_spans((ph.name, ph.gpu_span_ns) for s in self.steps for ph in s.phases)
-        order = sorted(sums, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
+        order = sorted(by_name, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
         return {name: {**dict(zip(PHASE_KEYS, (None if v is None else self.mean(v)
-                                               for v in sums[name]), strict=True)),
+                                               for v in _phase_sums(by_name[name])), strict=True)),
                        "gpu_span_ns": spans.get(name)}
                 for name in order}  # fmt: skip
 
@@ -312,6 +310,15 @@ class Census:
             "host_lead_ns": per_step_mean(leads, len(launched)),
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
+
+
+def _phase_sums(phases: list[Phase]) -> list[int | None]:
+    """The PHASE_KEYS summed over phases; the idle keys None when any phase has no split."""
+    metrics, idle = [p.metrics for p in phases], [p.idle for p in phases]
+    sums = [sum(map(operator.attrgetter(k), metrics)) for k in METRIC_KEYS]
+    sums += [sum(p.duration_ns for p in phases), sum(p.gpu_busy_ns for p in phases)]
+    split = not any(i is None for i in idle)
+    return sums + [sum(map(operator.attrgetter(k), idle)) if split else None for k in IDLE_KEYS]
 
 
 def _mean_spans(values: Iterable[tuple[str, int | None]]) -> dict[str, float | None]:

@@ -1,20 +1,33 @@
 """SQLite export -> aggregates: the schema, the NVTX steps, then the passes of census.engine.
 
 The big tables are read as integer columns (census.columns) and aggregated with numpy; what
-reaches the Census is one row per kernel name, copy kind and step. Inputs are opened
-read-only and never written.
+reaches the Census is one row per kernel name and copy kind, and columns of figures with one row
+per step or phase segment (census.load.figures). Inputs are opened read-only and never written.
 """
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from census.definitions import IDLE_KEYS
 from census.errors import ColumnError, InputError
+from census.load.figures import (
+    FIGURES,
+    KERNEL_SUMS,
+    UNIONS,
+    Figures,
+    add_rows,
+    dense,
+    exact,
+    figures_of,
+    rows,
+)
 from census.load.steps import StepRange, read_steps
 from census.sources import schema as sc
 from census.sources.export import Progress
@@ -22,6 +35,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 
 if TYPE_CHECKING:
     from census.load.api_calls import LaunchTotals
+    from census.load.idle_pass import IdlePass
     from census.load.passes import Passes
     from census.load.phases import Segment
     from census.model import IdleSplit
@@ -38,15 +52,6 @@ class KernelGroup(NamedTuple):
     time_ns: int
     step_count: int
     step_time_ns: int
-
-
-class KernelSums(NamedTuple):
-    """The kernels launched in a step (or the whole capture), and the NCCL ones among them."""
-
-    count: int = 0
-    time_ns: int = 0
-    nccl_count: int = 0
-    nccl_time_ns: int = 0
 
 
 class LaunchSums(NamedTuple):
@@ -66,58 +71,39 @@ class ApiSums(NamedTuple):
     step_time_ns: int = 0
 
 
-class MemoryGroup(NamedTuple):
-    """The memcpys of one copy kind (or the memsets) launched in one step, with or without an
-    API row."""
+class MemoryGroups(NamedTuple):
+    """The memcpys of each copy kind (and the memsets) launched in each step, as columns: one
+    row per (kind, step, with or without an API row) group."""
 
-    kind: int  # copyKind; MEMSET_KIND for memsets
-    step: int | None  # None: outside every step
-    has_api: bool
-    count: int
-    bytes: int
-    time_ns: int
-
-
-class GpuSpan(NamedTuple):
-    """The GPU work launched in a step: its earliest start and latest end."""
-
-    start_ns: int
-    end_ns: int
-
-
-def add_sums(a: tuple, b: tuple) -> tuple:
-    """Two sums of the same kind (KernelSums, LaunchSums, ApiSums) added field by field."""
-    return type(a)(*(x + y for x, y in zip(a, b, strict=True)))
-
-
-def wider_span(a: GpuSpan | None, b: GpuSpan | None) -> GpuSpan | None:
-    """The span of the GPU work of both (None: no work)."""
-    if a is None or b is None:
-        return a or b
-    return GpuSpan(min(a.start_ns, b.start_ns), max(a.end_ns, b.end_ns))
+    kind: np.ndarray  # copyKind; MEMSET_KIND for memsets
+    step: np.ndarray  # NO_STEP: outside every step
+    sums: np.ndarray  # (groups, 3): count, bytes, time_ns (census.load.figures.exact)
 
 
 @dataclass
 class Aggregates:
-    """What the census is computed from: aggregates keyed by step (None: outside every step)."""
+    """What the census is computed from: the whole capture's figures, and per key (a step's or
+    a phase segment's idx) the figures of the work launched in it, as columns."""
 
     kernel_groups: list[KernelGroup]
     names: dict[int, str]
-    # step -> non-NCCL union summed over devices; key None holds the whole capture
-    non_nccl_union_ns: dict[int | None, int]
-    launch: dict[int | None, LaunchSums]  # key None holds the whole capture
+    launch: LaunchSums  # the whole capture's
     launch_by_api: dict[str, ApiSums]
-    memory_groups: list[MemoryGroup]
-    busy_ns: dict[int, int]
+    memory: MemoryGroups
+    by_key: Figures  # FIGURES (census.load.figures) per key
+    # the whole capture's unions per device, summed: of non-NCCL, NCCL and all kernels (the
+    # last two, like by_key's, only meaningful when any_nccl)
+    non_nccl_union_ns: int = 0
+    nccl_union_ns: int = 0
+    all_union_ns: int = 0
+    any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
-    step_kernels: dict[int, KernelSums] = field(default_factory=dict)
-    # step -> the union of NCCL kernels, and of all kernels, per device, summed (key None: the
-    # whole capture); empty when no kernel name can be NCCL
-    nccl_union_ns: dict[int | None, int] = field(default_factory=dict)
-    all_union_ns: dict[int | None, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
-    # a step without kernels, memcpys or memsets has no key
-    gpu_span: dict[int, GpuSpan] = field(default_factory=dict)
+
+    @property
+    def busy_ns(self) -> dict[int, int]:
+        """key -> the GPU busy time in it."""
+        return dict(enumerate(self.by_key.column("gpu_busy_ns").tolist()))
 
 
 @dataclass(frozen=True)
@@ -132,12 +118,36 @@ class Profile:
     # phase ranges
     segments: tuple[Segment, ...] = ()
     segment_aggregates: Aggregates | None = None
-    # per step idx and per segment idx: the split of the GPU idle time (census.load.idle)
-    step_idle: dict[int, IdleSplit] = field(default_factory=dict)
-    segment_idle: dict[int, IdleSplit] = field(default_factory=dict)
+    # per step idx and per segment idx: the split of the GPU idle time (census.load.idle);
+    # None: not computed
+    idle: IdleColumns | None = None
     # range text -> GPU idle ns inside it over the steps (census.load.idle_ranges); None: not
     # computed
     idle_by_range: dict[str, int] | None = None
+
+    @property
+    def step_idle(self) -> dict[int, IdleSplit]:
+        """step idx -> the split of its GPU idle time ({} when not computed)."""
+        return _splits(None if self.idle is None else self.idle.steps)
+
+    @property
+    def segment_idle(self) -> dict[int, IdleSplit]:
+        """segment idx -> the split of its GPU idle time ({} when not computed)."""
+        return _splits(None if self.idle is None else self.idle.segments)
+
+
+class IdleColumns(NamedTuple):
+    """The split of the GPU idle time, IDLE_KEYS as columns: one row per step idx, and one
+    per segment idx."""
+
+    steps: np.ndarray
+    segments: np.ndarray
+
+
+def _splits(columns: np.ndarray | None) -> dict[int, IdleSplit]:
+    from census.model import IdleSplit
+
+    return {} if columns is None else dict(enumerate(map(IdleSplit, *columns.T.tolist())))
 
 
 def load_profile(
@@ -218,24 +228,21 @@ def _profile(conn, path, schema, steps, segments, parents, passes, warnings, pro
     # the idle split runs in the workers while this process sums the aggregates
     idle = _start_idle(conn, schema, steps, segments, passes, path, progress)
     try:
-        agg = seg_agg = _aggregates(conn, schema, passes)
-        if segments:
-            agg, seg_agg = _split_aggregates(seg_agg, parents)
+        agg, seg_agg = _aggregates(conn, schema, passes, len(steps), parents)
         if schema.has(sc.GRAPH_TRACE):
             count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
             agg.graph_executions = conn.execute(count).fetchone()[0]
         warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
         gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
         profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
-                          tuple(segments), seg_agg if segments else None)  # fmt: skip
+                          tuple(segments), seg_agg)  # fmt: skip
         if idle is None:
             return profile
-        step_idle, segment_idle, by_range = idle.result()
+        columns, by_range = _idle_result(idle, len(steps), len(segments))
     finally:
         if idle is not None:
             idle.close()
-    return replace(profile, step_idle=step_idle, segment_idle=segment_idle,
-                   idle_by_range=by_range)  # fmt: skip
+    return replace(profile, idle=columns, idle_by_range=by_range)
 
 
 def _start_idle(conn, schema, steps, segments, passes, path, progress):
@@ -250,6 +257,24 @@ def _start_idle(conn, schema, steps, segments, passes, path, progress):
     timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
     runner = Runner(conn, path, passes.workers, progress)
     return IdlePass(conn, schema, list(steps), list(segments), timelines, runner)
+
+
+def _idle_result(idle: IdlePass, steps: int, segments: int) -> tuple[IdleColumns, dict]:
+    """The idle pass's result (IdlePass.result, without its IdleSplit per step and segment): the
+    split per step and per segment as columns, and the GPU idle ns per host range."""
+    from census.load.idle_ranges import sum_ranges
+
+    done = idle.started.result()
+    n = len(idle.ws)
+    out = []
+    for side, size in ((0, steps), (1, segments)):
+        keys = np.fromiter((r.idx for w in idle.ws for r in (w.steps, w.segs)[side]), np.int64)
+        cols = exact([list(itertools.chain.from_iterable(d[side][k] for d in done[:n]))
+                      for k in range(len(IDLE_KEYS))])  # fmt: skip
+        split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)
+        split[keys] = cols.T
+        out.append(split)
+    return IdleColumns(*out), sum_ranges(done[n:])
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:
@@ -270,88 +295,88 @@ def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:
     return schema
 
 
-def _split_aggregates(seg: Aggregates, parents: np.ndarray) -> tuple[Aggregates, Aggregates]:
-    """(the steps' aggregates, the segments') from one pass over segments: the steps' are their
-    segments' sums, and their own unions, swept under parent_scope keys."""
-    from census.load.kernels import parent_scope
-
-    n = len(parents)
-    step = parents.tolist()
-
-    def by_step(values: dict, add) -> dict:
-        out: dict = {}
-        for key, v in values.items():
-            k = key if key is None else step[key]
-            out[k] = v if k not in out else add(out[k], v)
-        return out
-
-    def steps_of(union: dict) -> dict:
-        first = parent_scope(0, n)
-        return {
-            (k if k is None else k - first): v for k, v in union.items() if k is None or k >= first
-        }
-
-    def segments_of(union: dict) -> dict:
-        return {k: v for k, v in union.items() if k is None or k < n}
-
-    unions = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
-    steps = replace(
-        seg,
-        launch=by_step(seg.launch, add_sums),
-        memory_groups=[m._replace(step=None if m.step is None else step[m.step])
-                       for m in seg.memory_groups],
-        busy_ns=by_step(seg.busy_ns, int.__add__),
-        step_kernels=by_step(seg.step_kernels, add_sums),
-        gpu_span=by_step(seg.gpu_span, wider_span),
-        **{u: steps_of(getattr(seg, u)) for u in unions},
-    )  # fmt: skip
-    return steps, replace(seg, **{u: segments_of(getattr(seg, u)) for u in unions})
-
-
-def _aggregates(conn: sqlite3.Connection, schema: sc.Schema, passes: Passes) -> Aggregates:
+def _aggregates(
+    conn: sqlite3.Connection,
+    schema: sc.Schema,
+    passes: Passes,
+    steps: int,
+    parents: np.ndarray | None,
+) -> tuple[Aggregates, Aggregates | None]:
+    """(the steps' aggregates, the segments' or None without phases). With phases the passes
+    attributed the work to segments (segment i inside step parents[i]): the steps' figures are
+    their segments' sums, and their unions their own, swept under parent_scope keys."""
     from census.load.columns import read_strings
-    from census.load.intervals import NO_STEP
-    from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL, WHOLE
+    from census.load.kernels import parent_scope
 
     gpu = passes.gpu
     groups = [KernelGroup(*key, *v) for key, v in gpu.groups.items()]
     ids = {i for g in groups for i in (g.demangled_id, g.short_id) if i is not None}
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
-    unions: dict[int, dict[int | None, int]] = {
-        c: {None: 0} for c in (NON_NCCL, NCCL_CLASS, ALL_CLASS)
-    }
-    for (scope, cls, _dev), ns in gpu.union_ns.items():
-        key = None if scope == WHOLE else scope
-        unions[cls][key] = unions[cls].get(key, 0) + ns
-    non, nccl, every = unions[NON_NCCL], unions[NCCL_CLASS], unions[ALL_CLASS]
-    launch, by_api = _launch(passes.launch)
-    memory = [
-        MemoryGroup(kind, None if st == NO_STEP else st, has, *v)
-        for (kind, st, has), v in gpu.memory.items()
-    ]
-    agg = Aggregates(groups, names, non, launch, by_api, memory, dict(gpu.busy_ns))
-    if passes.any_nccl:
-        agg.nccl_union_ns, agg.all_union_ns = nccl, every
+    keys = steps if parents is None else len(parents)
+    # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
+    whole, unions = _unions(gpu.union_ns, keys if parents is None else parent_scope(steps, keys))
+    launch, by_api, launched = _launch(passes.launch, keys)
+    kernels = dense(gpu.step_kernels, itertools.chain.from_iterable(gpu.step_kernels.values()),
+                    keys, len(KERNEL_SUMS))  # fmt: skip
+    busy = dense(gpu.busy_ns, gpu.busy_ns.values(), keys, 1)
+    columns = (kernels, launched, unions[:keys], busy)
+    agg = Aggregates(groups, names, launch, by_api, _memory(gpu.memory),
+                     figures_of(FIGURES, np.concatenate(columns, axis=1), gpu.span),
+                     *whole, any_nccl=passes.any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
-    agg.step_kernels = {k: KernelSums(*v) for k, v in gpu.step_kernels.items()}
-    agg.gpu_span = {k: GpuSpan(first, last) for k, (first, last) in gpu.span.items()}
-    return agg
+    if parents is None:
+        return agg, None
+    return _steps_of(agg, parents, steps, unions[parent_scope(0, keys) :]), agg
 
 
-def _launch(totals: LaunchTotals) -> tuple[dict[int | None, LaunchSums], dict[str, ApiSums]]:
-    """(step or None: the whole capture -> its launch calls, api -> its calls)."""
+def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: np.ndarray) -> Aggregates:
+    """The steps' aggregates from their segments': sums, and the steps' own unions."""
     from census.load.intervals import NO_STEP
 
-    launch: dict[int | None, LaunchSums] = {None: LaunchSums()}
-    by_api: dict[str, ApiSums] = {}
-    for (st, api), (count, time_ns, graph) in totals.cells.items():
-        for key in {None, None if st == NO_STEP else st}:
-            launch[key] = add_sums(launch.get(key, LaunchSums()),
-                                   LaunchSums(count, time_ns, graph))  # fmt: skip
-        inside = st != NO_STEP
-        calls = ApiSums(count, time_ns, count * inside, time_ns * inside)
-        by_api[api] = add_sums(by_api.get(api, ApiSums()), calls)
-    return launch, by_api
+    m = seg.memory
+    step = np.where(m.step == NO_STEP, NO_STEP, parents[np.maximum(m.step, 0)])
+    by_key = seg.by_key.summed(parents, steps).joined(UNIONS, unions)
+    return replace(seg, memory=m._replace(step=step), by_key=by_key)
+
+
+def _unions(union_ns: dict[tuple, int], n: int) -> tuple[list[int], np.ndarray]:
+    """(the whole capture's UNIONS, summed over devices; per scope in range(n), an (n, 3)
+    array) from (scope or WHOLE, class, device) -> ns."""
+    from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL, WHOLE
+
+    keys = np.fromiter(itertools.chain.from_iterable(union_ns), np.int64, 3 * len(union_ns))
+    scope, cls = keys[0::3], keys[1::3]
+    ns = rows(union_ns.values(), 1)[:, 0]
+    cols = np.zeros((len(ns), 3), ns.dtype)
+    for i, c in enumerate((NON_NCCL, NCCL_CLASS, ALL_CLASS)):  # UNIONS' order
+        cols[cls == c, i] = ns[cls == c]
+    whole = scope == WHOLE
+    total = add_rows(np.zeros(int(whole.sum()), np.int64), 1, cols[whole])[0]
+    return total.tolist(), add_rows(scope[~whole], n, cols[~whole])
+
+
+def _memory(memory: dict[tuple[int, int, bool], list[int]]) -> MemoryGroups:
+    keys = np.fromiter(itertools.chain.from_iterable(memory), np.int64, 3 * len(memory))
+    sums = rows(itertools.chain.from_iterable(memory.values()), 3)
+    return MemoryGroups(keys[0::3], keys[1::3], sums)
+
+
+def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:
+    """(the whole capture's launch calls, api -> its calls, per step in range(n) its calls as
+    an (n, 3) array: count, time_ns, graph launches)."""
+    from census.load.intervals import NO_STEP
+
+    cells = totals.cells
+    step = np.fromiter((st for st, _ in cells), np.int64, len(cells))
+    codes: dict[str, int] = {}
+    api = np.fromiter((codes.setdefault(a, len(codes)) for _, a in cells), np.int64, len(cells))
+    sums = rows(itertools.chain.from_iterable(cells.values()), 3)
+    inside = step != NO_STEP
+    whole = add_rows(np.zeros(len(cells), np.int64), 1, sums)[0].tolist()
+    calls = np.concatenate([sums[:, :2], np.where(inside[:, None], sums[:, :2], 0)], axis=1)
+    by_api = add_rows(api, len(codes), calls).tolist()
+    return (LaunchSums(*whole), {a: ApiSums(*by_api[c]) for a, c in codes.items()},
+            add_rows(step[inside], n, sums[inside]))  # fmt: skip
 
 
 def _schema_warnings(schema: sc.Schema) -> list[str]:

@@ -1,0 +1,73 @@
+"""Per-key figures as columns (census.load.figures): keys summed into cells in one numpy
+operation give exactly the sums one Python loop per key gives, past int64 too."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from census.load.figures import NO_END, NO_START, Figures, add_rows, dense, exact, figures_of
+
+BIG = 1 << 62
+
+
+def test_exact_keeps_int64_below_2_60_and_python_ints_beyond() -> None:
+    assert exact([[1, 2], [3, -4]]).dtype == np.int64
+    wide = exact([1, 1 << 60])
+    assert wide.dtype == object and wide.tolist() == [1, 1 << 60]
+    huge = exact([1 << 70, 5])
+    assert huge.dtype == object and huge.tolist() == [1 << 70, 5]
+
+
+def test_add_rows_never_overflows() -> None:
+    values = np.array([[BIG, 1], [BIG, 2], [BIG, 3], [5, 4]], np.int64)
+    out = add_rows(np.array([0, 0, 0, 1]), 3, values)
+    assert out.tolist() == [[3 * BIG, 6], [5, 4], [0, 0]]
+    small = add_rows(np.array([1, 1]), 2, np.array([[2], [3]], np.int64))
+    assert small.dtype == np.int64 and small.tolist() == [[0], [5]]
+
+
+def test_dense_puts_each_keys_row_in_place() -> None:
+    out = dense([3, 0], [1, 2, 3, 4], 5, 2)
+    assert out.tolist() == [[3, 4], [0, 0], [0, 0], [1, 2], [0, 0]]
+    assert dense([], [], 2, 3).tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_figures_of_marks_keys_without_gpu_work() -> None:
+    fig = figures_of(("a",), np.array([[1], [2], [3]]), {2: [10, 40], 0: [5, 5]})
+    assert fig.spans() == ([5, None, 10], [0, None, 30])
+    assert (fig.first[1], fig.last[1]) == (NO_START, NO_END)
+
+
+def test_joined_replaces_and_adds_columns() -> None:
+    fig = figures_of(("a", "b"), np.array([[1, 2], [3, 4]]), {})
+    out = fig.joined(["c", "a"], np.array([[10, 20], [30, 40]]))
+    assert out.names == ("a", "b", "c")
+    assert out.values.tolist() == [[20, 2, 10], [40, 4, 30]]
+    assert out.column("c").tolist() == [10, 30]
+
+
+keyed = st.lists(
+    st.tuples(
+        st.integers(0, 4),  # the cell
+        st.lists(st.integers(-BIG, BIG), min_size=2, max_size=2),
+        st.one_of(st.none(), st.tuples(st.integers(0, 1000), st.integers(0, 1000))),
+    ),
+    max_size=30,
+)
+
+
+@given(keyed)
+def test_summed_is_the_python_sum_and_the_widest_span(rows: list) -> None:
+    spans = {i: [min(s), max(s)] for i, (_, _, s) in enumerate(rows) if s is not None}
+    values = exact([v for _, v, _ in rows]).reshape(-1, 2)
+    fig = figures_of(("x", "y"), values, spans).summed(np.array([c for c, _, _ in rows], int), 5)
+    for cell in range(5):
+        mine = [i for i, (c, _, _) in enumerate(rows) if c == cell]
+        assert fig.values[cell].tolist() == [sum(rows[i][1][j] for i in mine) for j in (0, 1)]
+        got = [spans[i] for i in mine if i in spans]
+        first = min((s[0] for s in got), default=None)
+        span = None if first is None else max(s[1] for s in got) - first
+        assert (fig.spans()[0][cell], fig.spans()[1][cell]) == (first, span)
+    assert isinstance(fig, Figures) and len(fig) == 5
