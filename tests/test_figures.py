@@ -7,7 +7,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from census.definitions import IDLE_KEYS, METRIC_KEYS
 from census.load.figures import NO_END, NO_START, Figures, add_rows, dense, exact, figures_of
+from census.model import IdleSplit, Metrics
 
 BIG = 1 << 62
 
@@ -71,3 +73,11 @@ def test_summed_is_the_python_sum_and_the_widest_span(rows: list) -> None:
         span = None if first is None else max(s[1] for s in got) - first
         assert (fig.spans()[0][cell], fig.spans()[1][cell]) == (first, span)
     assert isinstance(fig, Figures) and len(fig) == 5
+
+
+def test_as_dict_is_in_key_order() -> None:
+    """Metrics and IdleSplit.as_dict copy the field dict: the fields are declared in key order."""
+    assert list(Metrics(*range(len(METRIC_KEYS))).as_dict().items()) == list(
+        zip(METRIC_KEYS, range(len(METRIC_KEYS)), strict=True)
+    )
+    assert list(IdleSplit(*range(5)).as_dict()) == list(IDLE_KEYS)
