@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from census.definitions import IDLE_KEYS
 from census.errors import ColumnError, InputError
 from census.load.figures import (
     FIGURES,
     KERNEL_SUMS,
     UNIONS,
     Figures,
+    IdleColumns,
     add_rows,
     dense,
-    exact,
     figures_of,
     rows,
 )
@@ -35,7 +34,6 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 
 if TYPE_CHECKING:
     from census.load.api_calls import LaunchTotals
-    from census.load.idle_pass import IdlePass
     from census.load.passes import Passes
     from census.load.phases import Segment
     from census.model import IdleSplit
@@ -136,14 +134,6 @@ class Profile:
         return _splits(None if self.idle is None else self.idle.segments)
 
 
-class IdleColumns(NamedTuple):
-    """The split of the GPU idle time, IDLE_KEYS as columns: one row per step idx, and one
-    per segment idx."""
-
-    steps: np.ndarray
-    segments: np.ndarray
-
-
 def _splits(columns: np.ndarray | None) -> dict[int, IdleSplit]:
     from census.model import IdleSplit
 
@@ -238,7 +228,7 @@ def _profile(conn, path, schema, steps, segments, parents, passes, warnings, pro
                           tuple(segments), seg_agg)  # fmt: skip
         if idle is None:
             return profile
-        columns, by_range = _idle_result(idle, len(steps), len(segments))
+        columns, by_range = idle.result(len(steps), len(segments))
     finally:
         if idle is not None:
             idle.close()
@@ -257,24 +247,6 @@ def _start_idle(conn, schema, steps, segments, passes, path, progress):
     timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
     runner = Runner(conn, path, passes.workers, progress)
     return IdlePass(conn, schema, list(steps), list(segments), timelines, runner)
-
-
-def _idle_result(idle: IdlePass, steps: int, segments: int) -> tuple[IdleColumns, dict]:
-    """The idle pass's result (IdlePass.result, without its IdleSplit per step and segment): the
-    split per step and per segment as columns, and the GPU idle ns per host range."""
-    from census.load.idle_ranges import sum_ranges
-
-    done = idle.started.result()
-    n = len(idle.ws)
-    out = []
-    for side, size in ((0, steps), (1, segments)):
-        keys = np.fromiter((r.idx for w in idle.ws for r in (w.steps, w.segs)[side]), np.int64)
-        cols = exact([list(itertools.chain.from_iterable(d[side][k] for d in done[:n]))
-                      for k in range(len(IDLE_KEYS))])  # fmt: skip
-        split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)
-        split[keys] = cols.T
-        out.append(split)
-    return IdleColumns(*out), sum_ranges(done[n:])
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -108,3 +109,11 @@ def figures_of(names: Sequence[str], values: np.ndarray, spans: dict[int, list[i
         keys = np.fromiter(spans.keys(), np.int64, len(spans))
         first[keys], last[keys] = np.array(list(spans.values()), np.int64).T
     return Figures(tuple(names), values, first, last)
+
+
+class IdleColumns(NamedTuple):
+    """The split of the GPU idle time, IDLE_KEYS as columns: one row per step idx, and one
+    per segment idx."""
+
+    steps: np.ndarray
+    segments: np.ndarray

@@ -4,17 +4,18 @@ over the passes' worker processes (in this process for small exports)."""
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
-from census.load.idle import as_splits, split_window, windows
+import numpy as np
+
+from census.definitions import IDLE_KEYS
+from census.load.figures import IdleColumns, exact
+from census.load.idle import split_window, windows
 from census.load.idle_ranges import attribute_window, range_jobs, sum_ranges
 from census.load.pool import Runner
 from census.load.timeline import TimelineParts
-from census.model import IdleSplit
 from census.sources import schema as sc
-
-IdleResult = tuple[dict[int, IdleSplit], dict[int, IdleSplit], dict[str, int]]
-
 
 LABEL = "splitting the GPU idle time"
 
@@ -31,11 +32,20 @@ class IdlePass:
         shared = (timelines, self.ws, threads, ranges)
         self.started = runner.start(_window_job, shared, jobs, len(jobs), LABEL)
 
-    def result(self) -> IdleResult:
-        """(split per step idx, split per segment idx, GPU idle ns per host range text)."""
+    def result(self, steps: int, segments: int) -> tuple[IdleColumns, dict[str, int]]:
+        """The split per step idx and per segment idx as columns (no object per step), and the
+        GPU idle ns per host range text."""
         done = self.started.result()
         n = len(self.ws)
-        return (*as_splits(self.ws, done[:n]), sum_ranges(done[n:]))
+        out = []
+        for side, size in ((0, steps), (1, segments)):
+            keys = np.fromiter((r.idx for w in self.ws for r in (w.steps, w.segs)[side]), np.int64)
+            cols = exact([list(itertools.chain.from_iterable(d[side][k] for d in done[:n]))
+                          for k in range(len(IDLE_KEYS))])  # fmt: skip
+            split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)
+            split[keys] = cols.T
+            out.append(split)
+        return IdleColumns(*out), sum_ranges(done[n:])
 
     def close(self) -> None:
         self.started.close()
