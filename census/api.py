@@ -291,13 +291,14 @@ def summary_document(
 ) -> tuple[dict, str]:
     """({"warnings", "timing"}, the `summary --json` document as compact JSON) of one export,
     from the cache when the same export and options were summarized before."""
-    from census.render.json_docs import summary_json
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_text
 
     sqlite_path = resolve_sqlite(path, progress)
 
-    def render() -> tuple[dict, str]:
+    def render() -> tuple[dict, str]:  # only when the cache has no document
+        from census.render.json_docs import summary_json
+
         census = summarize_with(path, options, progress)
         meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
                 "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
@@ -312,16 +313,20 @@ def summary_json_text(
     """({"warnings", ...}, the whole `summary --json` document as compact JSON): summary_document
     with the capture overhead, which the cache leaves out (a calibration run may come later);
     a rank folder's, uncached."""
-    from census.capture.run import capture_overhead
-    from census.render import render
     from census.sources.ranks import is_multi_rank
 
     if is_multi_rank(path):
+        from census.render import render
+
         view = summary_view(path, options, progress)
         return {"warnings": list(view.census.warnings)}, render(view, "json", top=top)
     meta, text = summary_document(path, options, top, progress)
-    clock = "gpu" if meta["host_ran_ahead"] else "host"
-    overhead = capture_overhead(path, meta["timing"], clock)
+    overhead = None
+    if path.is_dir():  # a capture folder, with its calibration run's record
+        from census.capture.run import capture_overhead
+
+        clock = "gpu" if meta["host_ran_ahead"] else "host"
+        overhead = capture_overhead(path, meta["timing"], clock)
     return meta, f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}"
 
 
