@@ -1,10 +1,7 @@
-"""What the CLI and notebooks call: from what the user names (an export, a report, a capture
-folder, a rank folder, `sample:NAME`, a `census ab` folder) to a Census, a CensusDiff, an
-Experiment, their views (what census.render.render formats) and their JSON documents.
-
-The input is resolved once here, and one Options object says how steps are selected; it is also
-the cache key (with the files' identity and a hash of census's code, census.store.cache).
-"""
+"""What the CLI and notebooks call: from what the user names (an export, a report, a capture,
+rank or `census ab` folder, `sample:NAME`) to a Census, a CensusDiff, an Experiment, their views
+(what census.render.render formats) and their JSON documents. The input is resolved once here;
+one Options object says how steps are selected, and is the cache key (census.store.cache)."""
 
 from __future__ import annotations
 
@@ -33,9 +30,8 @@ PathLike = str | Path
 
 @dataclass(frozen=True)
 class Options:
-    """How steps are selected: NVTX ranges whose text matches `steps_regex`, minus the first
-    `skip_first` per process; and which ranges inside them are phases (`phases_regex`; empty:
-    none). Checked when made; `key()` is what the cache keys on."""
+    """How steps are selected: NVTX ranges matching `steps_regex`, less the first `skip_first`
+    per process; phases: ranges inside matching `phases_regex` (empty: none). `key()`: cache's."""
 
     steps_regex: str = DEFAULT_STEPS_REGEX
     skip_first: int = 0
@@ -310,9 +306,8 @@ def summary_document(
 def summary_json_text(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, str]:
-    """({"warnings", ...}, the whole `summary --json` document as compact JSON): summary_document
-    with the capture overhead, which the cache leaves out (a calibration run may come later);
-    a rank folder's, uncached."""
+    """({"warnings", ...}, the `summary --json` document): summary_document with the capture
+    overhead, which the cache leaves out (a calibration may come later); ranks', uncached."""
     from census.sources.ranks import is_multi_rank
 
     if is_multi_rank(path):
@@ -321,13 +316,14 @@ def summary_json_text(
         view = summary_view(path, options, progress)
         return {"warnings": list(view.census.warnings)}, render(view, "json", top=top)
     meta, text = summary_document(path, options, top, progress)
-    overhead = None
-    if path.is_dir():  # a capture folder, with its calibration run's record
-        from census.capture.run import capture_overhead
-
-        clock = "gpu" if meta["host_ran_ahead"] else "host"
-        overhead = capture_overhead(path, meta["timing"], clock)
+    overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
     return meta, f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}"
+
+
+def _overhead(folder: Path, meta: dict) -> dict | None:
+    from census.capture.run import capture_overhead  # only here: it imports a lot
+
+    return capture_overhead(folder, meta["timing"], "gpu" if meta["host_ran_ahead"] else "host")
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
