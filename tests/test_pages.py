@@ -207,3 +207,14 @@ def test_a_file_changed_while_it_is_read_is_an_error(tmp_path):
     writer.close()
     with pytest.raises(InputError, match="the file changed while census read it"):
         list(batches)
+
+
+def test_the_page_reader_keeps_the_last_files_tables_only(tmp_path):
+    """A process that reads many exports (a Dask worker, a rank folder) holds one file's leaves."""
+    from census.load import plan
+
+    first = build(tmp_path / "a.sqlite", [(i, i, i) for i in range(500)])
+    assert page_plan(first, "t", {"a": "a"}, "") is not None
+    second = build(tmp_path / "b.sqlite", [(i, i, i) for i in range(500)])
+    assert page_plan(second, "t", {"a": "a"}, "") is not None
+    assert {Path(k[0]).name for k in plan._opened} == {"b.sqlite"}

@@ -24,7 +24,9 @@ from census.sources.readonly import opened_file
 
 _NAME = r'"?([A-Za-z_][A-Za-z0-9_]*)"?'
 Eval = Callable[[Batch], np.ndarray]
-_opened: dict[tuple, TablePages | None] = {}  # forked workers inherit what the parent opened
+# the tables of the file read last (forked workers inherit what the parent opened); a process
+# that reads many exports (a Dask worker, a rank folder in one process) keeps one file's leaves
+_opened: dict[tuple, TablePages | None] = {}
 _INT64 = range(-(1 << 63), 1 << 63)
 
 
@@ -81,6 +83,8 @@ def _open(conn: sqlite3.Connection, table: str) -> TablePages | None:
         return None
     key = (path, st.st_size, st.st_mtime_ns, st.st_ino, table)
     if key not in _opened:
+        for other in [k for k in _opened if k[:4] != key[:4]]:
+            del _opened[other]
         _opened[key] = open_table(conn, table)
     return _opened[key]
 
