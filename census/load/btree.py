@@ -17,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from census.sources.readonly import opened_identity
+from census.sources.readonly import has_live_wal, opened_identity
 
 LEAF, INTERIOR = 0x0D, 0x05
+CHANGE_COUNTER = 24  # where the file change counter's 4 bytes lie in the file
 MAX_DEPTH = 40  # a b-tree of 4 GiB of 512-byte pages is 10 levels deep
 _ROWID_NAMES = {"rowid", "oid", "_rowid_"}  # a column so named hides the rowid from SQL
 
@@ -46,6 +47,7 @@ class Layout:
     identity: tuple[int, int]
     page_size: int
     usable: int  # bytes of a page that hold b-tree content (less the reserved bytes)
+    counter: bytes  # the file change counter (bytes 24-27) read with the layout
     columns: tuple[str, ...]
     unreadable: frozenset[str]  # columns it leaves to SQL (REAL affinity, rowid aliases)
     leaves: Leaves
@@ -80,15 +82,14 @@ def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | No
             leaves = walk(fh, int(row[0]), page_size, usable, st.st_size // page_size)
     except (Unreadable, OSError):
         return None
-    return Layout(path, identity, page_size, usable, tuple(r[1] for r in info),
-                  _left_to_sql(info), leaves)  # fmt: skip
+    return Layout(path, identity, page_size, usable, head[CHANGE_COUNTER : CHANGE_COUNTER + 4],
+                  tuple(r[1] for r in info), _left_to_sql(info), leaves)  # fmt: skip
 
 
 def _has_log(path: Path) -> bool:
-    return any(
-        Path(f"{path}{log}").exists() and Path(f"{path}{log}").stat().st_size > 0
-        for log in ("-wal", "-journal")
-    )
+    """A write-ahead log with pages, or a (hot) rollback journal, beside the file."""
+    journal = Path(f"{path}-journal")
+    return has_live_wal(path) or (journal.exists() and journal.stat().st_size > 0)
 
 
 def _left_to_sql(info: list) -> frozenset[str]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from census.errors import InputError
 from census.load.btree import (
+    CHANGE_COUNTER,
     Layout,
     Unreadable,
     cell_offsets,
@@ -44,7 +45,6 @@ __all__ = ["Batch", "TablePages", "Unreadable", "open_table"]
 # pages decoded at a time: their bytes stay in the CPU's cache (2.3 s against 3.6 s for 10^7
 # kernel rows read in one go per batch of 100,000 rows)
 CHUNK_BYTES = 512 * 1024
-_CHANGE_COUNTER = 24  # the file change counter: 4 bytes from byte 24 of the file
 # bytes each serial type 0..127 takes in a record's body (10 and 11 are reserved)
 _SIZES = np.array(
     [0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 0, 0] + [(t - 12 - (t & 1)) // 2 for t in range(12, 128)],
@@ -81,7 +81,6 @@ class Batch:
 class TablePages:
     table: str
     layout: Layout
-    counter: bytes  # the file change counter when opened
 
     @cached_property
     def _positions(self) -> dict[str, int]:
@@ -140,7 +139,7 @@ class TablePages:
     def _read(self, fh, pages, names, bounds, keep) -> Batch:
         size = self.layout.page_size
         buf = read_pages(fh, pages, size)
-        if os.pread(fh.fileno(), 4, _CHANGE_COUNTER) != self.counter:
+        if os.pread(fh.fileno(), 4, CHANGE_COUNTER) != self.layout.counter:
             raise InputError(f"{self.layout.path}: the file changed while census read it")
         lone = len(self.layout.leaves.page) == 1
         cells, page_end = cell_offsets(buf, len(pages), size, self.layout.usable, lone)
@@ -166,8 +165,8 @@ class Records:
     """The records of one batch: where each starts, and where its columns 0..upto lie."""
 
     def __init__(self, buf, at: np.ndarray, payload: np.ndarray, page_end: np.ndarray, upto: int):
-        self.buf, self.at, self.payload, self.page_end, self.upto = buf, at, payload, page_end, upto
-        if upto < 0:
+        self.buf, self.at, self.upto = buf, at, upto
+        if upto < 0:  # no column wanted: the records are only counted
             return
         # one byte of header size, and one byte of serial type per column up to upto
         head = windows(buf, upto + 2)[at]
@@ -182,7 +181,13 @@ class Records:
             raise Unreadable("a record longer than its payload, or a payload past its page")
 
     def where(self, mask: np.ndarray) -> Records:
-        return Records(self.buf, self.at[mask], self.payload[mask], self.page_end[mask], self.upto)
+        """The records of `mask`, their layout sliced, not parsed again."""
+        out = object.__new__(Records)
+        out.buf, out.upto = self.buf, self.upto
+        out.at, out.types, out.ends, out.body = (
+            x[mask] for x in (self.at, self.types, self.ends, self.body)
+        )
+        return out
 
     def column(self, j: int | None) -> tuple[np.ndarray, np.ndarray]:
         """(values, NULL mask) of column j: integers, or Unreadable (SQL decides what a text,
@@ -207,8 +212,4 @@ def open_table(conn: sqlite3.Connection, table: str) -> TablePages | None:
     """The page reader of `table` in the file `conn` reads, or None where it does not apply."""
     path = opened_file(conn)
     layout = open_layout(conn, path, table) if path else None
-    if layout is None:
-        return None
-    with open(layout.path, "rb", buffering=0) as fh:
-        counter = os.pread(fh.fileno(), 4, _CHANGE_COUNTER)
-    return TablePages(table, layout, counter)
+    return None if layout is None else TablePages(table, layout)
