@@ -66,9 +66,7 @@ class Piece:
         folder = _spill[0]
         if folder is None:
             return cls(lo, hi, n, arrays=(start, end))
-        if not bool(np.all(start[1:] >= start[:-1])):
-            order = np.argsort(start, kind="stable")
-            start, end = start[order], end[order]
+        start, end = by_start(start, end)
         gaps, lengths = np.diff(start, prepend=lo), end - start
         packed = int(gaps.max()) <= _U32 and int(lengths.min()) >= 0 and int(lengths.max()) <= _U32
         if packed:
@@ -146,10 +144,9 @@ class TimelineParts:
     def at(self, proc: int, lo: int, hi: int) -> Timeline:
         """Process `proc`'s timeline where it touches [lo, hi]: its GPU busy union, its launch
         calls' union, its sync calls by start. Inside [lo, hi] it equals the whole timeline."""
-        ss, se = self.intervals("sync", proc, lo, hi)
-        order = np.argsort(ss, kind="stable")
         return (union(*self.intervals("busy", proc, lo, hi)),
-                union(*self.intervals("launch", proc, lo, hi)), (ss[order], se[order]))  # fmt: skip
+                union(*self.intervals("launch", proc, lo, hi)),
+                by_start(*self.intervals("sync", proc, lo, hi)))  # fmt: skip
 
     def close(self) -> None:
         """Remove the spill folder this object owns, if any."""
@@ -158,16 +155,21 @@ class TimelineParts:
             self.folder = None
 
 
+def by_start(start: np.ndarray, end: np.ndarray) -> Intervals:
+    """The intervals in order of start (a stable sort), as given when they already are: the
+    passes' pieces mostly come sorted."""
+    if bool(np.all(start[1:] >= start[:-1])):
+        return start, end
+    order = np.argsort(start, kind="stable")
+    return start[order], end[order]
+
+
 def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     """The union of [start, end) intervals as sorted, disjoint intervals (a zero-length one
     stays where nothing covers it)."""
     if not len(start):
         return EMPTY
-    if bool(np.all(start[1:] >= start[:-1])):  # the passes' pieces mostly come sorted
-        s, e = start, end
-    else:
-        order = np.argsort(start, kind="stable")
-        s, e = start[order], end[order]
+    s, e = by_start(start, end)
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
