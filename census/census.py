@@ -27,7 +27,7 @@ from census.definitions import (
     nccl_collective,
 )
 from census.load.aggregates import Aggregates, MemoryGroups, Profile
-from census.load.figures import Figures, add_rows, rows
+from census.load.figures import Figures, add_rows, idle_splits, rows
 from census.load.intervals import NO_STEP
 from census.load.phases import Segment
 from census.model import (
@@ -139,7 +139,7 @@ def _steps(profile: Profile) -> tuple[Step, ...]:
                               fig.column("all_union_ns")).tolist()  # fmt: skip
     starts, spans = fig.spans()
     phases = _phases(profile, fig)
-    idle = [None] * len(fig) if profile.idle is None else _splits(profile.idle.steps)
+    idle = [None] * len(fig) if profile.idle is None else idle_splits(profile.idle.steps)
     return tuple(
         Step(s.name, s.start_ns, s.end_ns, metrics[i], busy[i], overlap[i], phases[i], idle[i],
              starts[i], spans[i])
@@ -237,12 +237,7 @@ def _cell_idle(profile: Profile, of_segment: Any, size: int) -> list[IdleSplit |
     """Per cell, the idle split of its segments summed (None each when not computed)."""
     if profile.idle is None:
         return [None] * size
-    return _splits(add_rows(of_segment, size, profile.idle.segments))
-
-
-def _splits(columns: Any) -> list[IdleSplit]:
-    """Per row of IDLE_KEYS columns, its IdleSplit."""
-    return list(map(IdleSplit, *columns.T.tolist()))
+    return idle_splits(add_rows(of_segment, size, profile.idle.segments))
 
 
 def _memory_stats(memory: MemoryGroups) -> tuple[MemoryStat, ...]:

@@ -25,6 +25,7 @@ from census.load.figures import (
     add_rows,
     dense,
     figures_of,
+    idle_splits,
     rows,
 )
 from census.load.steps import StepRange, read_steps
@@ -135,9 +136,7 @@ class Profile:
 
 
 def _splits(columns: np.ndarray | None) -> dict[int, IdleSplit]:
-    from census.model import IdleSplit
-
-    return {} if columns is None else dict(enumerate(map(IdleSplit, *columns.T.tolist())))
+    return {} if columns is None else dict(enumerate(idle_splits(columns)))
 
 
 def load_profile(

@@ -117,3 +117,10 @@ class IdleColumns(NamedTuple):
 
     steps: np.ndarray
     segments: np.ndarray
+
+
+def idle_splits(columns: np.ndarray) -> list:
+    """Per row of IDLE_KEYS columns, its census.model.IdleSplit."""
+    from census.model import IdleSplit
+
+    return list(map(IdleSplit, *columns.T.tolist()))

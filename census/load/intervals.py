@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from census.load.figures import add_rows
+
 INT_NULL = np.iinfo(np.int64).min
 NO_STEP = -1
 _SAFE = 1 << 62
@@ -67,14 +69,9 @@ class StepIndex:
 
 
 def exact_sums(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
-    """Σ values per code in range(n), exact: int64 when it cannot overflow, else Python ints."""
-    if values.size and int(np.abs(values).max()) > _SAFE // values.size:
-        out = np.zeros(n, dtype=object)
-        np.add.at(out, codes, values.astype(object))
-        return [int(v) for v in out]
-    acc = np.zeros(n, np.int64)
-    np.add.at(acc, codes, values)
-    return acc.tolist()
+    """Σ values per code in range(n), exact: int64 when it cannot overflow, else Python ints
+    (census.load.figures.add_rows, for one column)."""
+    return add_rows(codes, n, values).tolist()
 
 
 def add_into(target: dict, items: Iterable[tuple[Any, Iterable[int]]]) -> None:
