@@ -293,12 +293,10 @@ def summary_document(
     sqlite_path = resolve_sqlite(path, progress)
 
     def render() -> tuple[dict, str]:  # only when the cache has no document
-        from census.render.json_docs import summary_json
+        from census.render.json_docs import summary_document_text
 
         census = summarize_with(path, options, progress)
-        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
-                "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-        return meta, json.dumps(summary_json(census_view(census), top))
+        return summary_document_text(census_view(census), top)
 
     return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
 
@@ -331,7 +329,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
     the same two exports were compared with the same options before. Labels default to the
     file or folder names."""
-    from census.render.json_docs import diff_json
+    from census.render.json_docs import diff_document_text
     from census.sources.export import resolve_sqlite
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text
@@ -340,7 +338,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 
     def render() -> tuple[dict, str]:
         d = diff(a, b, labels, options, progress=progress)
-        return {"warnings": list(d.warnings)}, json.dumps(diff_json(diff_view(d), top))
+        return {"warnings": list(d.warnings)}, diff_document_text(diff_view(d), top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         return render()

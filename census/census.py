@@ -53,16 +53,16 @@ SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_u
 
 
 def compute_census(profile: Profile) -> Census:
-    with _collector_paused():
+    with collector_paused():
         return _census(profile)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """The cyclic garbage collector off meanwhile (when it was on): a census of tens of
-    thousands of steps makes an object per step, phase and their figures, none in a cycle, and
-    the collector would sweep the whole heap several times to free nothing (half the time of a
-    10^7-kernel census)."""
+    thousands of steps makes an object per step, phase and their figures, and its JSON a dict
+    for each, none in a cycle, and the collector would sweep the whole heap several times to
+    free nothing (half the time of a 10^7-kernel census)."""
     if not gc.isenabled():
         yield
         return

@@ -168,7 +168,9 @@ class ByGaps:
         self.g0, self.g1 = g0, g1
         self.a = np.where(hit & (first < g1), first, g1)
         self.launched = Covered(*launch)
-        parts = self._parts(g1)
+        a = self.a  # whole gaps: _parts(g1), whose [g0, a) is all before g1
+        launched = self.launched.upto(a) - self.launched.upto(g0)
+        parts = [g1 - a, launched, a - g0 - launched]
         self.prefix = [np.concatenate(([0], np.cumsum(x))) for x in parts]
 
     def _parts(self, x: np.ndarray, rows: np.ndarray | None = None) -> list[np.ndarray]:
@@ -208,19 +210,28 @@ def _intersect(a0, a1, b0, b1) -> Intervals:
 def intersect(a0, a1, b0, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(start, end, index into b) of the pieces of the sorted, disjoint intervals [a0, a1)
     inside the sorted, disjoint [b0, b1), in order; pieces of no length dropped."""
-    lo = np.searchsorted(b1, a0, "right")  # the first b that ends after a starts
-    hi = np.searchsorted(b0, a1, "left")  # the b's that start before a ends
-    count = np.maximum(hi - lo, 0)
-    if not len(count) or count.max() <= 1:  # each a inside one b at most: no repeat needed
-        rep = np.flatnonzero(count)
-        b = lo[rep]
+    if len(b0) * 8 < len(a0):  # few b's (a window's steps against its gaps): search for them
+        b, a = _pairs(b0, b1, a0, a1)
     else:
-        rep = np.repeat(np.arange(len(a0)), count)
-        offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
-        b = lo[rep] + np.arange(len(rep)) - offsets[rep]
-    s, e = np.maximum(a0[rep], b0[b]), np.minimum(a1[rep], b1[b])
+        a, b = _pairs(a0, a1, b0, b1)
+    s, e = np.maximum(a0[a], b0[b]), np.minimum(a1[a], b1[b])
     keep = e > s
     return s[keep], e[keep], b[keep]
+
+
+def _pairs(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> tuple:
+    """(i, j) of every y_j that may overlap x_i (y_j ends after x_i starts and starts before
+    it ends), by i then j: one search per y for the x's: both sets sorted and disjoint, so
+    that order is also by j then i."""
+    lo = np.searchsorted(y1, x0, "right")  # the first y that ends after x starts
+    hi = np.searchsorted(y0, x1, "left")  # the y's that start before x ends
+    count = np.maximum(hi - lo, 0)
+    if not len(count) or count.max() <= 1:  # each x meets one y at most: no repeat needed
+        i = np.flatnonzero(count)
+        return i, lo[i]
+    i = np.repeat(np.arange(len(x0)), count)
+    offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
+    return i, lo[i] + np.arange(len(i)) - offsets[i]
 
 
 def idle_gaps(busy: Intervals, windows: Intervals) -> Intervals:
@@ -294,13 +305,22 @@ Columns = list[list[int]]  # sync_count, sync_time_ns, after-sync, launch-bound,
 def split_window(timelines: TimelineParts, w: Window) -> tuple[Columns, Columns]:
     """The idle split of a window's steps and of its segments, as columns (IdleSplit's fields,
     in its order)."""
+    return classify_window(timelines, w)[:2]
+
+
+def classify_window(
+    timelines: TimelineParts, w: Window
+) -> tuple[Columns, Columns, Intervals, Intervals | None]:
+    """split_window's columns, the GPU busy union where the window is, and the idle gaps of its
+    steps (None where two of them overlap): what the split by host range reads too."""
     step_iv = (np.array([s.start_ns for s in w.steps], np.int64),
                np.array([s.end_ns for s in w.steps], np.int64))  # fmt: skip
     cuts = np.array([t for r in (*w.steps, *w.segs) for t in (r.start_ns, r.end_ns)], np.int64)
     tl = timelines.at(w.proc, int(step_iv[0][0]), int(step_iv[1].max()))
     classes = classify_timeline(tl, step_iv, cuts)
+    gaps = (classes.g0, classes.g1) if isinstance(classes, ByGaps) else None
     return (_measure(classes, tl, w.steps, w.closed_steps),
-            _measure(classes, tl, w.segs, w.closed_segs))  # fmt: skip
+            _measure(classes, tl, w.segs, w.closed_segs), tl[0], gaps)  # fmt: skip
 
 
 def idle_splits(

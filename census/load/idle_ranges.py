@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.load.idle import CHUNK_STEPS, idle_gaps, intersect
+from census.load.idle import Window, idle_gaps, intersect, windows
 from census.load.intervals import exact_sums
 from census.load.steps import StepRange, nvtx_text
 from census.load.timeline import Intervals, TimelineParts, union
@@ -36,53 +36,63 @@ class Thread:
     owner: np.ndarray
 
 
-RangeJob = tuple[int, np.ndarray, np.ndarray]  # (thread number, window starts, window ends)
+Threads = dict[tuple[int, int], Thread]  # (process, thread id) -> its ranges
 
 
-def range_jobs(
-    conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange]
-) -> tuple[list[Thread], list[RangeJob]]:
-    """The step threads with ranges, and their steps' merged windows, CHUNK_STEPS at a time."""
+def step_threads(conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange]) -> Threads:
+    """The step threads that have NVTX ranges inside their steps."""
     by_thread: dict[tuple[int, int], list[StepRange]] = {}
     for s in steps:
         if s.tid is not None:
             by_thread.setdefault((s.proc, s.tid), []).append(s)
-    threads: list[Thread] = []
-    jobs: list[RangeJob] = []
+    threads: Threads = {}
     for (proc, tid), mine in by_thread.items():
-        mine.sort(key=lambda s: s.start_ns)
         texts, text, starts, ends = _ranges(conn, schema, tid, mine)
         if not len(starts):
             continue
         cuts = np.unique(np.concatenate([starts, ends]))
         inner = innermost(starts, ends, cuts[:-1])
         owner = np.where(inner >= 0, text[np.maximum(inner, 0)], -1)
-        threads.append(Thread(proc, texts, cuts, owner))
-        ws, we = _step_windows(mine)
-        for i in range(0, len(ws), CHUNK_STEPS):  # a window of the timeline at a time
-            jobs.append((len(threads) - 1, ws[i : i + CHUNK_STEPS], we[i : i + CHUNK_STEPS]))
-    return threads, jobs
+        threads[(proc, tid)] = Thread(proc, texts, cuts, owner)
+    return threads
 
 
-def attribute_window(timelines: TimelineParts, threads: list[Thread], job: RangeJob) -> dict:
-    """Range text -> the GPU idle ns inside it, in one window of one thread's steps."""
-    t = threads[job[0]]
-    ws, we = job[1], job[2]
-    busy = union(*timelines.intervals("busy", t.proc, int(ws[0]), int(we[-1])))
-    gaps = idle_gaps(busy, (ws, we))
-    # the stretches between range bounds that reach into the window
-    a = max(int(np.searchsorted(t.cuts, ws[0], "right")) - 1, 0)
-    b = int(np.searchsorted(t.cuts, we[-1], "left")) + 1
-    per = _attribute(gaps, t.cuts[a : b + 1], t.owner[a:b], len(t.texts))
-    return {t.texts[i]: ns for i, ns in per.items()}
+def window_ranges(threads: Threads, w: Window, busy: Intervals, gaps: Intervals | None) -> dict:
+    """Range text -> the GPU idle ns inside it, over the steps of window `w`; `busy`: the GPU
+    busy union where the window is; `gaps`: idle_gaps(busy, the window's steps) where those are
+    disjoint, or None (then the gaps are taken per thread)."""
+    mine: dict[int, list[StepRange]] = {}
+    for s in w.steps:
+        if s.tid is not None and (w.proc, s.tid) in threads:
+            mine.setdefault(s.tid, []).append(s)
+    out: dict[str, int] = {}
+    for tid, chosen in mine.items():
+        t = threads[(w.proc, tid)]
+        ws, we = _step_windows(chosen)
+        # the window's gaps serve when its steps are all this thread's (cut where two steps
+        # touch, which changes no sum)
+        own = gaps if gaps is not None and len(chosen) == len(w.steps) else None
+        a = max(int(np.searchsorted(t.cuts, ws[0], "right")) - 1, 0)
+        b = int(np.searchsorted(t.cuts, we[-1], "left")) + 1
+        if own is None:
+            own = idle_gaps(busy, (ws, we))
+        per = _attribute(own, t.cuts[a : b + 1], t.owner[a:b], len(t.texts))
+        for i, ns in per.items():
+            out[t.texts[i]] = out.get(t.texts[i], 0) + ns
+    return out
 
 
 def idle_by_range(
     conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRange], timelines: TimelineParts
 ) -> dict[str, int]:
-    """Range text -> GPU idle ns inside it, summed over `steps`."""
-    threads, jobs = range_jobs(conn, schema, steps)
-    return sum_ranges(attribute_window(timelines, threads, j) for j in jobs)
+    """Range text -> GPU idle ns inside it, summed over `steps`, a window of steps at a time."""
+    threads = step_threads(conn, schema, steps)
+    parts = []
+    for w in windows(steps, []):
+        lo, hi = min(s.start_ns for s in w.steps), max(s.end_ns for s in w.steps)
+        parts.append(window_ranges(threads, w, union(*timelines.intervals("busy", w.proc, lo, hi)),
+                                   None))  # fmt: skip
+    return sum_ranges(parts)
 
 
 def sum_ranges(parts) -> dict[str, int]:

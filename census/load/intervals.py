@@ -25,6 +25,7 @@ class StepIndex:
     """The selected step ranges per process: starts ascending (ties by index), ends, indices."""
 
     by_proc: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    reach: dict[int, np.ndarray]  # per process, the furthest end of its ranges so far (by start)
 
     @classmethod
     def build(cls, steps: Iterable[tuple[int, int, int, int]]) -> StepIndex:
@@ -40,17 +41,15 @@ class StepIndex:
                 np.array([r[2] for r in rows], np.int64),
                 np.array([r[1] for r in rows], np.int64),
             )
-        return cls(by_proc)
+        return cls(by_proc, {p: np.maximum.accumulate(v[1]) for p, v in by_proc.items()})
 
     def touching(self, proc: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Whether each [start, end] of process `proc` touches one of its ranges (ends
         included): a cheap filter that keeps everything a measurement inside the ranges needs."""
         if proc not in self.by_proc or not len(start):
             return np.zeros(len(start), bool)
-        starts, ends, _ = self.by_proc[proc]
-        reach = np.maximum.accumulate(ends)  # ranges may overlap: the furthest end so far
-        i = np.searchsorted(starts, end, side="right") - 1
-        return (i >= 0) & (reach[np.maximum(i, 0)] >= start)
+        i = np.searchsorted(self.by_proc[proc][0], end, side="right") - 1
+        return (i >= 0) & (self.reach[proc][np.maximum(i, 0)] >= start)
 
     def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The step process `proc` was in at time `t`: the latest-starting step that began at or
@@ -239,16 +238,15 @@ class Covered:
     """How much of disjoint pieces [lo, hi), sorted by lo, lies before each time t."""
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray) -> None:
-        self.lo, self.length = lo, hi - lo
-        self.before = np.concatenate(([0], np.cumsum(self.length)))
+        # a first piece of no length at the earliest time: every t has a piece at or before it
+        earliest = np.iinfo(np.int64).min
+        self.lo, self.hi = (np.concatenate(([earliest], x)) for x in (lo, hi))
+        self.before = np.concatenate(([0, 0], np.cumsum(hi - lo)))
 
     def upto(self, t: np.ndarray) -> np.ndarray:
-        if not len(self.lo):
-            return np.zeros(len(t), np.int64)
-        k = np.searchsorted(self.lo, t, side="right") - 1
-        kk = np.maximum(k, 0)
-        inside = np.clip(t - self.lo[kk], 0, self.length[kk])
-        return np.where(k >= 0, self.before[kk] + inside, 0)
+        k = np.searchsorted(self.lo, t, side="right")
+        k -= 1  # the last piece starting at or before t
+        return self.before[k] + (np.minimum(t, self.hi[k]) - self.lo[k])
 
 
 def covered_ns(

@@ -36,6 +36,26 @@ KEY_DEFINITIONS = {
 }
 
 
+def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, str]:
+    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact
+    JSON), built with the collector paused (census.census.collector_paused)."""
+    from census.census import collector_paused
+
+    census = view.census
+    with collector_paused():
+        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
+                "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
+        return meta, json.dumps(summary_json(view, top))
+
+
+def diff_document_text(view: DiffView, top: int = 20) -> str:
+    """The `diff --format json` document as compact JSON, built with the collector paused."""
+    from census.census import collector_paused
+
+    with collector_paused():
+        return json.dumps(diff_json(view, top))
+
+
 def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
     """The `census summary --json` contract (without its "capture", census.render.render adds
     it: a diff's sides have none)."""
