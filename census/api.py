@@ -285,18 +285,19 @@ def diff_view(
 def summary_document(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, str]:
-    """({"warnings", "timing"}, the `summary --json` document as compact JSON) of one export,
-    from the cache when the same export and options were summarized before."""
+    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON)
+    of one export, from the cache when the same export and options were summarized before."""
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_text
 
     sqlite_path = resolve_sqlite(path, progress)
 
     def render() -> tuple[dict, str]:  # only when the cache has no document
+        from census.census import collector_paused
         from census.render.json_docs import summary_document_text
 
-        census = summarize_with(path, options, progress)
-        return summary_document_text(census_view(census), top)
+        with collector_paused():
+            return summary_document_text(census_view(summarize_with(path, options, progress)), top)
 
     return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
 
@@ -327,9 +328,7 @@ def _overhead(folder: Path, meta: dict) -> dict | None:
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
                   top: int = 20, progress: Progress | None = None) -> tuple[dict, str]:  # fmt: skip
     """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
-    the same two exports were compared with the same options before. Labels default to the
-    file or folder names."""
-    from census.render.json_docs import diff_document_text
+    the same two exports were compared with the same options before (labels: their names)."""
     from census.sources.export import resolve_sqlite
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text
@@ -337,8 +336,12 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     labels = labels or (default_label(a), default_label(b))
 
     def render() -> tuple[dict, str]:
-        d = diff(a, b, labels, options, progress=progress)
-        return {"warnings": list(d.warnings)}, diff_document_text(diff_view(d), top)
+        from census.census import collector_paused
+        from census.render.json_docs import diff_document_text
+
+        with collector_paused():
+            d = diff(a, b, labels, options, progress=progress)
+            return diff_document_text(diff_view(d), top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         return render()
@@ -347,9 +350,8 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 
 
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:
-    """The `census ab` experiment in `folder`: the statistics of its arms, the census diff of
-    its captures (both recomputed, so no stale number is stored; rank folders read on the Dask
-    cluster of `scheduler`, as Options.scheduler says)."""
+    """The `census ab` experiment in `folder`: its arms' statistics and its captures' diff, both
+    recomputed (no stale number is stored; rank folders read on Dask as Options.scheduler)."""
     from census.compare.auto_arms import decided
     from census.compare.diff import diff_census
     from census.compare.experiment import Experiment

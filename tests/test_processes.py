@@ -151,6 +151,39 @@ def test_a_later_pass_sweeps_a_dead_census_spill_folder_and_nothing_else(tmp_pat
     assert sorted(tmp_path.iterdir()) == sorted(keep)
 
 
+def test_spill_folders_go_to_the_memory_file_system_unless_a_temporary_folder_is_set(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """With no $TMPDIR/$TEMP/$TMP, a spill folder goes to /dev/shm when it has room for twice
+    what the pass may write (and 1 GiB); else, or with one set, to the temporary folder."""
+    import tempfile
+
+    import census.load.pool as pool
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(pool, "MEMORY_FS", str(shm))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    st = os.statvfs(shm)
+    free = st.f_bavail * st.f_frsize
+    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", min(free, 1 << 20))
+    assert pool.spill_root() == str(shm)
+    assert pool.spill_root(free // 2) == str(shm)
+    assert pool.spill_root(free // 2 + 1) == str(tmp_path)  # not room for twice that
+    folder = pool.make_spill_folder()
+    assert Path(folder).parent == shm and Path(folder).name.startswith(f"census-{os.getpid()}-")
+    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", free + 1)
+    assert pool.spill_root() == str(tmp_path)
+    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", 0)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert pool.spill_root() == str(tmp_path)
+    monkeypatch.delenv("TMPDIR")
+    monkeypatch.setattr(pool, "MEMORY_FS", str(tmp_path / "none"))  # no such folder
+    assert pool.spill_root() == str(tmp_path)
+
+
 # An arm's whole process group is stopped, however census ends
 
 

@@ -69,7 +69,8 @@ def run_passes(
     runner = Runner(conn, path, size, progress)
     if not timeline or (size <= 1 and rows < PARALLEL_MIN_ROWS):
         return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
-    folder = make_spill_folder()  # the gathered timeline goes to files (census.load.timeline)
+    # the gathered timeline goes to files (census.load.timeline): 16 bytes an interval at most
+    folder = make_spill_folder(16 * rows)
     try:
         with spilling(folder):
             done = _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)

@@ -95,16 +95,38 @@ def _watch_parent(parent: int) -> None:
 _SPILL_NAME = re.compile(r"census-(\d{1,10})-([0-9a-f]{8})-[a-z0-9_]{8}")
 
 
-def make_spill_folder() -> str:
-    sweep_spill_folders()
-    return tempfile.mkdtemp(prefix=f"census-{owner_tag()}-")
+MEMORY_FS = "/dev/shm"  # Linux's memory file system (tmpfs), where there is one
+MEMORY_FS_MIN_FREE = 1 << 30  # bytes it must have free, at least, to take a spill folder
+_TEMP_ENV = ("TMPDIR", "TEMP", "TMP")
+
+
+def spill_root(need_bytes: int = 0) -> str:
+    """Where spill folders go: the temporary folder when one is set ($TMPDIR, $TEMP, $TMP);
+    else /dev/shm where it exists with twice `need_bytes` (and 1 GiB) free: written there the
+    spilled intervals skip the disk file system's writes (ten times faster on this bench's
+    ext4, docs/performance.md) and take the same memory as the page cache would; else the
+    temporary folder."""
+    if not any(os.environ.get(k) for k in _TEMP_ENV) and os.access(MEMORY_FS, os.W_OK | os.X_OK):
+        with contextlib.suppress(OSError):
+            st = os.statvfs(MEMORY_FS)
+            if st.f_bavail * st.f_frsize >= max(2 * need_bytes, MEMORY_FS_MIN_FREE):
+                return MEMORY_FS
+    return tempfile.gettempdir()
+
+
+def make_spill_folder(need_bytes: int = 0) -> str:
+    """A new spill folder of this process (spill_root's), after sweeping dead ones."""
+    root = spill_root(need_bytes)
+    for folder in {root, tempfile.gettempdir()}:
+        sweep_spill_folders(folder)
+    return tempfile.mkdtemp(prefix=f"census-{owner_tag()}-", dir=root)
 
 
 def sweep_spill_folders(folder: str | None = None) -> list[str]:
     """Remove the temporary folders (a pass's spill folder, an experiment's arm records) that
-    census processes of this host, now gone, left in the temporary folder (killed outright,
-    they could not): only folders named by census's pattern and owned by this user. Returns the
-    folders removed."""
+    census processes of this host, now gone, left in `folder` (by default the temporary
+    folder; killed outright, they could not): only folders named by census's pattern and owned
+    by this user. Returns the folders removed."""
     folder = folder or tempfile.gettempdir()
     host = owner_tag().split("-")[1]
     removed = []

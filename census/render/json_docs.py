@@ -38,22 +38,16 @@ KEY_DEFINITIONS = {
 
 def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, str]:
     """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact
-    JSON), built with the collector paused (census.census.collector_paused)."""
-    from census.census import collector_paused
-
+    JSON)."""
     census = view.census
-    with collector_paused():
-        meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
-                "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-        return meta, json.dumps(summary_json(view, top))
+    meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
+            "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
+    return meta, json.dumps(summary_json(view, top))
 
 
-def diff_document_text(view: DiffView, top: int = 20) -> str:
-    """The `diff --format json` document as compact JSON, built with the collector paused."""
-    from census.census import collector_paused
-
-    with collector_paused():
-        return json.dumps(diff_json(view, top))
+def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, str]:
+    """({"warnings"}, the `diff --format json` document as compact JSON)."""
+    return {"warnings": list(view.diff.warnings)}, json.dumps(diff_json(view, top))
 
 
 def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
