@@ -275,10 +275,70 @@ def test_intersect_against_brute_force() -> None:
             t = np.sort(rng.choice(int(rng.integers(200, 600)), 2 * n, replace=False))
             sets.append((t[0::2].astype(np.int64), t[1::2].astype(np.int64)))
         (a0, a1), (b0, b1) = sets
-        want = sorted((max(x0, y0), min(x1, y1), j) for x0, x1 in zip(a0, a1)
-                      for j, (y0, y1) in enumerate(zip(b0, b1)) if min(x1, y1) > max(x0, y0))  # fmt: skip
+        want = sorted((max(x0, y0), min(x1, y1), j) for x0, x1 in zip(a0, a1, strict=True)
+                      for j, (y0, y1) in enumerate(zip(b0, b1, strict=True))
+                      if min(x1, y1) > max(x0, y0))  # fmt: skip
         got = intersect(a0, a1, b0, b1)
-        assert list(zip(*(g.tolist() for g in got))) == want
+        assert list(zip(*(g.tolist() for g in got), strict=True)) == want
+
+
+def test_windows_against_a_plain_reference(monkeypatch) -> None:
+    """windows() (arrays) equals the plain per-object reading of its rule on random steps of
+    several processes: overlapping or touching steps, idx not in start order, segments given
+    out of order, steps without segments or thread, chunks of 1 to 5 steps."""
+    import itertools
+
+    import census.load.idle_windows as iw
+    from census.load.phases import Segment
+    from census.load.steps import StepRange
+
+    def reference(steps, segments):
+        by_step: dict[int, list] = {}
+        last: dict[int, int] = {}
+        for g in segments:
+            last[g.step] = g.idx
+            by_step.setdefault(g.step, []).append(g)
+        out = []
+        for proc in sorted({s.proc for s in steps}):
+            mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
+            seam = {a.idx for a, b in itertools.pairwise(mine) if a.end_ns == b.start_ns}
+            overlap = any(b.start_ns < a.end_ns for a, b in itertools.pairwise(mine))
+            size = len(mine) if overlap else iw.CHUNK_STEPS
+            for i in range(0, len(mine), size):
+                chunk = mine[i : i + size]
+                segs = [g for st in chunk for g in by_step.get(st.idx, ())]
+                out.append((proc, [(s.idx, s.start_ns, s.end_ns, s.idx not in seam,
+                                    iw.NO_TID if s.tid is None else s.tid) for s in chunk],
+                            [(g.idx, g.start_ns, g.end_ns, last[g.step] == g.idx and
+                              g.step not in seam) for g in segs]))  # fmt: skip
+        return out
+
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        monkeypatch.setattr(iw, "CHUNK_STEPS", int(rng.integers(1, 6)))
+        n = int(rng.integers(1, 12))
+        t, steps = 0, []
+        for k in range(n):
+            t += int(rng.integers(0, 3)) * 10  # 0: touching the previous one
+            length = int(rng.integers(5, 30))
+            start = t - (5 if trial % 3 == 0 and k else 0)  # every third trial overlaps
+            steps.append((start, start + length))
+            t = start + length
+        order = rng.permutation(n)  # idx not in start order
+        ranges = [StepRange(int(order[k]), "step", int(rng.integers(0, 2)), a, b,
+                            None if rng.random() < 0.2 else int(rng.integers(1, 3)))
+                  for k, (a, b) in enumerate(steps)]  # fmt: skip
+        segments = [Segment(0, s.idx, "p", s.proc, s.start_ns + j, s.start_ns + j + 1)
+                    for s in ranges for j in range(int(rng.integers(0, 3)))]  # fmt: skip
+        segments = [Segment(i, g.step, g.name, g.proc, g.start_ns, g.end_ns)
+                    for i, g in enumerate(segments[j] for j in rng.permutation(len(segments)))]  # fmt: skip
+        got = [(w.proc,
+                list(zip(*(x.tolist() for x in (w.steps.idx, w.steps.start_ns, w.steps.end_ns,
+                                                  w.steps.closed, w.steps.tid)), strict=True)),
+                list(zip(*(x.tolist() for x in (w.segs.idx, w.segs.start_ns, w.segs.end_ns,
+                                                  w.segs.closed)), strict=True)))
+               for w in iw.windows(ranges, segments)]  # fmt: skip
+        assert got == reference(ranges, segments), trial
 
 
 # -- a real third-party host-bound non-gain: DeepSpeed on the H200 -------------------------------
@@ -323,7 +383,7 @@ SENTENCE = (
 def test_steps_classified_a_few_at_a_time_give_the_same_split(path, tmp_path, monkeypatch):
     """idle_splits takes CHUNK_STEPS steps at a time, each on a window of the timeline: with
     chunks of 1, 3 and 7 steps the split equals the one of all steps at once."""
-    import census.load.idle as idle
+    import census.load.idle_windows as idle
 
     plain = _plain(path, tmp_path)
     p = load_profile(plain, STEPS, 0, None, 2, None, r"^(forward|backward|optimizer)\b")

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from dataclasses import dataclass
 
 import numpy as np
 
 from census.load.api_calls import name_in, read_api_names
 from census.load.columns import read_batches, rowid_range
+from census.load.idle_windows import Rows, Window, windows
 from census.load.intervals import Covered
 from census.load.timeline import Intervals, Timeline, TimelineParts, union
 from census.model import IdleSplit
@@ -262,43 +262,6 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
     return (j - i).tolist(), (blocked[j] - blocked[i]).tolist()
 
 
-CHUNK_STEPS = 1024  # steps classified at a time: the temporary arrays stay small
-
-
-@dataclass(frozen=True)
-class Window:
-    """Steps of one process classified together (by start), their segments, and whether each
-    range is closed at its end (sync_calls)."""
-
-    proc: int
-    steps: list
-    segs: list
-    closed_steps: np.ndarray
-    closed_segs: np.ndarray
-
-
-def windows(steps: list, segments: list) -> list[Window]:
-    """The steps in windows of CHUNK_STEPS per process (all of a process's steps in one where
-    two overlap), with their segments."""
-    last_seg: dict[int, int] = {}
-    by_step: dict[int, list] = {}
-    for seg in segments:
-        last_seg[seg.step] = seg.idx
-        by_step.setdefault(seg.step, []).append(seg)
-    out = []
-    for proc in sorted({s.proc for s in steps}):
-        mine = sorted((s for s in steps if s.proc == proc), key=lambda s: s.start_ns)
-        # a step whose end is where the next one starts: that instant is the next one's
-        seam = {a.idx for a, b in itertools.pairwise(mine) if a.end_ns == b.start_ns}
-        for chunk in _chunks(mine):
-            segs = [g for st in chunk for g in by_step.get(st.idx, ())]
-            closed = [st.idx not in seam for st in chunk]
-            closed_segs = [last_seg[g.step] == g.idx and g.step not in seam for g in segs]
-            out.append(Window(proc, chunk, segs, np.array(closed, bool),
-                              np.array(closed_segs, bool)))  # fmt: skip
-    return out
-
-
 Columns = list[list[int]]  # sync_count, sync_time_ns, after-sync, launch-bound, other ns
 
 
@@ -313,14 +276,12 @@ def classify_window(
 ) -> tuple[Columns, Columns, Intervals, Intervals | None]:
     """split_window's columns, the GPU busy union where the window is, and the idle gaps of its
     steps (None where two of them overlap): what the split by host range reads too."""
-    step_iv = (np.array([s.start_ns for s in w.steps], np.int64),
-               np.array([s.end_ns for s in w.steps], np.int64))  # fmt: skip
-    cuts = np.array([t for r in (*w.steps, *w.segs) for t in (r.start_ns, r.end_ns)], np.int64)
-    tl = timelines.at(w.proc, int(step_iv[0][0]), int(step_iv[1].max()))
-    classes = classify_timeline(tl, step_iv, cuts)
+    steps, segs = w.steps, w.segs
+    cuts = np.concatenate([steps.start_ns, steps.end_ns, segs.start_ns, segs.end_ns])
+    tl = timelines.at(w.proc, int(steps.start_ns[0]), int(steps.end_ns.max()))
+    classes = classify_timeline(tl, (steps.start_ns, steps.end_ns), cuts)
     gaps = (classes.g0, classes.g1) if isinstance(classes, ByGaps) else None
-    return (_measure(classes, tl, w.steps, w.closed_steps),
-            _measure(classes, tl, w.segs, w.closed_segs), tl[0], gaps)  # fmt: skip
+    return _measure(classes, tl, steps), _measure(classes, tl, segs), tl[0], gaps
 
 
 def idle_splits(
@@ -338,21 +299,12 @@ def as_splits(ws: list[Window], columns: list) -> tuple[dict, dict]:
     for w, (a, b) in zip(ws, columns, strict=True):
         for rows, cols, target in ((w.steps, a, out_steps), (w.segs, b, out_segs)):
             splits = itertools.starmap(IdleSplit, zip(*cols, strict=True))
-            target.update(zip((r.idx for r in rows), splits, strict=True))
+            target.update(zip(rows.idx.tolist(), splits, strict=True))
     return out_steps, out_segs
 
 
-def _chunks(steps: list) -> list[list]:
-    """The steps (by start) in runs of CHUNK_STEPS, or all at once when any two overlap."""
-    if any(b.start_ns < a.end_ns for a, b in itertools.pairwise(steps)):
-        return [steps]
-    return [steps[i : i + CHUNK_STEPS] for i in range(0, len(steps), CHUNK_STEPS)]
-
-
-def _measure(classes, tl: Timeline, rows: list, closed: np.ndarray) -> Columns:
-    if not rows:
+def _measure(classes, tl: Timeline, rows: Rows) -> Columns:
+    if not len(rows):
         return [[], [], [], [], []]
-    lo = np.array([r.start_ns for r in rows], np.int64)
-    hi = np.array([r.end_ns for r in rows], np.int64)
-    counts, blocked = sync_calls(tl, lo, hi, closed)
-    return [counts, blocked, *classes.measure(lo, hi)]
+    counts, blocked = sync_calls(tl, rows.start_ns, rows.end_ns, rows.closed)
+    return [counts, blocked, *classes.measure(rows.start_ns, rows.end_ns)]

@@ -12,8 +12,9 @@ import numpy as np
 
 from census.definitions import IDLE_KEYS
 from census.load.figures import IdleColumns, exact
-from census.load.idle import classify_window, windows
+from census.load.idle import classify_window
 from census.load.idle_ranges import step_threads, sum_ranges, window_ranges
+from census.load.idle_windows import windows
 from census.load.pool import Runner
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
@@ -38,7 +39,7 @@ class IdlePass:
         done = self.started.result()
         out = []
         for side, size in ((0, steps), (1, segments)):
-            keys = np.fromiter((r.idx for w in self.ws for r in (w.steps, w.segs)[side]), np.int64)
+            keys = np.concatenate([(w.steps, w.segs)[side].idx for w in self.ws] or [[]])
             cols = exact([list(itertools.chain.from_iterable(d[side][k] for d in done))
                           for k in range(len(IDLE_KEYS))])  # fmt: skip
             split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.load.idle import Window, idle_gaps, intersect, windows
+from census.load.idle import idle_gaps, intersect
+from census.load.idle_windows import Window, windows
 from census.load.intervals import exact_sums
 from census.load.steps import StepRange, nvtx_text
 from census.load.timeline import Intervals, TimelineParts, union
@@ -61,21 +62,21 @@ def window_ranges(threads: Threads, w: Window, busy: Intervals, gaps: Intervals 
     """Range text -> the GPU idle ns inside it, over the steps of window `w`; `busy`: the GPU
     busy union where the window is; `gaps`: idle_gaps(busy, the window's steps) where those are
     disjoint, or None (then the gaps are taken per thread)."""
-    mine: dict[int, list[StepRange]] = {}
-    for s in w.steps:
-        if s.tid is not None and (w.proc, s.tid) in threads:
-            mine.setdefault(s.tid, []).append(s)
+    steps = w.steps
     out: dict[str, int] = {}
-    for tid, chosen in mine.items():
-        t = threads[(w.proc, tid)]
-        ws, we = _step_windows(chosen)
+    for tid in np.unique(steps.tid).tolist():
+        t = threads.get((w.proc, tid))
+        if t is None:  # no thread (NO_TID), or one with no ranges
+            continue
+        mine = steps.tid == tid
+        ws, we = union(steps.start_ns[mine], steps.end_ns[mine])  # an idle instant counts once
         # the window's gaps serve when its steps are all this thread's (cut where two steps
         # touch, which changes no sum)
-        own = gaps if gaps is not None and len(chosen) == len(w.steps) else None
-        a = max(int(np.searchsorted(t.cuts, ws[0], "right")) - 1, 0)
-        b = int(np.searchsorted(t.cuts, we[-1], "left")) + 1
+        own = gaps if gaps is not None and bool(mine.all()) else None
         if own is None:
             own = idle_gaps(busy, (ws, we))
+        a = max(int(np.searchsorted(t.cuts, ws[0], "right")) - 1, 0)
+        b = int(np.searchsorted(t.cuts, we[-1], "left")) + 1
         per = _attribute(own, t.cuts[a : b + 1], t.owner[a:b], len(t.texts))
         for i, ns in per.items():
             out[t.texts[i]] = out.get(t.texts[i], 0) + ns
@@ -89,7 +90,7 @@ def idle_by_range(
     threads = step_threads(conn, schema, steps)
     parts = []
     for w in windows(steps, []):
-        lo, hi = min(s.start_ns for s in w.steps), max(s.end_ns for s in w.steps)
+        lo, hi = int(w.steps.start_ns.min()), int(w.steps.end_ns.max())
         parts.append(window_ranges(threads, w, union(*timelines.intervals("busy", w.proc, lo, hi)),
                                    None))  # fmt: skip
     return sum_ranges(parts)
@@ -101,12 +102,6 @@ def sum_ranges(parts) -> dict[str, int]:
         for name, ns in part.items():
             out[name] = out.get(name, 0) + ns
     return out
-
-
-def _step_windows(steps: list[StepRange]) -> Intervals:
-    """The steps' windows, merged where they overlap: an idle instant counts once."""
-    return union(np.array([s.start_ns for s in steps], np.int64),
-                 np.array([s.end_ns for s in steps], np.int64))  # fmt: skip
 
 
 def _ranges(
