@@ -22,6 +22,9 @@
 #                                 captures as the bundled samples (sample-{eager,compiled}.sqlite.xz)
 #   scripts/gpu_check.sh honest   fresh captures shown at 80 columns: every line fits, busy vs union
 #                                 per step, the idle split's law, zero-length kernels, dashboards
+#   scripts/gpu_check.sh idle     fresh demo captures: the idle split from the passes against the
+#                                 tables read apart and the slow oracle, its law, by worker count;
+#                                 and its cost at 10^7 kernels (summary with and without)
 #   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
 #                                 eager and compiled, calibrated: census's GPU spans beside nsys's
 #                                 nvtx_gpu_proj_trace, and the diff
@@ -164,6 +167,55 @@ for folder in map(Path, sys.argv[2:]):
     rows = [l.split(",") for l in r.stdout.splitlines()[1:] if l.strip()]
     print(f"  nsys stats cuda_gpu_kern_sum instances: {sum(int(x[2].strip('\"')) for x in rows)}")
 PY
+}
+idle() {
+  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
+  census capture idle-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  census capture idle-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  step "the idle split: from the passes (1 process; 2, 4, 16 workers) vs the tables read apart, the oracle, the law"
+  for n in idle-eager idle-compiled; do
+    python3 - "$P/$n/capture.sqlite" <<'PY'
+import sys
+from pathlib import Path
+from census.load.aggregates import load_profile
+from census.load.idle import idle_splits, read_timelines
+from census.sources import schema as sc
+from census.sources.readonly import open_readonly
+from tests.oracle import idle_by_range_oracle
+path = Path(sys.argv[1])
+STEPS, PH = r"^(step\b|ProfilerStep#)", r"^(forward|backward|optimizer)\b"
+ref = load_profile(path, STEPS, 0, None, 1, 1 << 40, PH)
+conn = open_readonly(path)
+tl = read_timelines(conn, sc.read_schema(conn), {s.proc for s in ref.steps})
+apart = idle_splits(tl, list(ref.steps), list(ref.segments))
+print(path.parent.name, "steps", len(ref.steps), "segments", len(ref.segments))
+print("  split equal to the one from the tables read apart:", apart == (ref.step_idle, ref.segment_idle))
+oracle = {k: v for k, v in idle_by_range_oracle(path).items() if v}
+mine = {k: v for k, v in ref.idle_by_range.items() if v}
+print("  idle by range equal to the oracle:", mine == oracle, "largest:",
+      sorted(mine.items(), key=lambda kv: -kv[1])[:3])
+busy = ref.aggregates.busy_ns
+law = all(i.idle_after_sync_ns + i.idle_launch_ns + i.idle_other_ns
+          == s.end_ns - s.start_ns - busy.get(s.idx, 0) for s in ref.steps for i in [ref.step_idle[s.idx]])
+print("  the law (after sync + launch + other = idle) on every step:", law,
+      "; ranges' sum <= idle:", sum(mine.values()) <= sum(s.end_ns - s.start_ns - busy.get(s.idx, 0) for s in ref.steps))
+for w, b in ((2, 97), (4, 1000), (16, 50)):
+    p = load_profile(path, STEPS, 0, None, w, b, PH)
+    same = (p.step_idle, p.segment_idle, p.idle_by_range) == (ref.step_idle, ref.segment_idle, ref.idle_by_range)
+    print(f"  workers={w} batch={b}: identical {same}")
+PY
+    census summary $P/$n | head -12
+  done
+  step "what the idle split costs at 10^7 kernels here: summary --json with and without, 3 alternating"
+  python3 bench/generate.py --kernels 10000000 -o /tmp/b/eager-1e7.sqlite > /dev/null
+  cat /tmp/b/eager-1e7.sqlite > /dev/null
+  for i in 1 2 3; do
+    for f in "" --no-idle; do
+      /usr/bin/time -f "summary ${f:-(idle split)}: %e s wall, %M KiB max RSS" env CENSUS_NO_CACHE=1 \
+        python3 -m census summary /tmp/b/eager-1e7.sqlite --json $f > /tmp/b/idle$f.json
+    done
+  done
+  python3 -c "import json; a, b = (json.load(open(f)) for f in ('/tmp/b/idle.json', '/tmp/b/idle--no-idle.json')); print('same totals with and without:', a['totals'] == b['totals'])"
 }
 runahead() {
   local R=/tmp/prof-ra
@@ -390,6 +442,7 @@ PY
   ds_lap "xz"
   ls -la "$OUT"
 }
+if [ "$SECTION" = idle ]; then { idle; } 2>&1 | tee "$OUT/log-idle.txt"; exit 0; fi
 if [ "$SECTION" = runahead ]; then { runahead; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
 if [ "$SECTION" = deepspeed ]; then { ds_moe; } 2>&1 | tee "$OUT/log-${DS_TAG:-ds}.txt"; exit 0; fi
 if [ "$SECTION" = honest ]; then
