@@ -12,7 +12,8 @@ files, with the page cache warm:
              CENSUS_READER=sql (every column read as group_concat text, as before the page
              reader), and with --no-idle
   diff       `census diff eager compiled`, cold, then again (cached)
-Each command runs --repeat times, alternating with the others; the table shows medians.
+Each command runs --repeat times, alternating with the others (census's in a rotated order each time);
+the table shows medians.
 Wall time comes from the parent; CPU time is user + system of the whole process tree; memory
 is the peak, over 20 ms samples, of the summed PSS (proportional set size: shared pages split
 between the processes sharing them) of the process and all its descendants.
@@ -184,7 +185,7 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
     }
     runs: dict[str, list[dict]] = {}
     narrow = {t: ("start", '"end"') for t in COLUMNS}
-    for _ in range(args.repeat):
+    for r in range(args.repeat):
         warm(e)
         runs.setdefault("floor", []).append({"wall": floor(e, COLUMNS)})
         warm(e)
@@ -192,7 +193,11 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
         if nsys_cmd:
             warm(e)
             runs.setdefault("nsys", []).append(measure(_prefixed(nsys_cmd, scratch)))
-        for name, (cmd, inputs, extra) in commands.items():
+        # census's commands in a rotated order each repeat: none always runs right after nsys
+        # (whose freed memory this VM takes back, so the next process faults its pages in anew)
+        names = list(commands)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            cmd, inputs, extra = commands[name]
             cache = tempfile.mkdtemp(prefix="census-bench-cache-")
             env = {**os.environ, "CENSUS_CACHE_DIR": cache, **extra}
             warm(*inputs)
