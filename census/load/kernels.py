@@ -272,7 +272,10 @@ def add_timeline(parts: TimelineParts, steps: StepIndex, m: Members) -> None:
     """GPU busy intervals of processes with steps, kept where they touch a step."""
     if not len(m.code):
         return
-    codes, inverse = np.unique(m.code, return_inverse=True)
+    codes, inverse = distinct(m.code)  # small codes (process indices): no sort
+    if len(codes) == 1:
+        parts.add("busy", steps, m.key(int(codes[0])), m.start, m.end)
+        return
     for i, code in enumerate(codes.tolist()):
         rows = inverse == i
         parts.add("busy", steps, m.key(code), m.start[rows], m.end[rows])
