@@ -41,6 +41,13 @@ export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 CENSUS_CACHE_DIR=/tmp/
 census() { python3 -m census "$@"; }
 P=/tmp/prof
 step() { echo; echo "=== $*"; }
+capture_demo() {  # $1-eager and $1-compiled under $P
+  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
+  local side
+  for side in eager compiled; do
+    census capture "$1-$side" --demo $side --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  done
+}
 ddp() {
   local n; n=$(python3 -c "import torch; print(torch.cuda.device_count())")
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -73,9 +80,7 @@ ab() {
   tar -cJf "$OUT/ab-captures.tar.xz" -C $A demo aa 2>/dev/null
 }
 engine() {
-  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
-  census capture eng-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
-  census capture eng-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  capture_demo eng
   step "the same census from 1 process and from 2, 4, 16 workers with small batches"
   for n in eng-eager eng-compiled; do
     python3 - "$P/$n/capture.sqlite" <<'PY'
@@ -128,9 +133,7 @@ PY
   for w in 2 4 8 16; do cmp -s /tmp/b/w1.json /tmp/b/w$w.json && echo "workers=$w output identical to 1"; done
 }
 honest() {
-  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
-  census capture h-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
-  census capture h-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  capture_demo h
   step "summary of the eager capture at 80 columns, with the idle split"
   COLUMNS=80 census summary $P/h-eager --idle | tee "$OUT/h-summary-80.txt"; echo "exit ${PIPESTATUS[0]}"
   step "diff at 80 columns"
@@ -169,9 +172,7 @@ for folder in map(Path, sys.argv[2:]):
 PY
 }
 idle() {
-  step "capture the demo, eager and compiled (5 warm-up + 20 steps)"
-  census capture idle-eager --demo eager --warmup 5 --active 20 -o $P --force; echo "exit $?"
-  census capture idle-compiled --demo compiled --warmup 5 --active 20 -o $P --force; echo "exit $?"
+  capture_demo idle
   step "the idle split: from the passes (1 process; 2, 4, 16 workers) vs the tables read apart, the oracle, the law"
   for n in idle-eager idle-compiled; do
     python3 - "$P/$n/capture.sqlite" <<'PY'

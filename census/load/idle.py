@@ -168,15 +168,14 @@ class ByGaps:
         self.g0, self.g1 = g0, g1
         self.a = np.where(hit & (first < g1), first, g1)
         self.launched = Covered(*launch)
-        a = self.a  # whole gaps: _parts(g1), whose [g0, a) is all before g1
+        a = self.a  # whole gaps: [a, g1) after a sync, [g0, a) launch-bound or other
         launched = self.launched.upto(a) - self.launched.upto(g0)
         parts = [g1 - a, launched, a - g0 - launched]
         self.prefix = [np.concatenate(([0], np.cumsum(x))) for x in parts]
 
-    def _parts(self, x: np.ndarray, rows: np.ndarray | None = None) -> list[np.ndarray]:
-        """(after-sync, launch-bound, other) ns of each gap (or of gaps `rows`) before x."""
-        g0, a = (self.g0, self.a) if rows is None else (self.g0[rows], self.a[rows])
-        g1 = self.g1 if rows is None else self.g1[rows]
+    def _parts(self, x: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
+        """(after-sync, launch-bound, other) ns of gaps `rows` before x."""
+        g0, a, g1 = self.g0[rows], self.a[rows], self.g1[rows]
         end = np.minimum(x, g1)
         after = np.maximum(end - a, 0)
         pre_end = np.maximum(np.minimum(end, a), g0)

@@ -63,7 +63,7 @@ def windows(steps: list, segments: list) -> list[Window]:
         seg_closed = last & ~open_end[seg_rank]
         overlap = bool(np.any(start[1:] < end[:-1]))
         size = len(mine) if overlap else CHUNK_STEPS
-        for lo in range(0, len(mine), max(size, 1)):
+        for lo in range(0, len(mine), size):
             hi = min(lo + size, len(mine))
             a, b = np.searchsorted(seg_rank, [lo, hi])
             rows, seg_rows = mine[lo:hi], segs[a:b]
