@@ -6,12 +6,13 @@ one Options object says how steps are selected, and is the cache key (census.sto
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
+from census.definitions import DEFAULT_STEPS_REGEX
 from census.errors import CaptureError, UsageError
+from census.options import Options, PathLike, default_label, resolve_input, with_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,51 +25,6 @@ if TYPE_CHECKING:
     from census.model import Census
     from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
     from census.sources.export import Progress
-
-PathLike = str | Path
-
-
-@dataclass(frozen=True)
-class Options:
-    """How steps are selected: NVTX ranges matching `steps_regex`, less the first `skip_first`
-    per process; phases: ranges inside matching `phases_regex` (empty: none). `key()`: cache's."""
-
-    steps_regex: str = DEFAULT_STEPS_REGEX
-    skip_first: int = 0
-    phases_regex: str = DEFAULT_PHASES_REGEX
-    idle: bool = True  # split the GPU idle time by cause and host range (False: --no-idle)
-    ranks: bool = False  # a folder of exports is the ranks of one run (--ranks); not a cache key
-    scheduler: str | None = None  # a rank folder's exports read on Dask (--scheduler); not a key
-
-    def __post_init__(self) -> None:
-        from census.load.patterns import compile_pattern
-
-        for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
-            compile_pattern(option, pattern)
-        if self.skip_first < 0:
-            raise UsageError("--skip-first must be 0 or more")
-
-    def key(self) -> list:
-        return [self.steps_regex, self.skip_first, self.phases_regex, self.idle]
-
-
-def resolve_input(name: PathLike) -> Path:
-    """`sample:eager` names a bundled capture; anything else is a path."""
-    text = str(name)
-    if text.startswith("sample:"):
-        from census.sources.samples import sample_path
-
-        return sample_path(text.split(":", 1)[1])
-    return Path(name)
-
-
-def default_label(path: Path) -> str:
-    """A folder's name; a file's name up to its first dot; a capture folder's export
-    (`NAME/capture.sqlite`) is named by its folder."""
-    if path.is_dir():
-        return path.name
-    stem = path.name.split(".")[0]
-    return path.parent.name if stem == "capture" and path.parent.name else stem
 
 
 def summarize(
@@ -87,23 +43,6 @@ def summarize(
     folder's exports) select steps and phases; a keyword given beside `options` overrides it."""
     chosen = with_options(options, selection)
     return summarize_with(resolve_input(path), chosen, progress, use_cache, workers)
-
-
-# The keywords summarize and diff take for the fields of Options.
-SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phases_regex",
-             "idle": "idle", "ranks": "ranks", "scheduler": "scheduler"}  # fmt: skip
-
-
-def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
-    """`options` (default Options()) with every SELECTION keyword that is not None in its place."""
-    if options is not None and not isinstance(options, Options):
-        raise UsageError(f"options must be a census.Options, not {type(options).__name__}")
-    unknown = sorted(set(selection) - set(SELECTION))
-    if unknown:
-        raise UsageError(f"unknown keyword {unknown[0]!r}: the step selection is one of "
-                         f"{', '.join(SELECTION)} (or options=census.Options(...))")  # fmt: skip
-    given = {SELECTION[k]: v for k, v in selection.items() if v is not None}
-    return replace(options or Options(), **given)
 
 
 def summarize_with(
@@ -302,6 +241,17 @@ def summary_document(
     return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
 
 
+def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
+    """summary_json_text of an export file with the default Options, as bytes, when the cache
+    holds it, else None; nothing is computed and nothing heavy imported (census.cli.fast)."""
+    from census.store.cache import cached_bytes
+
+    if not path.is_file() or path.suffix in (".nsys-rep", ".qdstrm"):
+        return None
+    hit = cached_bytes([path], [*Options().key(), top], "summary-json")
+    return None if hit is None else (hit[0], hit[1][:-1] + _capture_field(None).encode())
+
+
 def summary_json_text(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, str]:
@@ -316,7 +266,12 @@ def summary_json_text(
         return {"warnings": list(view.census.warnings)}, render(view, "json", top=top)
     meta, text = summary_document(path, options, top, progress)
     overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
-    return meta, f"{text[:-1]}, {json.dumps('capture')}: {json.dumps(overhead)}}}"
+    return meta, text[:-1] + _capture_field(overhead)
+
+
+def _capture_field(overhead: dict | None) -> str:
+    """The end of a summary document, its last field: the capture overhead."""
+    return f", {json.dumps('capture')}: {json.dumps(overhead)}}}"
 
 
 def _overhead(folder: Path, meta: dict) -> dict | None:

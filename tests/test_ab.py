@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.api import load_experiment
-from census.cli.app import app
+from census.cli import app
 
 HELPER = Path(__file__).parent / "helpers" / "sleep_train.py"
 FAKE_NSYS = Path(__file__).parent / "helpers" / "fake_nsys.py"

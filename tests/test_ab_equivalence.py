@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from census.api import experiment_view
 from census.capture.arms import arm_order
-from census.cli.app import app
+from census.cli import app
 from census.compare.experiment import Experiment, with_equivalence
 from census.compare.gates import Amount, check_ab, parse_ab_gate, parse_amount
 from census.compare.stats import analyze, fit_blocks, fit_step, t_95, t_975, tost

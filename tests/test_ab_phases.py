@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import census
 from census.api import experiment_view, load_experiment
 from census.capture.arms import arm_order
-from census.cli.app import app
+from census.cli import app
 from census.compare.experiment import Experiment, experiment_warnings, explain_parts
 from census.compare.stats import analyze, fit_blocks
 from census.model import Arm

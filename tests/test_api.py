@@ -135,7 +135,7 @@ def test_docs_metric_table_is_generated_from_the_definitions() -> None:
 def test_summary_help_lists_every_key() -> None:
     from typer.testing import CliRunner
 
-    from census.cli.app import app
+    from census.cli import app
 
     out = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "400"}).stdout
     for key in (*METRIC_KEYS, *TIMING_KEYS):

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from census.api import experiment_view, load_experiment
 from census.capture.arms import arm_order
-from census.cli.app import app
+from census.cli import app
 from census.compare.sequential import look, plan, t_critical
 from census.model import Arm
 from census.render import render

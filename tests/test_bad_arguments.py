@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from census.compare.gates import parse_gate
 from census.errors import UsageError
 from tests.helpers.cli import census_process

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from census.api import summarize
-from census.cli.app import app
+from census.cli import app
 from census.errors import InputError
 from tests.helpers.exports import small_export
 from tests.helpers.files import FAKE_NSYS, FIXTURES, SHARED, fixture_file

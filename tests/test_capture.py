@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import census
 from census.capture import steps as cnvtx
 from census.capture.run import CaptureSpec, nsys_profile_command, run_info
-from census.cli.app import app
+from census.cli import app
 from census.sources.samples import SAMPLES_DIR
 from tests.helpers.files import fixture_file
 

@@ -9,7 +9,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from census.definitions import METRIC_KEYS
 from tests.helpers.files import fixture_file
 
@@ -88,7 +88,10 @@ def test_demo_falls_back_to_bundled_captures(tmp_path, monkeypatch) -> None:
 
 
 def test_help_is_fast_and_imports_nothing_heavy() -> None:
-    code = "import sys, census.cli.app; print(sorted(m for m in ('torch', 'plotly', 'pandas') if m in sys.modules))"
+    code = (
+        "import sys, census.cli; census.cli.app; "
+        "print(sorted(m for m in ('torch', 'plotly', 'pandas') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     r = subprocess.run(
@@ -117,7 +120,7 @@ def test_internal_errors_are_one_line_unless_debug(monkeypatch) -> None:
 def test_help_names_values_by_meaning_not_type() -> None:
     from typer.testing import CliRunner
 
-    from census.cli.app import app
+    from census.cli import app
 
     for command in ("summary", "diff", "dashboard", "capture", "ab", "demo", "doctor"):
         out = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout

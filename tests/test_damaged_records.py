@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.capture.arms import check_record
-from census.cli.app import app
+from census.cli import app
 from tests.helpers.files import fixture_file
 
 runner = CliRunner()

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.api import Options, summarize_ranks
-from census.cli.app import app
+from census.cli import app
 from census.load import spread
 from tests.helpers.exports import rank_folder
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.api import diff_view, summarize
-from census.cli.app import app
+from census.cli import app
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
 from census.render.json_docs import diff_json

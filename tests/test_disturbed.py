@@ -440,7 +440,7 @@ def test_a_real_a_a_with_cpu_hogs_beside_two_b_arms(tmp_path: Path) -> None:
     verdict is "no difference" or "unstable", never faster or slower)."""
     from typer.testing import CliRunner
 
-    from census.cli.app import app
+    from census.cli import app
 
     helper = Path(__file__).parent / "helpers" / "sleep_train.py"
     counter = tmp_path / "runs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from census.compare.gates import parse_gate
 from census.errors import UsageError
 from tests.helpers.files import fixture_file

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 import census
 from census.api import census_view
 from census.census import compute_census
-from census.cli.app import app
+from census.cli import app
 from census.definitions import (
     DEFAULT_PHASES_REGEX,
     DEFAULT_STEPS_REGEX,

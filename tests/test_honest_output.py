@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from census.api import census_view, diff_view, summarize
 from census.capture.arms import arm_order
-from census.cli.app import app
+from census.cli import app
 from census.compare.diff import diff_census
 from census.compare.experiment import Experiment
 from census.compare.explain import explain_diff

@@ -30,7 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("census.compare",),
     ("census.render",),
     ("census.store",),
-    ("census.api", "census.frames"),
+    ("census.options", "census.api", "census.frames"),
     ("census.cli", "census.__main__"),
 )
 

@@ -92,7 +92,7 @@ def test_the_verdict_and_the_limiter_come_first_in_every_format() -> None:
     from typer.testing import CliRunner
 
     from census.api import census_view, diff_view
-    from census.cli.app import app
+    from census.cli import app
     from census.render.html import render_diff_html, render_summary_html
 
     run = CliRunner()

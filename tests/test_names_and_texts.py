@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.api import summarize
-from census.cli.app import app
+from census.cli import app
 from census.render.fit import simplify
 from tests.nsysdb import Export
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from census.errors import UsageError
 from census.paths import owner_tag
 from tests.helpers.exports import small_export

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from census.load import columns as C
 from census.load import pages as P
 from census.load.pages import open_table

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import census
-from census.cli.app import app
+from census.cli import app
 from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
 from tests.helpers.files import fixture_file
 from tests.nsysdb import Export

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.capture.process import ProgramError, run_group
-from census.cli.app import app
+from census.cli import app
 from census.load.pool import sweep_spill_folders
 from census.paths import owner_tag
 from census.sources.samples import sample_path

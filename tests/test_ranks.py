@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from census.api import Options, summarize, summarize_ranks
 from census.census import rank_spread
-from census.cli.app import app
+from census.cli import app
 from census.compare.diff import diff_census
 from census.sources.ranks import rank_files
 from tests.helpers.exports import rank_folder

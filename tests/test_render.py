@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from census import census as census_stage
 from census.api import Options, diff_view, experiment_view, summarize, summary_view
-from census.cli.app import app
+from census.cli import app
 from census.compare import experiment, explain, limiter, tails
 from census.definitions import LAUNCHED_TITLE, WINDOW_TITLE
 from census.errors import UsageError

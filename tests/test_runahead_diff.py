@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 import census
-from census.cli.app import app
+from census.cli import app
 from census.compare.explain import explain_diff
 from tests.helpers.files import DATA
 from tests.nsysdb import Export

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import census
 from census.api import census_view
-from census.cli.app import app
+from census.cli import app
 from census.compare.limiter import summary_lead
 from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
 from census.render.html import render_summary_html

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.capture.run import CaptureSpec, distributed_profile_command, split_torchrun
-from census.cli.app import app
+from census.cli import app
 from census.cli.on_rank import run_nsys
 from tests.helpers.files import FAKE_NSYS, fixture_file
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import census
-from census.cli.app import app
+from census.cli import app
 from census.compare.tails import tail_steps
 from tests.nsysdb import Export
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.cli.app import app
+from census.cli import app
 from tests.helpers.exports import small_export
 from tests.helpers.files import REPO
 

@@ -1,19 +1,23 @@
 """The census command line: a thin typer app over census.api.
 
-app.py holds the app, the shared options, the error handling and how a rendering reaches stdout;
+common.py holds the app, the shared options, the error handling and how a rendering reaches stdout;
 analysis.py the commands that read captures (summary, diff, dashboard); programs.py those that
 run programs (capture, demo, doctor, ab). Each asks census.api for a view and renders it through
-census.render.render.
+census.render.render. stdout.py (output guarded) and fast.py (a cached `summary --json`,
+answered before typer is imported) are light; `app` is built on first use.
 """
 
 from __future__ import annotations
 
-from census.cli import analysis, programs  # noqa: F401  (each registers its commands on the app)
-from census.cli.app import app, guard_stdout, outside_commands
+from typing import Any
 
 
 def main() -> None:
     import signal
+    import sys
+
+    from census.cli.fast import cached_summary
+    from census.cli.stdout import guard_stdout, outside_commands
 
     def terminate(signum, frame) -> None:  # SIGTERM and SIGHUP end census as Ctrl-C does:
         raise KeyboardInterrupt  # exit 130, workers killed, temporary folders removed
@@ -23,4 +27,20 @@ def main() -> None:
         signal.signal(signal.SIGHUP, terminate)  # a closed terminal; nohup's SIG_IGN is kept
     guard_stdout()
     with outside_commands():  # --help and usage text are written outside any command
-        app()
+        if not cached_summary(sys.argv[1:]):
+            _app()()
+
+
+def _app() -> Any:
+    from census.cli import analysis, programs  # noqa: F401  (each registers its commands on the app)
+    from census.cli.common import app
+
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    """`census.cli.app`: the typer app, its commands registered (tests run it with typer's
+    runner)."""
+    if name == "app":
+        return _app()
+    raise AttributeError(name)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from census.cli.app import (
+from census.cli.common import (
     PHASES_DEFAULT,
     STEPS_DEFAULT,
     EquivalenceOpt,
@@ -37,6 +37,7 @@ from census.cli.app import (
     write_cached,
     write_report,
 )
+from census.cli.fast import TOP_DEFAULT
 from census.errors import UsageError
 from census.paths import check_output
 
@@ -80,7 +81,7 @@ def summary(
     fmt: Annotated[
         str, typer.Option("--format", help="table, markdown or json (--json: json).")
     ] = "table",
-    top: TopOpt = 15,
+    top: TopOpt = TOP_DEFAULT,
     fail_if: FailIfOpt = None,
     all_steps: Annotated[
         bool,
@@ -136,7 +137,7 @@ def diff(
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
-    top: TopOpt = 15,
+    top: TopOpt = TOP_DEFAULT,
     html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
     fail_if: FailIfOpt = None,
     equivalence: EquivalenceOpt = None,

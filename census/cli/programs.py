@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from census.cli.app import (
+from census.cli.common import (
     EquivalenceOpt,
     NsysOpt,
     OutputDirOpt,
@@ -163,7 +163,7 @@ def demo(
 
 def _check_counts(warmup: int | None, active: int | None, nproc: int | None = None) -> None:
     """Warm-up steps 0 or more, measured steps and GPUs 1 or more: before nsys is looked for."""
-    from census.cli.app import check_count
+    from census.cli.common import check_count
 
     check_count("--warmup", warmup)
     check_count("--active", active, least=1)
@@ -263,7 +263,7 @@ def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
     """The experiment in `fmt` (and its dashboard), its equivalence when asked, then its gates."""
     from census.api import experiment_view
     from census.cli.analysis import show_experiment
-    from census.cli.app import enforce
+    from census.cli.common import enforce
     from census.compare.experiment import with_equivalence
     from census.compare.gates import check_ab
 
@@ -351,7 +351,7 @@ def _ab_commands(a, b, labels, demo, warmup, active) -> tuple[dict, tuple[str, s
             raise UsageError(f"--a/--b: {exc}") from None
         default = ("A", "B")
     if labels:
-        from census.cli.app import parse_labels
+        from census.cli.common import parse_labels
 
         return commands, parse_labels(labels)
     return commands, default

@@ -20,11 +20,13 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from census.model import Census
 from census.paths import cache_dir, sweep_stale_parts, write_atomic
 from census.sources.readonly import has_live_wal
-from census.store.codec import from_record, to_record
+
+if TYPE_CHECKING:
+    from census.model import Census
 
 _EDGE_BYTES = 1 << 20
 
@@ -56,7 +58,7 @@ def file_key(path: Path, named: Path | None = None) -> str:
 
 
 def _entry(
-    paths: list[Path], options: tuple, kind: str, named: list[Path] | None = None
+    paths: list[Path], options: list, kind: str, named: list[Path] | None = None
 ) -> Path | None:
     if os.environ.get("CENSUS_NO_CACHE") or not all(p.is_file() for p in paths):
         return None
@@ -68,11 +70,13 @@ def _entry(
 
 
 def cached_census(
-    path: Path, options: tuple, compute: Callable[[], Census], named: Path | None = None
+    path: Path, options: list, compute: Callable[[], Census], named: Path | None = None
 ) -> Census:
     """The census of `path` from the cache, else computed and stored; with `named`, stored as
     the census of the file `path` becomes once renamed there (a capture's rank export, summarized
     on its rank before the capture folder is moved into place)."""
+    from census.store.codec import from_record, to_record  # the model: not for cached texts
+
     entry = _entry([path], options, "census", None if named is None else [named])
     if entry is None:
         return compute()
@@ -85,24 +89,40 @@ def cached_census(
 
 
 def cached_text(
-    paths: list[Path], options: tuple, kind: str, render: Callable[[], tuple[dict, str]]
+    paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, str]]
 ) -> tuple[dict, str]:
     """(a small JSON-able header, a text) rendered from the census of `paths`, cached under
     `kind`; the key covers every file."""
     entry = _entry(paths, options, kind)
     if entry is None:
         return render()
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        head, _, text = entry.read_text(encoding="utf-8").partition("\n")
-        header = json.loads(head)
-        # the cache is data, not trust: a cut or foreign entry is recomputed, never printed
-        if header["sha256"] == _digest(text) and isinstance(header["meta"], dict):
-            return header["meta"], text
+    hit = _read_text(entry)
+    with contextlib.suppress(ValueError):  # not UTF-8: a foreign entry, recomputed
+        if hit is not None:
+            return hit[0], hit[1].decode("utf-8")
     meta, text = render()
     with contextlib.suppress(OSError):
-        header = {"meta": meta, "sha256": _digest(text)}
+        header = {"meta": meta, "sha256": _digest(text.encode("utf-8"))}
         _write(entry, json.dumps(header) + "\n" + text)
     return meta, text
+
+
+def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:
+    """What cached_text would give from the cache, its text as stored (UTF-8), or None when the
+    cache does not hold it."""
+    entry = _entry(paths, options, kind)
+    return None if entry is None else _read_text(entry)
+
+
+def _read_text(entry: Path) -> tuple[dict, bytes] | None:
+    """(meta, text) of a cached rendering; None when absent, cut or foreign: the cache is data,
+    not trust, and such an entry is recomputed, never printed."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        head, _, text = entry.read_bytes().partition(b"\n")
+        header = json.loads(head)
+        if header["sha256"] == _digest(text) and isinstance(header["meta"], dict):
+            return header["meta"], text
+    return None
 
 
 _swept: set[Path] = set()
@@ -117,5 +137,5 @@ def _write(entry: Path, text: str) -> None:
     write_atomic(entry, text)
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

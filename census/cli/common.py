@@ -6,7 +6,6 @@ goes to stdout, everything else to stderr.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import sys
@@ -16,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from census.cli.stdout import piped_json, silence_stdout, warn  # noqa: F401 (the commands')
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import (
     EXIT_BAD_INPUT,
@@ -111,94 +111,6 @@ def _main(
     _state["debug"] = debug
 
 
-class GuardedStdout:
-    """sys.stdout, whose write failures become census errors: a full or broken stdout
-    (OutputError, exit 74) and a reader that stopped early (ReaderGone, exit 141)."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def _guard(self, action: Callable[[], Any]) -> Any:
-        from census.errors import OutputError, ReaderGone
-
-        try:
-            return action()
-        except BrokenPipeError:
-            raise ReaderGone() from None
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            raise OutputError(f"cannot write to standard output ({reason})") from None
-
-    def write(self, text: str) -> int:
-        return self._guard(lambda: self._stream.write(text))
-
-    def flush(self) -> None:
-        self._guard(self._stream.flush)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def guard_stdout() -> None:
-    """Before any command runs: a closed stdout is one line and exit 74; an open one is
-    guarded; a closed stderr becomes /dev/null."""
-    from census.errors import EXIT_OUTPUT_FAILED
-
-    # A closed stderr: progress and warnings go to /dev/null, never to stdout or to a file
-    # census opens later (which would take descriptor 2).
-    _fill_fd(2)
-    if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 (for the whole process)
-    if sys.stdout is None or not _writable(1):
-        print("Error: standard output is closed: census has nowhere to write", file=sys.stderr)
-        raise SystemExit(EXIT_OUTPUT_FAILED)
-    with contextlib.suppress(AttributeError, ValueError):  # text whose bytes are not UTF-8 (a
-        sys.stdout.reconfigure(errors="backslashreplace")  # file name) is shown, not fatal
-    sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
-
-
-def _writable(fd: int) -> bool:
-    """Whether descriptor `fd` is open for writing (a shell that closed it may have let a file
-    it reads take its number)."""
-    import fcntl
-
-    try:
-        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
-    except OSError:
-        return False
-
-
-def _fill_fd(fd: int) -> None:
-    """Put /dev/null on a standard descriptor that cannot be written."""
-    if not _writable(fd):
-        null = os.open(os.devnull, os.O_WRONLY)
-        if null != fd:
-            os.dup2(null, fd)
-            os.close(null)
-
-
-def _silence_stdout() -> None:
-    """After a broken pipe: point stdout at /dev/null, so that Python's flush at exit does not
-    print a second error."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-
-
-@contextlib.contextmanager
-def outside_commands() -> Any:
-    """What handle_errors does for a command, for the text click writes itself (--help, usage):
-    a full or closed stdout is one line and exit 74, a reader that stopped early exit 141."""
-    try:
-        yield
-    except ReaderGone as exc:
-        _silence_stdout()
-        raise SystemExit(exc.exit_code) from None
-    except CensusError as exc:
-        print(f"Error: {one_line(str(exc))}", file=sys.stderr)
-        raise SystemExit(exc.exit_code) from None
-
-
 def _shown(name: Any) -> str:
     """A file name as text, whatever its bytes."""
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
@@ -221,14 +133,14 @@ def handle_errors(func: F) -> F:
             sys.stdout.flush()  # a full or closed stdout fails here, inside the handler
             return result
         except ReaderGone as exc:
-            _silence_stdout()
+            silence_stdout()
             raise typer.Exit(exc.exit_code) from None
         except CensusError as exc:
             fail(str(exc), exc.exit_code, getattr(exc, "details", ""))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:  # a write that bypassed the guard
-            _silence_stdout()
+            silence_stdout()
             raise typer.Exit(EXIT_READER_GONE) from None
         except (typer.Exit, typer.Abort):
             raise
@@ -348,12 +260,6 @@ def show(text: str, fmt: str) -> None:
     sys.stdout.write(text if fmt == "terminal" else f"{text}\n")
 
 
-def piped_json(fmt: str, *more: Any) -> bool:
-    """Whether only JSON to a pipe is asked (nothing in `more`): then the compact document comes
-    from the cache (write_cached)."""
-    return fmt == "json" and not sys.stdout.isatty() and not any(more)
-
-
 def write_cached(label: str, document: Callable[[Any], tuple[dict, str]]) -> None:
     """A document from census.api (`document(progress)` -> (its warnings, its text)) on stdout,
     with progress and its warnings on stderr."""
@@ -363,11 +269,6 @@ def write_cached(label: str, document: Callable[[Any], tuple[dict, str]]) -> Non
         meta, text = document(progress)
     warn(meta["warnings"])
     sys.stdout.write(text + "\n")
-
-
-def warn(warnings: Any) -> None:
-    for w in warnings:
-        print(f"warning: {one_line(w)}", file=sys.stderr)
 
 
 def summary_shown(path: Path, options: Any, shown: str | None = None) -> Any:

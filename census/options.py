@@ -1,0 +1,74 @@
+"""What every command and API call starts from: the input the user named (`sample:NAME` or a
+path) and the Options saying how steps and phases are selected, which are also the cache's key
+(census.store.cache). Light to import, as the cached `summary --json` needs (census.cli.fast)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
+from census.errors import UsageError
+
+PathLike = str | Path
+
+
+@dataclass(frozen=True)
+class Options:
+    """How steps are selected: NVTX ranges matching `steps_regex`, less the first `skip_first`
+    per process; phases: ranges inside matching `phases_regex` (empty: none). `key()`: cache's."""
+
+    steps_regex: str = DEFAULT_STEPS_REGEX
+    skip_first: int = 0
+    phases_regex: str = DEFAULT_PHASES_REGEX
+    idle: bool = True  # split the GPU idle time by cause and host range (False: --no-idle)
+    ranks: bool = False  # a folder of exports is the ranks of one run (--ranks); not a cache key
+    scheduler: str | None = None  # a rank folder's exports read on Dask (--scheduler); not a key
+
+    def __post_init__(self) -> None:
+        from census.load.patterns import compile_pattern
+
+        for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
+            compile_pattern(option, pattern)
+        if self.skip_first < 0:
+            raise UsageError("--skip-first must be 0 or more")
+
+    def key(self) -> list:
+        return [self.steps_regex, self.skip_first, self.phases_regex, self.idle]
+
+
+def resolve_input(name: PathLike) -> Path:
+    """`sample:eager` names a bundled capture; anything else is a path."""
+    text = str(name)
+    if text.startswith("sample:"):
+        from census.sources.samples import sample_path
+
+        return sample_path(text.split(":", 1)[1])
+    return Path(name)
+
+
+def default_label(path: Path) -> str:
+    """A folder's name; a file's name up to its first dot; a capture folder's export
+    (`NAME/capture.sqlite`) is named by its folder."""
+    if path.is_dir():
+        return path.name
+    stem = path.name.split(".")[0]
+    return path.parent.name if stem == "capture" and path.parent.name else stem
+
+
+# The keywords summarize and diff take for the fields of Options.
+SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phases_regex",
+             "idle": "idle", "ranks": "ranks", "scheduler": "scheduler"}  # fmt: skip
+
+
+def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
+    """`options` (default Options()) with every SELECTION keyword that is not None in its place."""
+    if options is not None and not isinstance(options, Options):
+        raise UsageError(f"options must be a census.Options, not {type(options).__name__}")
+    unknown = sorted(set(selection) - set(SELECTION))
+    if unknown:
+        raise UsageError(f"unknown keyword {unknown[0]!r}: the step selection is one of "
+                         f"{', '.join(SELECTION)} (or options=census.Options(...))")  # fmt: skip
+    given = {SELECTION[k]: v for k, v in selection.items() if v is not None}
+    return replace(options or Options(), **given)
