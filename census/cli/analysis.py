@@ -29,15 +29,14 @@ from census.cli.common import (
     output_format,
     parse_gates,
     parse_labels,
-    piped_json,
     shape,
     show,
     summary_shown,
-    warn,
     write_cached,
     write_report,
 )
 from census.cli.fast import TOP_DEFAULT
+from census.cli.stdout import piped_json, warn
 from census.errors import UsageError
 from census.paths import check_output
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from census.cli.stdout import piped_json, silence_stdout, warn  # noqa: F401 (the commands')
+from census.cli.stdout import silence_stdout, warn
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import (
     EXIT_BAD_INPUT,
