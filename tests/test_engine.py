@@ -46,6 +46,18 @@ def test_real_exports_split_any_way_give_the_same_census(
     assert not any("not in start order" in s for s in stages)
 
 
+def test_results_mapped_back_from_spill_files_fold_the_same(monkeypatch) -> None:
+    """A worker's large arrays come back as read-only mapped files (census.load.pool): here
+    every array does, and folding the ranges still gives the single process's census."""
+    from census.load import pool
+
+    path = sample_path("eager") / "capture.sqlite"
+    whole, _ = census_record(path, 1, WHOLE_FILE)
+    monkeypatch.setattr(pool, "SPILL_BYTES", 0)
+    split, _ = census_record(path, 2, 97)
+    assert split == whole
+
+
 def test_ddp_rank_capture_split(tmp_path: Path) -> None:
     import lzma
 

@@ -8,7 +8,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from census.definitions import IDLE_KEYS, METRIC_KEYS
-from census.load.figures import NO_END, NO_START, Figures, add_rows, dense, exact, figures_of
+from census.load.figures import (
+    NO_END,
+    NO_START,
+    Figures,
+    Spans,
+    Sums,
+    add_rows,
+    exact,
+    figures_of,
+    fit_rows,
+)
 from census.model import IdleSplit, Metrics
 
 BIG = 1 << 62
@@ -30,20 +40,56 @@ def test_add_rows_never_overflows() -> None:
     assert small.dtype == np.int64 and small.tolist() == [[0], [5]]
 
 
-def test_dense_puts_each_keys_row_in_place() -> None:
-    out = dense([3, 0], [1, 2, 3, 4], 5, 2)
-    assert out.tolist() == [[3, 4], [0, 0], [0, 0], [1, 2], [0, 0]]
-    assert dense([], [], 2, 3).tolist() == [[0, 0, 0], [0, 0, 0]]
+def spans_of(n: int, given: dict[int, list[int]]) -> Spans:
+    """Spans of n keys, each given key spanning [first, last]."""
+    out = Spans(n)
+    for key, (first, last) in given.items():
+        out.add(np.array([key, key]), np.array([first, last]), np.array([first, last]))
+    return out
+
+
+def test_fit_rows_pads_with_zeros_or_cuts() -> None:
+    values = np.array([[1, 2], [3, 4]])
+    assert fit_rows(values, 3).tolist() == [[1, 2], [3, 4], [0, 0]]
+    assert fit_rows(values, 1).tolist() == [[1, 2]]
+    assert fit_rows(np.array([[BIG * 4]], object), 2).tolist() == [[BIG * 4], [0]]
 
 
 def test_figures_of_marks_keys_without_gpu_work() -> None:
-    fig = figures_of(("a",), np.array([[1], [2], [3]]), {2: [10, 40], 0: [5, 5]})
+    fig = figures_of(("a",), np.array([[1], [2], [3]]), spans_of(2, {0: [5, 5]}))
+    assert fig.spans() == ([5, None, None], [0, None, None])  # key 2: past the spans
+    fig = figures_of(("a",), np.array([[1], [2], [3]]), spans_of(3, {2: [10, 40], 0: [5, 5]}))
     assert fig.spans() == ([5, None, 10], [0, None, 30])
     assert (fig.first[1], fig.last[1]) == (NO_START, NO_END)
 
 
+def test_spans_fold_by_minimum_and_maximum() -> None:
+    a, b = spans_of(3, {0: [5, 9], 1: [7, 8]}), spans_of(3, {0: [2, 6], 2: [1, 1]})
+    a.merge(b)
+    assert a.first.tolist() == [2, 7, 1] and a.last.tolist() == [9, 8, 1]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-BIG, BIG)), max_size=20), st.integers(1, 4)
+)
+def test_sums_are_the_python_sums_in_any_batches(rows: list, batches: int) -> None:
+    """Added batch by batch and merged, into int64 while that is safe, Python ints beyond."""
+    halves = [Sums(4, 1), Sums(4, 1)]
+    for i in range(batches):
+        mine = rows[i::batches]
+        keys = sorted({k for k, _ in mine})
+        sums = [[sum(v for k, v in mine if k == key)] for key in keys]
+        halves[i % 2].add(np.array(keys, np.int64), exact(sums).reshape(-1, 1))
+    halves[0].merge(halves[1])
+    assert halves[0].values[:, 0].tolist() == [
+        sum(v for k, v in rows if k == key) for key in range(4)
+    ]
+    if all(abs(v) < 1000 for _, v in rows):
+        assert halves[0].values.dtype == np.int64
+
+
 def test_joined_replaces_and_adds_columns() -> None:
-    fig = figures_of(("a", "b"), np.array([[1, 2], [3, 4]]), {})
+    fig = figures_of(("a", "b"), np.array([[1, 2], [3, 4]]), Spans(0))
     out = fig.joined(["c", "a"], np.array([[10, 20], [30, 40]]))
     assert out.names == ("a", "b", "c")
     assert out.values.tolist() == [[20, 2, 10], [40, 4, 30]]
@@ -64,7 +110,9 @@ keyed = st.lists(
 def test_summed_is_the_python_sum_and_the_widest_span(rows: list) -> None:
     spans = {i: [min(s), max(s)] for i, (_, _, s) in enumerate(rows) if s is not None}
     values = exact([v for _, v, _ in rows]).reshape(-1, 2)
-    fig = figures_of(("x", "y"), values, spans).summed(np.array([c for c, _, _ in rows], int), 5)
+    fig = figures_of(("x", "y"), values, spans_of(len(rows), spans)).summed(
+        np.array([c for c, _, _ in rows], int), 5
+    )
     for cell in range(5):
         mine = [i for i, (c, _, _) in enumerate(rows) if c == cell]
         assert fig.values[cell].tolist() == [sum(rows[i][1][j] for i in mine) for j in (0, 1)]

@@ -18,13 +18,12 @@ import numpy as np
 from census.errors import ColumnError, InputError
 from census.load.figures import (
     FIGURES,
-    KERNEL_SUMS,
     UNIONS,
     Figures,
     IdleColumns,
     add_rows,
-    dense,
     figures_of,
+    fit_rows,
     idle_splits,
     rows,
 )
@@ -287,9 +286,7 @@ def _aggregates(
     # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
     whole, unions = _unions(gpu.union_ns, keys if parents is None else parent_scope(steps, keys))
     launch, by_api, launched = _launch(passes.launch, keys)
-    kernels = dense(gpu.step_kernels, itertools.chain.from_iterable(gpu.step_kernels.values()),
-                    keys, len(KERNEL_SUMS))  # fmt: skip
-    busy = dense(gpu.busy_ns, gpu.busy_ns.values(), keys, 1)
+    kernels, busy = (fit_rows(s.values, keys) for s in (gpu.step_kernels, gpu.busy_ns))
     columns = (kernels, launched, unions[:keys], busy)
     agg = Aggregates(groups, names, launch, by_api, _memory(gpu.memory),
                      figures_of(FIGURES, np.concatenate(columns, axis=1), gpu.span),

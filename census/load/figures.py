@@ -32,16 +32,16 @@ def exact(values: Iterable | np.ndarray) -> np.ndarray:
         out = np.asarray(values, np.int64)
     except OverflowError:
         return np.asarray(values, object)
-    return out.astype(object) if _magnitude(out) >= _ROOM else out
+    return out.astype(object) if magnitude(out) >= _ROOM else out
 
 
-def _magnitude(values: np.ndarray) -> int:
+def magnitude(values: np.ndarray) -> int:
     return max(int(values.max()), -int(values.min())) if values.size else 0
 
 
 def add_rows(index: np.ndarray, n: int, values: np.ndarray) -> np.ndarray:
     """The rows of `values` summed into n rows, row i into row index[i], exactly (`exact`)."""
-    safe = values.dtype != object and _magnitude(values) < _ROOM // max(len(values), 1)
+    safe = values.dtype != object and magnitude(values) < _ROOM // max(len(values), 1)
     out = np.zeros((n, *values.shape[1:]), np.int64 if safe else object)
     np.add.at(out, index, values if safe else values.astype(object))
     return out
@@ -52,12 +52,11 @@ def rows(values: Iterable[int], width: int) -> np.ndarray:
     return exact(list(values)).reshape(-1, width)
 
 
-def dense(keys: Iterable[int], values: Iterable[int], n: int, width: int) -> np.ndarray:
-    """Rows given by key (each key in range(n) once; `values` row after row) as an (n, width)
-    array (`exact`), zeros elsewhere."""
-    given = rows(values, width)
-    out = np.zeros((n, width), given.dtype)
-    out[np.fromiter(keys, np.int64, len(given))] = given
+def fit_rows(values: np.ndarray, n: int) -> np.ndarray:
+    """`values` as n rows: cut, or followed by rows of zeros (keys nothing was added to)."""
+    out = np.zeros((n, *values.shape[1:]), values.dtype)
+    k = min(n, len(values))
+    out[:k] = values[:k]
     return out
 
 
@@ -101,14 +100,59 @@ class Figures:
         return first.tolist(), np.where(none, None, self.last - np.where(none, 0, first)).tolist()
 
 
-def figures_of(names: Sequence[str], values: np.ndarray, spans: dict[int, list[int]]) -> Figures:
-    """Figures of dense columns, and of the spans by key (census.load.intervals.Spans)."""
-    first = np.full(len(values), NO_START, np.int64)
-    last = np.full(len(values), NO_END, np.int64)
-    if spans:
-        keys = np.fromiter(spans.keys(), np.int64, len(spans))
-        first[keys], last[keys] = np.array(list(spans.values()), np.int64).T
+def figures_of(names: Sequence[str], values: np.ndarray, spans: Spans) -> Figures:
+    """Figures of dense columns and of the spans of the same keys (fewer spans than keys: the
+    rest launched nothing)."""
+    n = len(values)
+    first = np.full(n, NO_START, np.int64)
+    last = np.full(n, NO_END, np.int64)
+    k = min(n, len(spans.first))
+    first[:k], last[:k] = spans.first[:k], spans.last[:k]
     return Figures(tuple(names), values, first, last)
+
+
+class Spans:
+    """Per key (a step's or segment's idx) the earliest start and the latest end of the GPU
+    work launched in it, as two int64 columns (NO_START, NO_END where none): a minimum and a
+    maximum, so ranges and batches read apart fold exactly."""
+
+    def __init__(self, n: int) -> None:
+        self.first = np.full(n, NO_START, np.int64)
+        self.last = np.full(n, NO_END, np.int64)
+
+    def add(self, key: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        np.minimum.at(self.first, key, start)
+        np.maximum.at(self.last, key, end)
+
+    def merge(self, other: Spans) -> None:
+        self.first = np.minimum(self.first, other.first)  # new arrays: a worker's are read-only
+        self.last = np.maximum(self.last, other.last)
+
+
+class Sums:
+    """Running sums of `width` columns per key, exact: int64 while a bound on every sum (what
+    was added, in magnitude) stays below 2^60, Python ints (an object array) beyond."""
+
+    def __init__(self, n: int, width: int) -> None:
+        self.values = np.zeros((n, width), np.int64)
+        self.bound = 0
+
+    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """rows[i] into the sums of key keys[i]; `keys` distinct."""
+        if len(keys):
+            self._widen(magnitude(rows), rows.dtype == object)
+            if not self.values.flags.writeable:  # a worker's, mapped from its spill file
+                self.values = self.values.copy()
+            self.values[keys] += rows
+
+    def merge(self, other: Sums) -> None:
+        self._widen(other.bound, other.values.dtype == object)
+        self.values = self.values + other.values
+
+    def _widen(self, more: int, as_objects: bool) -> None:
+        self.bound += more
+        if self.values.dtype != object and (as_objects or self.bound >= _ROOM):
+            self.values = self.values.astype(object)
 
 
 class IdleColumns(NamedTuple):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from census.load.figures import add_rows
+from census.load.figures import Spans, Sums, add_rows
 
 INT_NULL = np.iinfo(np.int64).min
 NO_STEP = -1
@@ -42,6 +42,11 @@ class StepIndex:
                 np.array([r[1] for r in rows], np.int64),
             )
         return cls(by_proc, {p: np.maximum.accumulate(v[1]) for p, v in by_proc.items()})
+
+    @property
+    def size(self) -> int:
+        """One more than the largest idx: the rows of per-key columns (Sums, Spans)."""
+        return 1 + max((int(v[2].max()) for v in self.by_proc.values() if len(v[2])), default=-1)
 
     def touching(self, proc: int, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         """Whether each [start, end] of process `proc` touches one of its ranges (ends
@@ -84,33 +89,22 @@ def add_into(target: dict, items: Iterable[tuple[Any, Iterable[int]]]) -> None:
                 acc[i] += int(v)
 
 
-# scope -> [earliest start, latest end] of the GPU work launched in it: min and max, so ranges
-# and batches read apart fold exactly
-Spans = dict[int, list[int]]
-
-
 def add_spans(spans: Spans, scope: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
-    """Fold the earliest start and latest end per scope of the given rows into `spans`: rows
-    with a scope (not NO_STEP) and a start and end known, end >= start."""
+    """Widen `spans` by the given rows: those with a scope (not NO_STEP) and a start and end
+    known, end >= start."""
     rows = (scope != NO_STEP) & (start != INT_NULL) & (end != INT_NULL) & (end >= start)
-    if not rows.any():
+    if rows.any():
+        spans.add(scope[rows], start[rows], end[rows])
+
+
+def add_sums(sums: Sums, scope: np.ndarray, *columns: np.ndarray) -> None:
+    """The columns, row by row, summed into `sums` by scope (rows with NO_STEP left out)."""
+    inside = scope != NO_STEP
+    if not inside.any():
         return
-    keys, code = distinct(scope[rows])
-    lo = np.full(len(keys), np.iinfo(np.int64).max, np.int64)
-    hi = np.full(len(keys), INT_NULL, np.int64)
-    np.minimum.at(lo, code, start[rows])
-    np.maximum.at(hi, code, end[rows])
-    merge_spans(spans, zip(keys.tolist(), lo.tolist(), hi.tolist(), strict=True))
-
-
-def merge_spans(target: Spans, items: Iterable[tuple[int, int, int]]) -> None:
-    """target[scope] = the wider of it and (first, last), for each (scope, first, last)."""
-    for key, first, last in items:
-        span = target.get(key)
-        if span is None:
-            target[key] = [first, last]
-        else:
-            span[0], span[1] = min(span[0], first), max(span[1], last)
+    keys, code = distinct(scope[inside])
+    values = np.stack([c[inside] for c in columns], axis=1)
+    sums.add(keys, add_rows(code, len(keys), values))
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -25,14 +25,15 @@ from census.load.columns import (
     read_strings,
     with_end,
 )
+from census.load.figures import KERNEL_SUMS, Spans, Sums
 from census.load.intervals import (
     INT_NULL,
     NO_STEP,
-    Spans,
     StepIndex,
     Swept,
     add_into,
     add_spans,
+    add_sums,
     covered_ns,
     distinct,
     exact_sums,
@@ -95,12 +96,12 @@ class Part:
 @dataclass
 class PartResult:
     groups: dict[tuple, list[int]] = field(default_factory=dict)  # (dn, sn, has_api) -> 4 sums
-    step_kernels: dict[int, list[int]] = field(default_factory=dict)
+    step_kernels: Sums = field(default_factory=lambda: Sums(0, len(KERNEL_SUMS)))
     union_ns: dict[UnionKey, int] = field(default_factory=dict)
     high: dict[UnionKey, int] = field(default_factory=dict)  # running maximum end
-    busy_ns: dict[int, int] = field(default_factory=dict)
+    busy_ns: Sums = field(default_factory=lambda: Sums(0, 1))  # per step or segment
     busy_high: dict[int, int] = field(default_factory=dict)  # per process
-    span: Spans = field(default_factory=dict)  # GPU work launched in each step or segment
+    span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
     memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
     bad_kernels: int = 0
     devices: set[int] = field(default_factory=set)
@@ -125,7 +126,9 @@ class PartReader:
     def __init__(self, conn: sqlite3.Connection, ctx: GpuContext) -> None:
         self.conn = conn
         self.ctx = ctx
-        self.res = PartResult()
+        n = ctx.steps.size
+        self.res = PartResult(step_kernels=Sums(n, len(KERNEL_SUMS)), busy_ns=Sums(n, 1),
+                              span=Spans(n))  # fmt: skip
         self.nccl: dict[tuple[int, int], bool] = {}
         self.latest_start: int | None = None
         self.step_procs = ctx.step_procs
@@ -201,19 +204,9 @@ class PartReader:
         add_into(self.res.groups, ((key(c), [s[c] for s in sums]) for c in used))
 
     def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
-        inside = step != NO_STEP
-        if not inside.any():
-            return
-        steps, code = distinct(step[inside])
-        d, k = dur[inside], nccl[inside]
-        n = len(steps)
-        sums = (
-            np.bincount(code, minlength=n).tolist(),
-            exact_sums(code, n, d),
-            np.bincount(code[k], minlength=n).tolist(),
-            exact_sums(code[k], n, d[k]),
-        )
-        add_into(self.res.step_kernels, zip(steps.tolist(), zip(*sums, strict=True), strict=True))
+        """KERNEL_SUMS per step: count, time, NCCL count, NCCL time."""
+        add_sums(self.res.step_kernels, step, np.ones(len(step), np.int64), dur,
+                 nccl.astype(np.int64), np.where(nccl, dur, 0))  # fmt: skip
 
     def _union_members(self, b, extent, step, nccl) -> list[Members]:
         """Each kernel with an extent joins its class's and (with NCCL about) the all-kernel
@@ -281,15 +274,15 @@ def add_timeline(parts: TimelineParts, steps: StepIndex, m: Members) -> None:
         parts.add("busy", steps, m.key(code), m.start[rows], m.end[rows])
 
 
-def add_busy(busy: dict[int, int], steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:
+def add_busy(busy: Sums, steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:
     """Add (or, with sign -1, take away) the new coverage of swept busy intervals, clipped to
     each step of their process."""
     for seg, code in enumerate(swept.codes.tolist()):
         rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
         starts, ends, idx = steps.by_proc[proc_of(code)]
         covered = covered_ns(swept.piece_lo[rows], swept.end[rows], starts, ends)
-        for i in np.flatnonzero(covered).tolist():
-            busy[int(idx[i])] = busy.get(int(idx[i]), 0) + sign * int(covered[i])
+        some = np.flatnonzero(covered)  # one row per step: idx distinct
+        busy.add(idx[some], sign * covered[some, None])
 
 
 def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:

@@ -14,7 +14,8 @@ import numpy as np
 
 from census.definitions import MEMSET_KIND
 from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
-from census.load.intervals import INT_NULL, Spans, add_spans, exact_sums, group_rows, merge_spans
+from census.load.figures import Spans
+from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
@@ -31,7 +32,7 @@ class MemoryResult:
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
     # (process index, start, end) batches of intervals that count in busy time; merged: one
     busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-    span: Spans = field(default_factory=dict)  # GPU work launched in each step or segment
+    span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
     # zero-length memcpys/memsets (ctx.timeline): the next GPU work after a sync, too
     timeline: TimelineParts = field(default_factory=TimelineParts)
 
@@ -50,7 +51,7 @@ def read_memory_part(
     conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
 ) -> MemoryResult:
     table, kind, rows, batch_rows = job
-    res = MemoryResult()
+    res = MemoryResult(span=Spans(ctx.steps.size))
     cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
             "bytes": "bytes", "kind": kind}  # fmt: skip
     last = rows.lo
@@ -102,11 +103,12 @@ def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int
 
 def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
     """One result, and its busy intervals as Members sorted by start."""
-    out = MemoryResult(memory=_reduce([batch for res in results for batch in res.cells]))
+    out = MemoryResult(memory=_reduce([batch for res in results for batch in res.cells]),
+                       span=Spans(ctx.steps.size))  # fmt: skip
     for res in results:
         for p, corrs in res.missing.items():
             out.missing.setdefault(p, []).extend(corrs)
-        merge_spans(out.span, ((k, *v) for k, v in res.span.items()))
+        out.span.merge(res.span)
         out.timeline.merge(res.timeline)
     none = [np.zeros(0, np.int64)]
     code, start, end = (

@@ -26,7 +26,7 @@ from census.load.api_calls import (
     read_runtime_part,
 )
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
-from census.load.intervals import StepIndex, merge_spans
+from census.load.intervals import StepIndex
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
@@ -110,7 +110,7 @@ def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
     gpu.memory = memory.memory
     gpu.timeline.merge(memory.timeline)
-    merge_spans(gpu.span, ((k, *v) for k, v in memory.span.items()))
+    gpu.span.merge(memory.span)
     for p, corrs in memory.missing.items():
         gpu.missing.setdefault(p, []).extend(corrs)
     return gpu

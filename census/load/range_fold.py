@@ -15,7 +15,7 @@ import sqlite3
 import numpy as np
 
 from census.load.columns import RowidRange, read_batches
-from census.load.intervals import INT_NULL, add_into, merge_spans, sweep
+from census.load.intervals import INT_NULL, add_into, sweep
 from census.load.kernels import (
     GpuContext,
     Members,
@@ -108,16 +108,16 @@ def _concat(members: list[Members]) -> Members:
 
 
 def _add(total: PartResult, res: PartResult) -> None:
-    for mine, theirs in ((total.groups, res.groups), (total.step_kernels, res.step_kernels),
-                         (total.memory, res.memory)):  # fmt: skip
+    for mine, theirs in ((total.groups, res.groups), (total.memory, res.memory)):
         add_into(mine, theirs.items())
-    for mine, theirs in ((total.union_ns, res.union_ns), (total.busy_ns, res.busy_ns)):
-        for key, v in theirs.items():
-            mine[key] = mine.get(key, 0) + v
+    total.step_kernels.merge(res.step_kernels)
+    total.busy_ns.merge(res.busy_ns)
+    for key, v in res.union_ns.items():
+        total.union_ns[key] = total.union_ns.get(key, 0) + v
     for mine, theirs in ((total.high, res.high), (total.busy_high, res.busy_high)):
         for key, v in theirs.items():
             mine[key] = max(mine.get(key, v), v)
-    merge_spans(total.span, ((k, *v) for k, v in res.span.items()))
+    total.span.merge(res.span)
     total.timeline.merge(res.timeline)
     total.bad_kernels += res.bad_kernels
     total.devices |= res.devices
