@@ -74,6 +74,10 @@ def test_cached_answer_is_the_commands_byte_for_byte(tmp_path: Path, name: str) 
     assert again.stdout == cold.stdout and b"typer imported: False" in again.stderr
     off = _census("summary", str(export), "--json", cache=cache, CENSUS_NO_CACHE="1")
     assert off.stdout == cold.stdout and b"typer imported: True" in off.stderr
+    # stdout in another encoding than the cache's UTF-8: the command encodes the text itself
+    utf16 = _census("summary", str(export), "--json", cache=cache, PYTHONIOENCODING="utf-16")
+    assert "typer imported: True" in utf16.stderr.decode("utf-16")  # stderr's, too
+    assert utf16.stdout.decode("utf-16") == cold.stdout.decode()
 
 
 def test_a_damaged_entry_or_an_edited_export_is_computed_again(tmp_path: Path) -> None:

@@ -58,6 +58,24 @@ def test_results_mapped_back_from_spill_files_fold_the_same(monkeypatch) -> None
     assert split == whole
 
 
+def test_sums_past_int64_come_back_from_workers_exactly(tmp_path: Path, monkeypatch) -> None:
+    """A kernel of 2^60 ns makes its step's sums Python ints in the worker that reads it; they
+    travel back pickled (object arrays cannot be mapped from a spill file) and add up exactly."""
+    from census.load import pool
+
+    e = Export()
+    e.range("step 0", 0, 1 << 62)
+    for i in range(6):
+        start = 100 * (i + 1)
+        e.launch("gemm_kernel", start - 50, start, start + (1 << 60) + 5 if i == 2 else start + 10)
+    path = e.write(tmp_path / "long.sqlite")
+    whole, _ = census_record(path, 1, WHOLE_FILE)
+    monkeypatch.setattr(pool, "SPILL_BYTES", 0)
+    split, _ = census_record(path, 2, 3)
+    assert split == whole
+    assert whole["steps"]["kernel_time_ns"] == [(1 << 60) + 5 + 5 * 10]
+
+
 def test_ddp_rank_capture_split(tmp_path: Path) -> None:
     import lzma
 

@@ -129,3 +129,11 @@ def test_as_dict_is_in_key_order() -> None:
         zip(METRIC_KEYS, range(len(METRIC_KEYS)), strict=True)
     )
     assert list(IdleSplit(*range(5)).as_dict()) == list(IDLE_KEYS)
+
+
+def test_sums_stay_int64_for_small_rows_given_as_python_ints() -> None:
+    sums = Sums(3, 1)
+    sums.add(np.array([0, 2]), np.array([[4], [5]], object))  # add_rows' cautious objects
+    assert sums.values.dtype == np.int64 and sums.values[:, 0].tolist() == [4, 0, 5]
+    sums.add(np.array([1]), np.array([[BIG * 8]], object))
+    assert sums.values.dtype == object and sums.values[:, 0].tolist() == [4, BIG * 8, 5]

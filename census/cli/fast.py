@@ -19,7 +19,7 @@ def cached_summary(argv: list[str]) -> bool:
     from census.cli.stdout import piped_json, warn
 
     path = _summary_json_of(argv)
-    if path is None or not piped_json("json"):
+    if path is None or not piped_json("json") or not _utf8(sys.stdout):
         return False
     try:
         from census.api import cached_summary_json
@@ -34,6 +34,16 @@ def cached_summary(argv: list[str]) -> bool:
     sys.stdout.write_bytes(document + b"\n")  # type: ignore[attr-defined] (GuardedStdout)
     sys.stdout.flush()
     return True
+
+
+def _utf8(stream) -> bool:
+    """Whether text written to `stream` is encoded as UTF-8, as the cache holds it."""
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "").name == "utf-8"
+    except LookupError:
+        return False
 
 
 def _summary_json_of(argv: list[str]) -> Path | None:

@@ -140,6 +140,7 @@ class Sums:
     def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """rows[i] into the sums of key keys[i]; `keys` distinct."""
         if len(keys):
+            rows = exact(rows)  # a batch's sums that fit after all come back to int64
             self._widen(magnitude(rows), rows.dtype == object)
             if not self.values.flags.writeable:  # a worker's, mapped from its spill file
                 self.values = self.values.copy()

@@ -259,7 +259,7 @@ SPILL_BYTES = 1 << 20
 def _spill_array(a: np.ndarray):
     """Large result arrays travel as .npy files (one write, one mapped read), not through a
     pipe as pickled bytes (four copies)."""
-    if a.nbytes < SPILL_BYTES:
+    if a.nbytes < SPILL_BYTES or a.dtype.hasobject:  # Python ints cannot be mapped back
         return a.__reduce__()
     fd, name = tempfile.mkstemp(suffix=".npy", dir=_inherited["spill"])
     with os.fdopen(fd, "wb") as fh:
