@@ -108,8 +108,10 @@ class ApiMap:
             known = self.corr.get(p)
             if known is None or not len(known):
                 continue
+            if known.dtype == np.uint32:  # probes outside its range match nothing
+                rows = rows[(corr[rows] >= 0) & (corr[rows] <= _U32_MAX)]
             rows = rows[np.argsort(corr[rows], kind="stable")]  # sorted probes stay in cache
-            q = corr[rows]
+            q = corr[rows].astype(known.dtype)  # searched in the map's own type, no copy of it
             i = np.minimum(np.searchsorted(known, q), len(known) - 1)
             hit = known[i] == q
             found[rows[hit]] = True
@@ -122,8 +124,19 @@ class ApiMap:
             c = np.concatenate([out.corr.get(p, np.zeros(0, np.int64)), corr])
             s = np.concatenate([out.step.get(p, np.zeros(0, np.int64)), step])
             order = np.argsort(c, kind="stable")
-            out.corr[p], out.step[p] = c[order], s[order]
+            out.corr[p], out.step[p] = narrow(c[order]), s[order]
         return out
+
+
+_U32_MAX = (1 << 32) - 1
+
+
+def narrow(corr: np.ndarray) -> np.ndarray:
+    """Sorted correlationIds as uint32 when they all fit (CUPTI's are 32-bit): half the API
+    map's largest column; else as they are."""
+    if len(corr) and int(corr[0]) >= 0 and int(corr[-1]) <= _U32_MAX:
+        return corr.astype(np.uint32)
+    return corr
 
 
 def _by_value(values: np.ndarray, rows: np.ndarray) -> Iterable[tuple[int, np.ndarray]]:
@@ -261,7 +274,7 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
             order = np.argsort(corr, kind="stable")
             corr, step = corr[order], step[order]
             duplicated |= bool(np.any(corr[1:] == corr[:-1]))
-        api.corr[p], api.step[p] = corr, step
+        api.corr[p], api.step[p] = narrow(corr), step
     unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
     duplicated |= len(np.unique(unkeyed)) < len(unkeyed)
     timeline = TimelineParts()
@@ -290,7 +303,7 @@ def read_runtime_grouped(
     for p, r in _by_value(proc, keyed):
         c, first_start = _group_min(corr[r], np.where(start[r] == INT_NULL, _MAX, start[r]))
         t = np.where(first_start == _MAX, INT_NULL, first_start)
-        api.corr[p], api.step[p] = c, steps.step_at(np.full(len(c), p), t)
+        api.corr[p], api.step[p] = narrow(c), steps.step_at(np.full(len(c), p), t)
     code = names.launch_code(cols["name"])
     rank = np.argsort(np.argsort(np.array(names.launch_api, dtype=object)))  # MIN(api) by name
     launch = LaunchTotals()
