@@ -238,17 +238,23 @@ def summary_document(
         with collector_paused():
             return summary_document_text(census_view(summarize_with(path, options, progress)), top)
 
-    return cached_text([sqlite_path], [*options.key(), top], "summary-json", render)
+    return cached_text([sqlite_path], *_document_key(options, top), render)
+
+
+def _document_key(options: Options, top: int) -> tuple[list, str]:
+    """(the options' key, the kind) a summary document is cached under (census.store.cache)."""
+    return [*options.key(), top], "summary-json"
 
 
 def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
     """summary_json_text of an export file with the default Options, as bytes, when the cache
     holds it, else None; nothing is computed and nothing heavy imported (census.cli.fast)."""
+    from census.sources.export import is_export_file
     from census.store.cache import cached_bytes
 
-    if not path.is_file() or path.suffix in (".nsys-rep", ".qdstrm"):
+    if not is_export_file(path):
         return None
-    hit = cached_bytes([path], [*Options().key(), top], "summary-json")
+    hit = cached_bytes([path], *_document_key(Options(), top))
     return None if hit is None else (hit[0], hit[1][:-1] + _capture_field(None).encode())
 
 

@@ -108,10 +108,12 @@ class ApiMap:
             known = self.corr.get(p)
             if known is None or not len(known):
                 continue
+            q = corr[rows]
             if known.dtype == np.uint32:  # probes outside its range match nothing
-                rows = rows[(corr[rows] >= 0) & (corr[rows] <= _U32_MAX)]
-            rows = rows[np.argsort(corr[rows], kind="stable")]  # sorted probes stay in cache
-            q = corr[rows].astype(known.dtype)  # searched in the map's own type, no copy of it
+                fits = (q >= 0) & (q <= _U32_MAX)
+                rows, q = rows[fits], q[fits]
+            order = np.argsort(q, kind="stable")  # sorted probes stay in cache
+            rows, q = rows[order], q[order].astype(known.dtype, copy=False)  # the map's own type
             i = np.minimum(np.searchsorted(known, q), len(known) - 1)
             hit = known[i] == q
             found[rows[hit]] = True

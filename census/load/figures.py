@@ -137,14 +137,14 @@ class Sums:
         self.values = np.zeros((n, width), np.int64)
         self.bound = 0
 
-    def add(self, keys: np.ndarray, rows: np.ndarray) -> None:
-        """rows[i] into the sums of key keys[i]; `keys` distinct."""
+    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """values[i] into the sums of key keys[i]; `keys` distinct."""
         if len(keys):
-            rows = exact(rows)  # a batch's sums that fit after all come back to int64
-            self._widen(magnitude(rows), rows.dtype == object)
+            values = exact(values)  # a batch's sums that fit after all come back to int64
+            self._widen(magnitude(values), values.dtype == object)
             if not self.values.flags.writeable:  # a worker's, mapped from its spill file
                 self.values = self.values.copy()
-            self.values[keys] += rows
+            self.values[keys] += values
 
     def merge(self, other: Sums) -> None:
         self._widen(other.bound, other.values.dtype == object)

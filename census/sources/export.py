@@ -13,20 +13,26 @@ from census.paths import atomic_target, cache_dir
 
 # progress(stage) or progress(stage, rows_done, rows_total): how long work reports itself
 Progress = Callable[..., None]
+REPORT, RAW_STREAM = ".nsys-rep", ".qdstrm"  # what resolve_sqlite converts, or refuses
 
 
 def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
     """The SQLite export behind what the user named."""
     if path.is_dir():
         return _from_capture_dir(path, progress, nsys)
-    if path.suffix == ".qdstrm":
+    if path.suffix == RAW_STREAM:
         raise InputError(
             f"{path}: a raw .qdstrm stream; nsys could not import it into a report "
             "(its install lacks the QdstrmImporter): import it on a machine with a full nsys"
         )
-    if path.suffix == ".nsys-rep":
+    if path.suffix == REPORT:
         return export_report(path, progress, nsys)
     return path
+
+
+def is_export_file(path: Path) -> bool:
+    """Whether resolve_sqlite gives `path` itself: a file, neither a report nor a raw stream."""
+    return path.is_file() and path.suffix not in (REPORT, RAW_STREAM)
 
 
 def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None) -> Path:

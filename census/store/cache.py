@@ -97,8 +97,8 @@ def cached_text(
     if entry is None:
         return render()
     hit = _read_text(entry)
-    with contextlib.suppress(ValueError):  # not UTF-8: a foreign entry, recomputed
-        if hit is not None:
+    if hit is not None:
+        with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: a foreign entry, recomputed
             return hit[0], hit[1].decode("utf-8")
     meta, text = render()
     with contextlib.suppress(OSError):
