@@ -218,3 +218,51 @@ def test_the_page_reader_keeps_the_last_files_tables_only(tmp_path):
     second = build(tmp_path / "b.sqlite", [(i, i, i) for i in range(500)])
     assert page_plan(second, "t", {"a": "a"}, "") is not None
     assert {Path(k[0]).name for k in plan._opened} == {"b.sqlite"}
+
+
+def _varint(v: int) -> list[int]:
+    """SQLite's varint of v (its 64 bits): big-endian 7-bit groups, the 9th byte all 8 bits."""
+    v &= (1 << 64) - 1
+    if v >= 1 << 56:
+        tail, v = v & 0xFF, v >> 8
+        return [0x80 | (v >> (7 * k)) & 0x7F for k in range(7, -1, -1)] + [tail]
+    out = [v & 0x7F]
+    while v := v >> 7:
+        out.insert(0, 0x80 | (v & 0x7F))
+    return out
+
+
+def _decode(data: list[int], at: int) -> tuple[int, int]:
+    """The varint at `at`, byte by byte: (value, length)."""
+    v = 0
+    for k in range(8):
+        v = (v << 7) | (data[at + k] & 0x7F)
+        if data[at + k] < 0x80:
+            return v, k + 1
+    return ((v << 8) | data[at + 8]) & ((1 << 64) - 1), 9
+
+
+def test_varints_of_every_length_and_of_any_bytes():
+    """btree.varints (whole-array bit arithmetic) against a byte-by-byte decoder: the varints
+    of values of every bit length 0..64, and any bytes read as varints."""
+    from census.load.btree import varints
+
+    rng = np.random.default_rng(7)
+    values = [0, 127, 128, 16383, 16384, (1 << 56) - 1, 1 << 56, (1 << 63), (1 << 64) - 1]
+    values += [
+        int(rng.integers(0, 1 << 62)) >> (62 - bits) for bits in range(63) for _ in range(20)
+    ]
+    data, at = [], []
+    for v in values:
+        at.append(len(data))
+        data += _varint(v)
+    junk = len(data)
+    data += rng.integers(0, 256, 4000).tolist()
+    at += range(junk, junk + 3990)
+    buf = np.array([*data, *[0] * 16], np.uint8)
+    got, length = varints(buf, np.array(at, np.int64))
+    _, only_length = varints(buf, np.array(at, np.int64), values=False)
+    want = [_decode(data + [0] * 16, a) for a in at]
+    assert [(int(v) & ((1 << 64) - 1), int(n)) for v, n in zip(got, length, strict=True)] == want
+    assert only_length.tolist() == length.tolist()
+    assert [w for w, _ in want[: len(values)]] == [v & ((1 << 64) - 1) for v in values]

@@ -159,12 +159,12 @@ def read_pages(fh, pages: np.ndarray, page_size: int) -> np.ndarray:
     return out
 
 
-def be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Big-endian unsigned integers of `width` bytes at `at`."""
-    value = np.zeros(len(at), np.int64)
-    for k in range(width):
-        value = (value << 8) | buf[at + k].astype(np.int64)
-    return value
+def be(buf: np.ndarray, at: np.ndarray, width: int, signed: bool = False) -> np.ndarray:
+    """Big-endian integers of `width` bytes (1, 2, 4 or 8) at `at`, as int64 (unsigned ones of
+    8 bytes wrap): each read through a view of `buf` that starts one at every byte."""
+    kind = "i" if signed else "u"
+    view = np.ndarray((len(buf) - width + 1,), np.dtype(f">{kind}{width}"), buf, 0, (1,))
+    return view[at].astype(np.int64)
 
 
 def cell_offsets(buf: np.ndarray, pages: int, page_size: int, usable: int, lone: bool):
@@ -184,29 +184,29 @@ def cell_offsets(buf: np.ndarray, pages: int, page_size: int, usable: int, lone:
     return base[page_of] + pointer, base[page_of] + usable
 
 
-def windows(buf: np.ndarray, width: int) -> np.ndarray:
-    """Row i: the `width` bytes of `buf` from byte i (a view: no copy until indexed)."""
-    return np.lib.stride_tricks.as_strided(buf, (len(buf) - width + 1, width), (1, 1))
-
-
 def varints(buf: np.ndarray, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The varints that start at `at`: (values, their lengths in bytes); without `values`, the
-    values are not decoded (an empty array)."""
-    b = windows(buf, 9)[at]
-    stops = b[:, :8] < 0x80
-    length = np.where(stops.any(1), stops.argmax(1) + 1, 9)
+    values are not decoded (an empty array). Each is read as the 8 bytes from `at`, a big-endian
+    integer: its length is where the first byte without the high bit is (9 where none is), and
+    up to 8 bytes its value is their low 7 bits packed, three shifts and masks."""
+    x = be(buf, at, 8).view(np.uint64)
+    last = ~x & _HIGH_BITS  # the high bit of each byte that ends a varint
+    # the most significant of them, byte i, is at bit 63 - 8 i: frexp's exponent is 64 - 8 i
+    # (exact: those bits never round up to the next power of two)
+    exponent = np.frexp(last.astype(np.float64))[1].astype(np.int64)
+    length = np.where(last == 0, 9, (72 - exponent) >> 3)
     if not values:
         return np.zeros(0, np.int64), length
-    value = np.zeros(len(at), np.uint64)
-    for k in range(9):
-        more = k < length
-        if not more.any():
-            break
-        byte = b[:, k].astype(np.uint64)
-        step = (
-            (value << np.uint64(8)) | byte
-            if k == 8
-            else (value << np.uint64(7)) | (byte & np.uint64(0x7F))
-        )
-        value = np.where(more, step, value)
-    return value.view(np.int64), length.astype(np.int64)
+    short = np.minimum(length, 8).astype(np.uint64)
+    v = (x >> ((np.uint64(8) - short) << np.uint64(3))) & _LOW_BITS  # its bytes, low 7 bits
+    v = (v & np.uint64(0x007F007F007F007F)) | ((v & np.uint64(0x7F007F007F007F00)) >> np.uint64(1))
+    v = (v & np.uint64(0x00003FFF00003FFF)) | ((v & np.uint64(0x3FFF00003FFF0000)) >> np.uint64(2))
+    v = (v & np.uint64(0x000000000FFFFFFF)) | ((v & np.uint64(0x0FFFFFFF00000000)) >> np.uint64(4))
+    nine = np.flatnonzero(length == 9)  # the 9th byte counts all 8 bits
+    if len(nine):
+        v[nine] = (v[nine] << np.uint64(8)) | buf[at[nine] + 8].astype(np.uint64)
+    return v.view(np.int64), length
+
+
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)

@@ -32,11 +32,11 @@ from census.load.btree import (
     CHANGE_COUNTER,
     Layout,
     Unreadable,
+    be,
     cell_offsets,
     open_layout,
     read_pages,
     varints,
-    windows,
 )
 from census.sources.readonly import opened_file
 
@@ -169,14 +169,21 @@ class Records:
         if upto < 0:  # no column wanted: the records are only counted
             return
         # one byte of header size, and one byte of serial type per column up to upto
-        head = windows(buf, upto + 2)[at]
-        if len(at) and (head.max() >= 0x80 or int(head[:, 0].min()) < upto + 2):
+        # row by row: the header size, then column j's type in row j + 1 (contiguous)
+        head = np.empty((upto + 2, len(at)), np.uint8)
+        for k in range(upto + 2):
+            np.take(buf, at + k, out=head[k])
+        if len(at) and (head.max() >= 0x80 or int(head[0].min()) < upto + 2):
             raise Unreadable("a header or serial type of more than one byte, or few columns")
-        self.types = head[:, 1:]
+        self.types = head[1:]
         # where each column ends in its record's body: after the columns before it
-        self.ends = np.cumsum(_SIZES8[self.types], axis=1, dtype=np.int32)
-        self.body = at + head[:, 0]
-        fits = (self.body + self.ends[:, -1] <= at + payload) & (at + payload <= page_end)
+        sizes = _SIZES8[self.types]
+        self.ends = np.empty(sizes.shape, np.int16)  # (numpy's cumsum along axis 0 is slower)
+        self.ends[0] = sizes[0]
+        for k in range(1, len(sizes)):
+            np.add(self.ends[k - 1], sizes[k], out=self.ends[k])
+        self.body = at + head[0]
+        fits = (self.body + self.ends[-1] <= at + payload) & (at + payload <= page_end)
         if not fits.all():
             raise Unreadable("a record longer than its payload, or a payload past its page")
 
@@ -184,9 +191,9 @@ class Records:
         """The records of `mask`, their layout sliced, not parsed again."""
         out = object.__new__(Records)
         out.buf, out.upto = self.buf, self.upto
-        out.at, out.types, out.ends, out.body = (
-            x[mask] for x in (self.at, self.types, self.ends, self.body)
-        )
+        rows = np.flatnonzero(mask)  # (take is faster than a mask along an axis)
+        out.at, out.body = self.at.take(rows), self.body.take(rows)
+        out.types, out.ends = self.types.take(rows, axis=1), self.ends.take(rows, axis=1)
         return out
 
     def column(self, j: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -194,14 +201,17 @@ class Records:
         a blob or a real is)."""
         if j is None or j > self.upto:
             raise Unreadable("a column the page reader does not read")
-        t = self.types[:, j]
+        t = self.types[j]
+        end = self.body + self.ends[j]
+        # the 8 bytes that end where the value does, shifted up and back: its sign extended
+        lo, hi = (int(t.min()), int(t.max())) if len(t) else (1, 1)
+        if lo == hi and 1 <= lo <= 6:  # one integer width (the common case)
+            shift = int(_SHIFT[lo])
+            return (be(self.buf, end - 8, 8, signed=True) << shift) >> shift, np.zeros(len(t), bool)
         if not _INTEGER[t].all():
             raise Unreadable("a value that is not an integer or NULL")
-        end = (self.body + self.ends[:, j - 1] if j else self.body) + _SIZES8[t]
-        # the 8 bytes that end where the value does, shifted up and back: its sign extended
-        grab = np.ndarray((len(self.buf) - 7,), np.dtype(">i8"), self.buf, 0, (1,))
         shift = _SHIFT[t]
-        value = (grab[end - 8].astype(np.int64) << shift) >> shift
+        value = (be(self.buf, end - 8, 8, signed=True) << shift) >> shift
         constant = _SIZES8[t] == 0  # NULL, 0 and 1: nothing in the body
         if constant.any():
             value[constant] = t[constant] == _ONE
