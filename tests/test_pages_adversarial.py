@@ -647,3 +647,16 @@ def test_the_command_line_on_a_damaged_leaf_is_one_line_and_exit_1(tmp_path, mon
     code, _, err = summary(path, monkeypatch, "")
     assert code == 1, err
     assert "internal error" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("page_size", [512, 4096, 65536])
+def test_rows_older_than_many_added_columns_are_read_with_sql(tmp_path, page_size):
+    """Rows written before ALTER TABLE ... ADD COLUMN have short headers: the column's header
+    byte would lie past the record, here past the end of the only leaf page (an IndexError
+    before, not a fallback); SQLite reads the added column as NULL."""
+    added = [f"ALTER TABLE t ADD COLUMN c{i} INTEGER" for i in range(30)]
+    path = build(tmp_path / "t.sqlite", "nameId INTEGER, x INTEGER", [(1, 2), (2, 3)],
+                 page_size=page_size, after=[*added, "ALTER TABLE t ADD COLUMN start INTEGER"])  # fmt: skip
+    conn = open_readonly(path)
+    assert_as_sql(conn, "t", {"start": "start"}, whole(conn))
+    assert_as_sql(conn, "t", {"start": "start"}, whole(conn), "nameId IN (1,2)")

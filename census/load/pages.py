@@ -169,6 +169,8 @@ class Records:
         if upto < 0:  # no column wanted: the records are only counted
             return
         # one byte of header size, and one byte of serial type per column up to upto
+        if len(at) and (at + upto + 2 > page_end).any():  # (rows older than ADD COLUMN)
+            raise Unreadable("a record header that would run past its page")
         # row by row: the header size, then column j's type in row j + 1 (contiguous)
         head = np.empty((upto + 2, len(at)), np.uint8)
         for k in range(upto + 2):
