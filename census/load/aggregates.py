@@ -33,7 +33,7 @@ from census.sources.export import Progress
 from census.sources.readonly import describe_sqlite_error, open_readonly, wal_note
 
 if TYPE_CHECKING:
-    from census.load.api_calls import LaunchTotals
+    from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
     from census.load.phases import Segment
     from census.model import IdleSplit
@@ -332,19 +332,8 @@ def _memory(memory: dict[tuple[int, int, bool], list[int]]) -> MemoryGroups:
 def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:
     """(the whole capture's launch calls, api -> its calls, per step in range(n) its calls as
     an (n, 3) array: count, time_ns, graph launches)."""
-    from census.load.intervals import NO_STEP
-
-    cells = totals.cells
-    step = np.fromiter((st for st, _ in cells), np.int64, len(cells))
-    codes: dict[str, int] = {}
-    api = np.fromiter((codes.setdefault(a, len(codes)) for _, a in cells), np.int64, len(cells))
-    sums = rows(itertools.chain.from_iterable(cells.values()), 3)
-    inside = step != NO_STEP
-    whole = add_rows(np.zeros(len(cells), np.int64), 1, sums)[0].tolist()
-    calls = np.concatenate([sums[:, :2], np.where(inside[:, None], sums[:, :2], 0)], axis=1)
-    by_api = add_rows(api, len(codes), calls).tolist()
-    return (LaunchSums(*whole), {a: ApiSums(*by_api[c]) for a, c in codes.items()},
-            add_rows(step[inside], n, sums[inside]))  # fmt: skip
+    whole, by_api, per_step = totals.summed(n)
+    return LaunchSums(*whole), {a: ApiSums(*v) for a, v in by_api.items()}, per_step
 
 
 def _schema_warnings(schema: sc.Schema) -> list[str]:

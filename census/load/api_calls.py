@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import GRAPH_LAUNCH_APIS, SYNC_APIS, launch_api_kind, normalise_api_name
+from census.load.call_map import CompactCalls
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
-from census.load.intervals import INT_NULL, NO_STEP, StepIndex, add_into, exact_sums
+from census.load.intervals import INT_NULL, NO_STEP, StepIndex
+from census.load.launch_totals import LaunchTotals
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
@@ -98,6 +100,8 @@ class ApiMap:
 
     corr: dict[int, np.ndarray] = field(default_factory=dict)
     step: dict[int, np.ndarray] = field(default_factory=dict)
+    # processes whose calls are kept compact instead (census.load.call_map)
+    compact: dict[int, CompactCalls] = field(default_factory=dict)
 
     def lookup(self, proc: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(has an API row, its step or NO_STEP) for each (process, correlationId)."""
@@ -105,6 +109,9 @@ class ApiMap:
         step = np.full(len(proc), NO_STEP, np.int64)
         keyed = np.flatnonzero((proc != INT_NULL) & (corr != INT_NULL))
         for p, rows in _by_value(proc, keyed):
+            if p in self.compact:
+                found[rows], step[rows] = self.compact[p].lookup(corr[rows])
+                continue
             known = self.corr.get(p)
             if known is None or not len(known):
                 continue
@@ -121,8 +128,10 @@ class ApiMap:
         return found, step
 
     def extended(self, more: dict[int, tuple[np.ndarray, np.ndarray]]) -> ApiMap:
-        out = ApiMap(dict(self.corr), dict(self.step))
+        out = ApiMap(dict(self.corr), dict(self.step), dict(self.compact))
         for p, (corr, step) in more.items():
+            if p in out.compact:  # (rare: GPU work of calls that are not launches) as columns
+                out.corr[p], out.step[p] = out.compact.pop(p).columns()
             c = np.concatenate([out.corr.get(p, np.zeros(0, np.int64)), corr])
             s = np.concatenate([out.step.get(p, np.zeros(0, np.int64)), step])
             order = np.argsort(c, kind="stable")
@@ -157,38 +166,6 @@ def _by_value(values: np.ndarray, rows: np.ndarray) -> Iterable[tuple[int, np.nd
 
 
 @dataclass
-class LaunchTotals:
-    """(step or NO_STEP, api) -> [count, time_ns, graph launches]."""
-
-    cells: dict[tuple[int, str], list[int]] = field(default_factory=dict)
-
-    def add(
-        self,
-        names: ApiNames,
-        step: np.ndarray,
-        code: np.ndarray,
-        dur: np.ndarray,
-        graph: np.ndarray | None = None,
-    ) -> None:
-        """One launch (or one de-duplicated call) per element; dur INT_NULL counts no time;
-        `graph` (default: the API's own flag) marks graph launches."""
-        n_api = len(names.launch_ids)
-        if not len(code) or not n_api:
-            return
-        cell = (step + 1) * n_api + code
-        cells, inverse = np.unique(cell, return_inverse=True)
-        counts = np.bincount(inverse, minlength=len(cells))
-        times = exact_sums(inverse, len(cells), np.where(dur == INT_NULL, 0, dur))
-        flags = names.graph[code] if graph is None else graph
-        graphs = np.bincount(inverse, weights=flags, minlength=len(cells))
-        keys = ((c // n_api - 1, names.launch_api[c % n_api]) for c in cells.tolist())
-        add_into(self.cells, zip(keys, zip(counts, times, graphs, strict=True), strict=True))
-
-    def merge(self, other: LaunchTotals) -> None:
-        add_into(self.cells, other.cells.items())
-
-
-@dataclass
 class RuntimePart:
     """What one rowid range of the runtime table contributes."""
 
@@ -196,6 +173,8 @@ class RuntimePart:
     corr: dict[int, list[np.ndarray]] = field(default_factory=dict)
     step: dict[int, list[np.ndarray]] = field(default_factory=dict)
     increasing: dict[int, bool] = field(default_factory=dict)  # strictly, across the batches
+    # the processes whose calls increase, compact instead of in `corr` and `step`
+    compact: dict[int, CompactCalls] = field(default_factory=dict)
     launch: LaunchTotals = field(default_factory=LaunchTotals)
     unkeyed_launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     timeline: TimelineParts = field(default_factory=TimelineParts)  # launch and sync calls
@@ -210,7 +189,7 @@ def read_runtime_part(
     tick=lambda n: None,
 ) -> RuntimePart:
     """One pass over a rowid range, assuming each call has one row; merge_runtime checks it."""
-    part = RuntimePart()
+    part = RuntimePart(launch=LaunchTotals.of(names.launch_api, steps.size))
     unkeyed = []
     last = rows.lo
     for b, top in read_batches(
@@ -228,12 +207,17 @@ def read_runtime_part(
             part.step.setdefault(p, []).append(step[r].astype(np.int32))
         code = names.launch_code(b["name"])
         launch = code >= 0
-        part.launch.add(names, step[launch], code[launch], b["dur"][launch])
+        part.launch.add(step[launch], code[launch], b["dur"][launch], names.graph[code[launch]])
         unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
         tick(top - last)
         last = top
     part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
     part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
+    for p in [p for p, up in part.increasing.items() if up]:
+        compact = CompactCalls.of(np.concatenate(part.corr[p]), np.concatenate(part.step[p]))
+        if compact is not None:
+            part.compact[p] = compact
+            del part.corr[p], part.step[p]
     return part
 
 
@@ -265,10 +249,17 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
     api = ApiMap()
     launch = LaunchTotals()
     duplicated = False
-    for p in sorted({p for part in parts for p in part.corr}):
-        chunks = [c for part in parts for c in part.corr.get(p, [])]
+    for p in sorted({p for part in parts for p in (*part.corr, *part.compact)}):
+        compact = [part.compact[p] for part in parts if p in part.compact]
+        if len(compact) == sum(p in part.compact or p in part.corr for part in parts) and all(
+            a.last < b.first for a, b in itertools.pairwise(compact)
+        ):  # every range's calls compact, one range after another
+            api.compact[p] = CompactCalls.joined(compact)
+            continue
+        columns = [_chunks(part, p) for part in parts]
+        chunks = [c for cs, _ in columns for c in cs]
         corr = np.concatenate(chunks)
-        step = np.concatenate([s for part in parts for s in part.step.get(p, [])])
+        step = np.concatenate([s for _, ss in columns for s in ss])
         # Each worker checked its own range; here only the seams between ranges are left.
         checked = all(part.increasing.get(p, True) for part in parts)
         if not (checked and _seams_increase(chunks)):
@@ -284,6 +275,14 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
         launch.merge(part.launch)
         timeline.merge(part.timeline)
     return api, launch, duplicated, timeline
+
+
+def _chunks(part: RuntimePart, p: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Process p's calls in a part, as columns (correlationIds, steps) batch by batch."""
+    if p in part.compact:
+        corr, step = part.compact[p].columns()
+        return [corr], [step]
+    return part.corr.get(p, []), part.step.get(p, [])
 
 
 def read_runtime_grouped(
@@ -308,12 +307,13 @@ def read_runtime_grouped(
         api.corr[p], api.step[p] = narrow(c), steps.step_at(np.full(len(c), p), t)
     code = names.launch_code(cols["name"])
     rank = np.argsort(np.argsort(np.array(names.launch_api, dtype=object)))  # MIN(api) by name
-    launch = LaunchTotals()
+    launch = LaunchTotals.of(names.launch_api, steps.size)
     rows = np.flatnonzero(code >= 0)
     single = rows[corr[rows] == INT_NULL]
     grouped = rows[corr[rows] != INT_NULL]
     dur = cols["dur"]
-    launch.add(names, steps.step_at(proc[single], start[single]), code[single], dur[single])
+    launch.add(steps.step_at(proc[single], start[single]), code[single], dur[single],
+               names.graph[code[single]])  # fmt: skip
     if len(grouped):
         order = grouped[np.lexsort((corr[grouped], proc[grouped]))]
         key_p, key_c = proc[order], corr[order]
@@ -324,7 +324,7 @@ def read_runtime_grouped(
         api_code = np.argsort(rank)[np.minimum.reduceat(rank[code[order]], firsts)]
         graph = np.maximum.reduceat(names.graph[code[order]], firsts)
         step = steps.step_at(key_p[firsts], t0)
-        launch.add(names, step, api_code, d, graph)
+        launch.add(step, api_code, d, graph)
     return api, launch
 
 

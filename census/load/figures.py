@@ -141,10 +141,23 @@ class Sums:
         """values[i] into the sums of key keys[i]; `keys` distinct."""
         if len(keys):
             values = exact(values)  # a batch's sums that fit after all come back to int64
-            self._widen(magnitude(values), values.dtype == object)
-            if not self.values.flags.writeable:  # a worker's, mapped from its spill file
-                self.values = self.values.copy()
+            self._ready(values, 1)
             self.values[keys] += values
+
+    def add_at(self, keys: np.ndarray, values: np.ndarray) -> None:
+        """values[i] into the sums of key keys[i]; keys may repeat."""
+        if len(keys):
+            values = exact(values)
+            self._ready(values, len(keys))
+            for j in range(self.values.shape[1]):
+                np.add.at(self.values[:, j], keys, values[:, j])
+
+    def _ready(self, values: np.ndarray, repeats: int) -> None:
+        """Room for `values` added up to `repeats` times into one key, in writable columns (a
+        worker's are mapped read-only from its spill file)."""
+        self._widen(magnitude(values) * repeats, values.dtype == object)
+        if not self.values.flags.writeable:
+            self.values = self.values.copy()
 
     def merge(self, other: Sums) -> None:
         self._widen(other.bound, other.values.dtype == object)

@@ -18,7 +18,6 @@ from census.definitions import NCCL_SQL_LIKE
 from census.load.api_calls import (
     ApiMap,
     ApiNames,
-    LaunchTotals,
     merge_runtime,
     read_api_names,
     read_other_calls,
@@ -28,6 +27,7 @@ from census.load.api_calls import (
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.intervals import StepIndex
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
+from census.load.launch_totals import LaunchTotals
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_fold import fold

@@ -1,0 +1,176 @@
+"""The API map's compact form (census.load.call_map) and the runtime pass's merge of compact
+and column parts (census.load.api_calls.merge_runtime), against a brute-force dictionary; the
+launch totals' dense columns (census.load.launch_totals) against summed dictionaries."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from census.load.api_calls import RuntimePart, merge_runtime
+from census.load.call_map import CompactCalls
+from census.load.intervals import INT_NULL, NO_STEP
+from census.load.launch_totals import LaunchTotals
+
+
+def _calls(draw_ids: list[int], steps: list[int]) -> dict[int, int]:
+    return dict(zip(sorted(set(draw_ids)), steps, strict=False))
+
+
+calls_st = st.builds(
+    _calls,
+    st.lists(st.integers(-(1 << 40), 1 << 40) | st.integers(0, 600), min_size=1, max_size=300),
+    st.lists(st.integers(-1, 3), min_size=300, max_size=300),
+)
+
+
+def _columns(calls: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    corr = np.array(sorted(calls), np.int64)
+    return corr, np.array([calls[c] for c in corr.tolist()], np.int32)
+
+
+def _probes(calls: dict[int, int]) -> np.ndarray:
+    ids = list(calls)
+    near = [c + d for c in ids[:50] for d in (-9, -8, -1, 1, 7, 8)]
+    return np.array([*ids, *near, 0, -1, (1 << 62), -(1 << 62)], np.int64)
+
+
+@settings(max_examples=200)
+@given(calls_st)
+def test_compact_lookup_and_columns_match_brute_force(calls: dict[int, int]) -> None:
+    corr, step = _columns(calls)
+    compact = CompactCalls.of(corr, step)
+    if compact is None:  # sparse ids: the columns are smaller, and kept
+        assert (corr[-1] - corr[0]) // 8 > 4 or len(corr) < 8
+        return
+    probes = _probes(calls)
+    found, got = compact.lookup(probes)
+    assert found.tolist() == [int(c) in calls for c in probes.tolist()]
+    assert got.tolist() == [calls.get(int(c), NO_STEP) for c in probes.tolist()]
+    back = compact.columns()
+    assert back[0].tolist() == corr.tolist() and back[1].tolist() == step.tolist()
+
+
+def test_dense_ids_are_compact_and_sparse_ones_are_not() -> None:
+    dense = np.arange(0, 3000, 2, dtype=np.int64)  # every other id a call, 3 steps
+    steps = np.repeat(np.arange(3, dtype=np.int32), 500)
+    compact = CompactCalls.of(dense, steps)
+    assert compact is not None and len(compact.run_corr) == 3 and compact.bits.nbytes == 375
+    assert CompactCalls.of(dense * 1000, steps) is None  # a bitmap 125x the calls
+    alternating = np.arange(3000, dtype=np.int32) % 2  # a run per call: columns are smaller
+    assert CompactCalls.of(np.arange(3000, dtype=np.int64), alternating) is None
+
+
+def _part(calls: dict[int, int], compact: bool, proc: int = 5) -> RuntimePart:
+    part = RuntimePart()
+    corr, step = _columns(calls)
+    c = CompactCalls.of(corr, step) if compact else None
+    if c is not None:
+        part.compact[proc] = c
+    else:
+        part.corr[proc], part.step[proc] = [corr], [step]
+        part.increasing[proc] = True
+    return part
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(calls_st, st.booleans()), min_size=1, max_size=4))
+def test_merged_parts_look_up_as_their_union(parts: list) -> None:
+    """Parts whose ranges follow one another join compact; overlapping ones (calls of several
+    threads) are sorted as columns; a call in two parts is a duplicate (legacy exports)."""
+    runtime = [_part(calls, compact) for calls, compact in parts]
+    api, _, duplicated, _ = merge_runtime(runtime)
+    every: dict[int, int] = {}
+    seen: list[int] = []
+    for calls, _ in parts:
+        every.update(calls)
+        seen += list(calls)
+    assert duplicated == (len(seen) != len(set(seen)))
+    if duplicated:
+        return
+    probes = np.array([*every, *(c + 1 for c in every), -5], np.int64)
+    found, step = api.lookup(np.full(len(probes), 5), probes)
+    assert found.tolist() == [int(c) in every for c in probes.tolist()]
+    assert step.tolist() == [every.get(int(c), NO_STEP) for c in probes.tolist()]
+    more = {5: (np.array([max(every) + 100], np.int64), np.array([2], np.int64))}
+    found, step = api.extended(more).lookup(np.array([5, 5]), np.array([max(every) + 100, -5]))
+    assert found.tolist() == [True, False] and step.tolist() == [2, NO_STEP]
+
+
+def test_following_compact_parts_stay_compact() -> None:
+    a = {i: i // 100 for i in range(0, 1000, 3)}
+    b = {i: i // 100 for i in range(1001, 2000, 3)}
+    api, _, duplicated, _ = merge_runtime([_part(a, True), _part(b, True)])
+    assert not duplicated and 5 in api.compact and 5 not in api.corr
+    found, step = api.lookup(np.array([5, 5, 5, INT_NULL]), np.array([999, 1001, 1002, 3]))
+    assert found.tolist() == [True, True, False, False] and step.tolist() == [9, 10, -1, -1]
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.tuples(st.integers(-1, 4), st.integers(0, 2), st.integers(0, 1 << 40), st.booleans()),
+        max_size=60,
+    ),
+    st.integers(1, 3),
+)
+def test_launch_totals_match_summed_dictionaries(calls: list, batches: int) -> None:
+    apis = ("cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernel")  # two codes, one API
+    totals = LaunchTotals.of(apis, 5)
+    for k in range(batches):
+        chunk = calls[k::batches]
+        step, code, dur, graph = (np.array([c[i] for c in chunk], np.int64) for i in range(4))
+        part = LaunchTotals.of(apis, 5)
+        part.add(step, code, np.where(dur % 7 == 0, INT_NULL, dur), graph)
+        totals.merge(part)
+    whole, by_api, per_step = totals.summed(5)
+    want: dict = {}
+    for step, code, dur, _graph in calls:
+        t = 0 if dur % 7 == 0 else dur
+        cell = want.setdefault(apis[code], [0, 0, 0, 0])
+        cell[0] += 1
+        cell[1] += t
+        cell[2] += step != NO_STEP
+        cell[3] += t if step != NO_STEP else 0
+    assert by_api == want
+    assert whole == [len(calls), sum(v[1] for v in want.values()),
+                     sum(int(c[3]) for c in calls)]  # fmt: skip
+    for s in range(5):
+        mine = [c for c in calls if c[0] == s]
+        assert per_step[s].tolist() == [len(mine), sum(0 if c[2] % 7 == 0 else c[2] for c in mine),
+                                        sum(int(c[3]) for c in mine)]  # fmt: skip
+
+
+def test_launch_totals_stay_exact_past_int64() -> None:
+    totals = LaunchTotals.of(("cudaLaunchKernel",), 1)
+    for _ in range(3):  # three calls of 2^62 ns each in step 0: 3 x 2^62 > 2^63
+        totals.add(np.array([0]), np.array([0]), np.array([1 << 62]), np.array([0]))
+    whole, by_api, per_step = totals.summed(1)
+    assert whole[1] == 3 << 62 and by_api["cudaLaunchKernel"][1] == 3 << 62
+    assert per_step[0].tolist() == [3, 3 << 62, 0]
+
+
+def test_ranges_that_share_a_byte_of_the_bitmap_keep_both_calls() -> None:
+    a = {i: 0 for i in range(0, 11)}  # ids 0..10 and 12..20: byte 1 holds both parts' ids
+    b = {i: 1 for i in range(12, 21)}
+    api, _, duplicated, _ = merge_runtime([_part(a, True), _part(b, True)])
+    assert not duplicated and 5 in api.compact
+    probes = np.arange(-1, 23)
+    found, step = api.lookup(np.full(len(probes), 5), probes)
+    assert found.tolist() == [c in a or c in b for c in probes.tolist()]
+    assert step.tolist() == [0 if c in a else 1 if c in b else NO_STEP for c in probes.tolist()]
+
+
+def test_a_call_in_two_compact_parts_is_a_duplicate() -> None:
+    a = {i: 0 for i in range(0, 100)}
+    b = {i: 1 for i in range(99, 200)}  # 99 in both
+    assert merge_runtime([_part(a, True), _part(b, True)])[2]
+
+
+def test_repeated_keys_in_one_batch_widen_before_they_overflow() -> None:
+    totals = LaunchTotals.of(("cudaLaunchKernel",), 1)
+    n = 20  # 20 x 2^59 in one cell of one batch: past 2^63
+    totals.add(np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, 1 << 59),
+               np.zeros(n, np.int64))  # fmt: skip
+    assert totals.summed(1)[2][0].tolist() == [n, n << 59, 0]
