@@ -238,10 +238,15 @@ def replace_folder(
     os.replace(work, folder)
 
 
-def write_atomic(target: Path, data: str | bytes) -> None:
+def write_atomic(target: Path, data: str | bytes | list[bytes]) -> None:
+    """`data` (text, bytes, or pieces of bytes written one after another) into `target`."""
     with atomic_target(target) as tmp:
         if isinstance(data, str):
             # A file name whose bytes are not UTF-8 is written as `\udcff`, not refused.
             tmp.write_text(data, encoding="utf-8", errors="backslashreplace")
-        else:
+        elif isinstance(data, bytes):
             tmp.write_bytes(data)
+        else:
+            with tmp.open("wb") as fh:
+                for piece in data:
+                    fh.write(piece)

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
@@ -128,3 +129,25 @@ def test_help_names_values_by_meaning_not_type() -> None:
             assert typed not in out, (command, typed)
     out = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "200"}).stdout
     assert re.search(r"--steps +REGEX", out) and re.search(r"--fail-if +GATE", out)
+
+
+def test_a_long_document_is_written_whole_a_piece_at_a_time():
+    """GuardedStdout writes a long text in slices (no encoded copy of a whole document): the
+    stream gets every character in order; a reader gone mid-way is ReaderGone."""
+    import io
+
+    from census.cli.stdout import _PIECE, GuardedStdout
+    from census.errors import ReaderGone
+
+    text = "".join(chr(65 + i % 26) for i in range(3 * _PIECE + 17)) + "é"
+    sink = io.StringIO()
+    assert GuardedStdout(sink).write(text) == len(text) and sink.getvalue() == text
+
+    class Closing(io.StringIO):
+        def write(self, s: str) -> int:
+            if self.tell() >= _PIECE:
+                raise BrokenPipeError
+            return super().write(s)
+
+    with pytest.raises(ReaderGone):
+        GuardedStdout(Closing()).write(text)

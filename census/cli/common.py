@@ -268,7 +268,8 @@ def write_cached(label: str, document: Callable[[Any], tuple[dict, str]]) -> Non
     with stage_progress(label) as progress:
         meta, text = document(progress)
     warn(meta["warnings"])
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(text)  # (no copy with the newline: documents reach hundreds of MB)
+    sys.stdout.write("\n")
 
 
 def summary_shown(path: Path, options: Any, shown: str | None = None) -> Any:

@@ -13,6 +13,8 @@ from typing import Any
 from census.errors import EXIT_INTERRUPTED, CensusError, ReaderGone
 from census.units import one_line
 
+_PIECE = 1 << 20  # characters
+
 
 class GuardedStdout:
     """sys.stdout, whose write failures become census errors: a full or broken stdout
@@ -33,7 +35,13 @@ class GuardedStdout:
             raise OutputError(f"cannot write to standard output ({reason})") from None
 
     def write(self, text: str) -> int:
-        return self._guard(lambda: self._stream.write(text))
+        """`text`; a long one a MiB at a time (the stream encodes what it is given whole, and a
+        document reaches hundreds of MB)."""
+        if not isinstance(text, str) or len(text) <= _PIECE:
+            return self._guard(lambda: self._stream.write(text))
+        for at in range(0, len(text), _PIECE):
+            self._guard(lambda at=at: self._stream.write(text[at : at + _PIECE]))
+        return len(text)
 
     def flush(self) -> None:
         self._guard(self._stream.flush)

@@ -23,6 +23,7 @@ from census.definitions import (
     PHASE_SPAN_METRIC,
 )
 from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
+from census.render import json_rows
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
@@ -42,18 +43,21 @@ def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, str]:
     census = view.census
     meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
             "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-    return meta, json.dumps(summary_json(view, top))
+    return meta, json_rows.dumps(summary_json(view, top, rows_as_text=True))
 
 
 def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, str]:
     """({"warnings"}, the `diff --format json` document as compact JSON)."""
-    return {"warnings": list(view.diff.warnings)}, json.dumps(diff_json(view, top))
+    text = json_rows.dumps(diff_json(view, top, rows_as_text=True))
+    return {"warnings": list(view.diff.warnings)}, text
 
 
-def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
+def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
     """The `census summary --json` contract (without its "capture", census.render.render adds
-    it: a diff's sides have none)."""
+    it: a diff's sides have none); `rows_as_text`: the per-step lists as their JSON text
+    (census.render.json_rows, for json_rows.dumps)."""
     census, tail, limiter = view.census, view.tail, view.limiter
+    text = rows_as_text and bool(census.steps)
     return {
         "census_version": CENSUS_VERSION,
         "definitions": KEY_DEFINITIONS,
@@ -64,7 +68,7 @@ def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
             "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
         },
         "totals": census.totals.as_dict(),
-        "steps": [_step(s) for s in census.steps],
+        "steps": json_rows.steps_text(census.steps) if text else [_step(s) for s in census.steps],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
@@ -72,7 +76,9 @@ def summary_json(view: SummaryView, top: int = 20) -> dict[str, Any]:
         "idle_by_range": census.idle_ranges(),
         "host_ran_ahead": census.host_ran_ahead(),
         "timing": {
-            "steps": [_step_timing(s) for s in census.steps],
+            "steps": json_rows.timing_text(census.steps)
+            if text
+            else [_step_timing(s) for s in census.steps],
             "per_step": census.per_step_timing(),
         },
         **_tables(census, top),
@@ -169,8 +175,8 @@ def _kernel(k: KernelDelta) -> dict[str, Any]:
     }
 
 
-def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
-    """The `census diff --format json` contract."""
+def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
+    """The `census diff --format json` contract (`rows_as_text`: as summary_json's)."""
     d = view.diff
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
@@ -178,8 +184,8 @@ def diff_json(view: DiffView, top: int = 20) -> dict[str, Any]:
         "clock": d.clock,
         "comparability": d.comparability.as_dict(),
         "definitions": KEY_DEFINITIONS,
-        "a": summary_json(view.a, top),
-        "b": summary_json(view.b, top),
+        "a": summary_json(view.a, top, rows_as_text),
+        "b": summary_json(view.b, top, rows_as_text),
         "metrics": {k: v.as_dict() for k, v in d.metrics.items()},
         "phases": {
             name: {k: v.as_dict() for k, v in keys.items()} for name, keys in d.phases.items()

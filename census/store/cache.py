@@ -102,8 +102,10 @@ def cached_text(
             return hit[0], hit[1].decode("utf-8")
     meta, text = render()
     with contextlib.suppress(OSError):
-        header = {"meta": meta, "sha256": _digest(text.encode("utf-8"))}
-        _write(entry, json.dumps(header) + "\n" + text)
+        data = text.encode("utf-8")  # once: a document reaches hundreds of MB
+        header = {"meta": meta, "sha256": _digest(data)}
+        _write(entry, [json.dumps(header).encode("utf-8"), b"\n", data])
+        del data
     return meta, text
 
 
@@ -128,7 +130,7 @@ def _read_text(entry: Path) -> tuple[dict, bytes] | None:
 _swept: set[Path] = set()
 
 
-def _write(entry: Path, text: str) -> None:
+def _write(entry: Path, text: str | list[bytes]) -> None:
     """Write a cache entry; the first write of a process into a folder of the cache removes the
     `.part` leftovers of dead census processes there."""
     if entry.parent not in _swept:
