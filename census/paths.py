@@ -238,7 +238,7 @@ def replace_folder(
     os.replace(work, folder)
 
 
-def write_atomic(target: Path, data: str | bytes | list[bytes]) -> None:
+def write_atomic(target: Path, data: str | bytes | Iterable[bytes]) -> None:
     """`data` (text, bytes, or pieces of bytes written one after another) into `target`."""
     with atomic_target(target) as tmp:
         if isinstance(data, str):
@@ -250,3 +250,12 @@ def write_atomic(target: Path, data: str | bytes | list[bytes]) -> None:
             with tmp.open("wb") as fh:
                 for piece in data:
                     fh.write(piece)
+
+
+def trim_heap() -> None:
+    """Hand the heap's free memory back to the system: glibc keeps what Python and numpy freed
+    (a forked worker would inherit it; a large rendering would come on top of it)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(0)

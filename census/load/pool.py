@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from census.paths import owner_tag, pid_alive
+from census.paths import owner_tag, pid_alive, trim_heap
 from census.sources.export import Progress
 
 MAX_WORKERS = 8
@@ -204,7 +204,7 @@ class _Forked:
         self.spill = make_spill_folder()
         _inherited.update(path=runner.path, shared=shared, counter=self.counter,
                           spill=self.spill, parent=os.getpid())  # fmt: skip
-        _trim_heap()
+        trim_heap()  # workers do not inherit the heap's free memory
         # A worker that dies (killed for memory, say) breaks the pool: its job fails with
         # BrokenProcessPool instead of being waited for forever.
         self.pool = ProcessPoolExecutor(min(runner.size, len(jobs)), ctx, initializer=_open_worker)
@@ -241,13 +241,6 @@ class _Forked:
         self.pool = None
         _inherited.clear()
         shutil.rmtree(self.spill, ignore_errors=True)
-
-
-def _trim_heap() -> None:
-    """Hand the heap's free memory back to the system (glibc keeps what Python and numpy
-    freed), so that forked workers do not inherit it."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _open_worker() -> None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from census.paths import cache_dir, sweep_stale_parts, write_atomic
+from census.paths import cache_dir, sweep_stale_parts, trim_heap, write_atomic
 from census.sources.readonly import has_live_wal
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def cached_census(
     census = compute()
     with contextlib.suppress(OSError):  # an unwritable cache only costs speed
         _write(entry, json.dumps(to_record(census)))
+    trim_heap()  # the record's lists, freed: their memory back before a document is rendered
     return census
 
 
@@ -102,11 +104,22 @@ def cached_text(
             return hit[0], hit[1].decode("utf-8")
     meta, text = render()
     with contextlib.suppress(OSError):
-        data = text.encode("utf-8")  # once: a document reaches hundreds of MB
-        header = {"meta": meta, "sha256": _digest(data)}
-        _write(entry, [json.dumps(header).encode("utf-8"), b"\n", data])
-        del data
+        # encoded a MiB at a time, twice (its digest goes first): a document reaches hundreds
+        # of MB, and a whole encoded copy would sit beside it
+        digest = hashlib.sha256()
+        for piece in _encoded(text):
+            digest.update(piece)
+        header = json.dumps({"meta": meta, "sha256": digest.hexdigest()}).encode("utf-8")
+        _write(entry, itertools.chain([header, b"\n"], _encoded(text)))
     return meta, text
+
+
+_PIECE = 1 << 20  # characters
+
+
+def _encoded(text: str) -> Iterator[bytes]:
+    for at in range(0, len(text), _PIECE):
+        yield text[at : at + _PIECE].encode("utf-8")
 
 
 def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:
@@ -130,7 +143,7 @@ def _read_text(entry: Path) -> tuple[dict, bytes] | None:
 _swept: set[Path] = set()
 
 
-def _write(entry: Path, text: str | list[bytes]) -> None:
+def _write(entry: Path, text: str | Iterable[bytes]) -> None:
     """Write a cache entry; the first write of a process into a folder of the cache removes the
     `.part` leftovers of dead census processes there."""
     if entry.parent not in _swept:
