@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -255,7 +256,9 @@ def write_atomic(target: Path, data: str | bytes | Iterable[bytes]) -> None:
 def trim_heap() -> None:
     """Hand the heap's free memory back to the system: glibc keeps what Python and numpy freed
     (a forked worker would inherit it; a large rendering would come on top of it)."""
+    if not sys.platform.startswith("linux"):
+        return
     import ctypes
 
-    with contextlib.suppress(OSError, AttributeError):
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # a libc without it
         ctypes.CDLL(None).malloc_trim(0)

@@ -213,6 +213,7 @@ def read_runtime_part(
         last = top
     part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
     part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
+    part.launch = part.launch.sparse()
     for p in [p for p, up in part.increasing.items() if up]:
         compact = CompactCalls.of(np.concatenate(part.corr[p]), np.concatenate(part.step[p]))
         if compact is not None:

@@ -19,6 +19,7 @@ from census.load.intervals import NO_STEP
 
 _RUN_BYTES = 12  # a run: its first correlationId (int64) and its step (int32)
 _COLUMN_BYTES = 8  # a call in the columns: a uint32 correlationId and an int32 step
+_MASK_BYTES = 1 << 23  # ids marked at a time, one byte each, before they are packed to bits
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,13 @@ class CompactCalls:
         starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
         if ((last - lo) // 8 + 1) + _RUN_BYTES * len(starts) >= _COLUMN_BYTES * len(corr):
             return None
-        mask = np.zeros(last - lo + 1, bool)
-        mask[corr - lo] = True
-        bits = np.packbits(mask, bitorder="little")
+        bits = np.zeros((last - lo) // 8 + 1, np.uint8)
+        for at in range(0, len(bits), _MASK_BYTES // 8):  # a bounded mask at a time
+            a, b = np.searchsorted(corr, [lo + 8 * at, lo + 8 * (at + _MASK_BYTES // 8)])
+            mask = np.zeros(_MASK_BYTES, bool)
+            mask[corr[a:b] - (lo + 8 * at)] = True
+            packed = np.packbits(mask, bitorder="little")
+            bits[at : at + len(packed)] = packed[: len(bits) - at]
         run_corr = corr[starts].astype(np.int64)
         return cls(first, last, bits, run_corr, step[starts].astype(np.int32))
 

@@ -22,13 +22,24 @@ class LaunchTotals:
     apis: tuple[str, ...] = ()  # by name
     of_code: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     sums: Sums = field(default_factory=lambda: Sums(0, COLUMNS))
+    rows: np.ndarray | None = None  # sparse(): the rows `sums` holds (None: every row)
+    size: int = 0  # the rows of the dense totals
 
     @classmethod
     def of(cls, launch_api: tuple[str, ...], keys: int) -> LaunchTotals:
         """Empty totals for steps 0..keys-1; launch_api: the API of each launch name code."""
         apis = tuple(sorted(set(launch_api)))
         of_code = np.array([apis.index(a) for a in launch_api], np.int64)
-        return cls(apis, of_code, Sums((keys + 1) * len(apis), COLUMNS))
+        size = (keys + 1) * len(apis)
+        return cls(apis, of_code, Sums(size, COLUMNS), size=size)
+
+    def sparse(self) -> LaunchTotals:
+        """The rows with calls only: what a worker's part sends back (a rowid range's calls
+        touch a few of the steps)."""
+        rows = np.flatnonzero(self.sums.values[:, 0])
+        sums = Sums(0, COLUMNS)
+        sums.values, sums.bound = self.sums.values[rows], self.sums.bound
+        return LaunchTotals(self.apis, self.of_code, sums, rows, self.size)
 
     def add(self, step: np.ndarray, code: np.ndarray, dur: np.ndarray, graph: np.ndarray) -> None:
         """One call per element, in `step` (or NO_STEP), of launch name `code`; dur INT_NULL
@@ -40,10 +51,15 @@ class LaunchTotals:
         self.sums.add_at(row, np.stack([np.ones(len(code), np.int64), time_ns, graph], axis=1))
 
     def merge(self, other: LaunchTotals) -> None:
+        if not other.apis:
+            return
         if not self.apis:
-            self.apis, self.of_code, self.sums = other.apis, other.of_code, other.sums
-        elif other.apis:
+            self.apis, self.of_code, self.size = other.apis, other.of_code, other.size
+            self.sums = Sums(other.size, COLUMNS)
+        if other.rows is None:
             self.sums.merge(other.sums)
+        else:  # distinct rows
+            self.sums.add(other.rows, other.sums.values)
 
     def summed(self, n: int) -> tuple[list[int], dict[str, list[int]], np.ndarray]:
         """(the whole capture's [count, time_ns, graph launches]; per API that has calls,
