@@ -4,6 +4,7 @@ rule for clipping a long text, and the one rule for showing a text census did no
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 KIB = 1024
 MIB = 1024**2
@@ -85,6 +86,16 @@ def clip(text: str, width: int) -> str:
 
 # C0 controls (tab and newline included), DEL and the C1 controls (U+009B is a terminal's CSI).
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+PIECE_CHARS = 1 << 20
+
+
+def pieces(text: str) -> Iterator[str]:
+    """`text` a MiB of characters at a time: what is encoded or written of a long document at
+    once (a summary document reaches hundreds of MB; a whole encoded copy would sit beside it)."""
+    for at in range(0, len(text), PIECE_CHARS):
+        yield text[at : at + PIECE_CHARS]
 
 
 def one_line(text: str) -> str:

@@ -136,16 +136,17 @@ def test_a_long_document_is_written_whole_a_piece_at_a_time():
     stream gets every character in order; a reader gone mid-way is ReaderGone."""
     import io
 
-    from census.cli.stdout import _PIECE, GuardedStdout
+    from census.cli.stdout import GuardedStdout
     from census.errors import ReaderGone
+    from census.units import PIECE_CHARS
 
-    text = "".join(chr(65 + i % 26) for i in range(3 * _PIECE + 17)) + "é"
+    text = "".join(chr(65 + i % 26) for i in range(3 * PIECE_CHARS + 17)) + "é"
     sink = io.StringIO()
     assert GuardedStdout(sink).write(text) == len(text) and sink.getvalue() == text
 
     class Closing(io.StringIO):
         def write(self, s: str) -> int:
-            if self.tell() >= _PIECE:
+            if self.tell() >= PIECE_CHARS:
                 raise BrokenPipeError
             return super().write(s)
 

@@ -21,6 +21,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.definitions",
         "census.triton_names",
         "census.model",
+        "census.rows",
         "census.notebook",
     ),
     ("census.capture",),

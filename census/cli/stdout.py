@@ -11,9 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from census.errors import EXIT_INTERRUPTED, CensusError, ReaderGone
-from census.units import one_line
-
-_PIECE = 1 << 20  # characters
+from census.units import PIECE_CHARS, one_line, pieces
 
 
 class GuardedStdout:
@@ -37,10 +35,10 @@ class GuardedStdout:
     def write(self, text: str) -> int:
         """`text`; a long one a MiB at a time (the stream encodes what it is given whole, and a
         document reaches hundreds of MB)."""
-        if not isinstance(text, str) or len(text) <= _PIECE:
+        if not isinstance(text, str) or len(text) <= PIECE_CHARS:
             return self._guard(lambda: self._stream.write(text))
-        for at in range(0, len(text), _PIECE):
-            self._guard(lambda at=at: self._stream.write(text[at : at + _PIECE]))
+        for piece in pieces(text):
+            self._guard(lambda piece=piece: self._stream.write(piece))
         return len(text)
 
     def flush(self) -> None:

@@ -57,7 +57,6 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
     it: a diff's sides have none); `rows_as_text`: the per-step lists as their JSON text
     (census.render.json_rows, for json_rows.dumps)."""
     census, tail, limiter = view.census, view.tail, view.limiter
-    text = rows_as_text and bool(census.steps)
     return {
         "census_version": CENSUS_VERSION,
         "definitions": KEY_DEFINITIONS,
@@ -68,7 +67,9 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
             "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
         },
         "totals": census.totals.as_dict(),
-        "steps": json_rows.steps_text(census.steps) if text else [_step(s) for s in census.steps],
+        "steps": json_rows.steps_text(census.steps)
+        if rows_as_text
+        else [_step(s) for s in census.steps],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
@@ -77,7 +78,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
         "host_ran_ahead": census.host_ran_ahead(),
         "timing": {
             "steps": json_rows.timing_text(census.steps)
-            if text
+            if rows_as_text
             else [_step_timing(s) for s in census.steps],
             "per_step": census.per_step_timing(),
         },

@@ -15,6 +15,7 @@ from typing import Any
 
 from census.definitions import IDLE_KEYS, METRIC_KEYS
 from census.model import METRIC_VALUES, Phase, Step
+from census.rows import PHASE_ROW_KEYS, idle_row, phase_row
 
 
 class Raw(str):
@@ -27,11 +28,9 @@ def _template(keys: tuple[str, ...]) -> str:
 
 
 _STEP = _template(("start_ns", "end_ns", *METRIC_KEYS))
-_PHASE = _template((*METRIC_KEYS, "duration_ns", "gpu_busy_ns", *IDLE_KEYS, "gpu_start_ns",
-                    "gpu_span_ns"))  # fmt: skip
+_PHASE = _template(PHASE_ROW_KEYS)
 _TIMING = _template(("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_start_ns", "gpu_span_ns",
                      "host_lead_ns", *IDLE_KEYS))  # fmt: skip
-_NO_IDLE = (None,) * len(IDLE_KEYS)
 
 
 def _numbers(template: str, values: tuple) -> str:
@@ -39,14 +38,8 @@ def _numbers(template: str, values: tuple) -> str:
     return (template % values).replace("None", "null")
 
 
-def _idle(idle: Any) -> tuple:
-    return _NO_IDLE if idle is None else tuple(idle.__dict__.values())  # IDLE_KEYS order
-
-
 def _phase(p: Phase) -> str:
-    values = (*METRIC_VALUES(p.metrics), p.duration_ns, p.gpu_busy_ns, *_idle(p.idle),
-              p.gpu_start_ns, p.gpu_span_ns)  # fmt: skip
-    return '{"name": ' + json.dumps(p.name) + _numbers(_PHASE, values) + "}"
+    return '{"name": ' + json.dumps(p.name) + _numbers(_PHASE, phase_row(p)) + "}"
 
 
 def steps_text(steps: tuple[Step, ...]) -> Raw:
@@ -65,7 +58,7 @@ def timing_text(steps: tuple[Step, ...]) -> Raw:
     rows = (
         '{"name": ' + json.dumps(s.name)
         + _numbers(_TIMING, (s.duration_ns, s.gpu_busy_ns, s.gpu_idle_ns, s.gpu_start_ns,
-                             s.gpu_span_ns, s.host_lead_ns, *_idle(s.idle)))
+                             s.gpu_span_ns, s.host_lead_ns, *idle_row(s.idle)))
         + "}"
         for s in steps
     )  # fmt: skip

@@ -19,12 +19,13 @@ import hashlib
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from census.paths import cache_dir, sweep_stale_parts, trim_heap, write_atomic
 from census.sources.readonly import has_live_wal
+from census.units import pieces
 
 if TYPE_CHECKING:
     from census.model import Census
@@ -104,22 +105,13 @@ def cached_text(
             return hit[0], hit[1].decode("utf-8")
     meta, text = render()
     with contextlib.suppress(OSError):
-        # encoded a MiB at a time, twice (its digest goes first): a document reaches hundreds
-        # of MB, and a whole encoded copy would sit beside it
+        # encoded a piece at a time, twice (its digest goes first in the entry)
         digest = hashlib.sha256()
-        for piece in _encoded(text):
-            digest.update(piece)
+        for piece in pieces(text):
+            digest.update(piece.encode("utf-8"))
         header = json.dumps({"meta": meta, "sha256": digest.hexdigest()}).encode("utf-8")
-        _write(entry, itertools.chain([header, b"\n"], _encoded(text)))
+        _write(entry, itertools.chain([header, b"\n"], (p.encode("utf-8") for p in pieces(text))))
     return meta, text
-
-
-_PIECE = 1 << 20  # characters
-
-
-def _encoded(text: str) -> Iterator[bytes]:
-    for at in range(0, len(text), _PIECE):
-        yield text[at : at + _PIECE].encode("utf-8")
 
 
 def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:

@@ -7,9 +7,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from census.model import (
-    IDLE_KEYS,
     METRIC_KEYS,
-    METRIC_VALUES,
     ApiStat,
     Census,
     ClassStat,
@@ -24,6 +22,7 @@ from census.model import (
     Source,
     Step,
 )
+from census.rows import idle_row, phase_row
 
 STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", "gpu_start_ns",
                 "gpu_span_ns")  # fmt: skip
@@ -39,20 +38,12 @@ def to_record(census: Census) -> dict[str, Any]:
     steps = census.steps
     rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
     rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
-    rec["steps"]["phases"] = [list(map(_phase_row, s.phases)) for s in steps]
-    rec["steps"]["idle"] = [None if s.idle is None else list(s.idle.__dict__.values())
-                            for s in steps]  # fmt: skip
+    rec["steps"]["phases"] = [[[p.name, *phase_row(p)] for p in s.phases] for s in steps]
+    rec["steps"]["idle"] = [None if s.idle is None else list(idle_row(s.idle)) for s in steps]
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase(),
                     "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
     return rec
-
-
-def _phase_row(p: Phase) -> list:
-    """[name, *p.as_dict().values(), gpu_start_ns, gpu_span_ns], without the dicts."""
-    idle = (None,) * len(IDLE_KEYS) if p.idle is None else p.idle.__dict__.values()
-    return [p.name, *METRIC_VALUES(p.metrics), p.duration_ns, p.gpu_busy_ns, *idle,
-            p.gpu_start_ns, p.gpu_span_ns]  # fmt: skip
 
 
 def from_record(rec: dict[str, Any]) -> Census:
