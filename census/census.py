@@ -7,11 +7,10 @@ named in census.definitions; the arithmetic that turns aggregates into those num
 from __future__ import annotations
 
 import gc
-import itertools
 import statistics
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from census.definitions import (
     nccl_collective,
 )
 from census.load.aggregates import Aggregates, MemoryGroups, Profile
-from census.load.figures import Figures, add_rows, idle_splits, rows
+from census.load.figures import Figures, add_rows, rows
 from census.load.intervals import NO_STEP
 from census.load.phases import Segment
 from census.model import (
@@ -36,15 +35,13 @@ from census.model import (
     ClassStat,
     CollectiveStat,
     Gpu,
-    IdleSplit,
     KernelStat,
     MemoryStat,
     Metrics,
-    Phase,
     RangeIdle,
     Source,
-    Step,
 )
+from census.step_table import PHASE_INTS, STEP_INTS, Rows, StepTable, concat, exact_array, rows_of
 
 D2D = ("d2d_count", "d2d_bytes")  # the D2D copies launched in a key: count, bytes
 
@@ -129,23 +126,25 @@ def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
     )
 
 
-def _steps(profile: Profile) -> tuple[Step, ...]:
-    """The steps, each built once from its row of the steps' figures."""
+def _steps(profile: Profile) -> StepTable:
+    """The steps as columns, from the steps' figures (row s.idx of each step s)."""
+    import numpy as np
+
     agg = profile.aggregates
     fig = _with_d2d(agg)
-    metrics = list(map(Metrics, *_metric_columns(fig)))
-    busy = fig.column("gpu_busy_ns").tolist()
+    n = len(fig)
+    by_idx = sorted(profile.steps, key=lambda s: s.idx)
     overlap = nccl_overlap_ns(agg, fig.column("nccl_union_ns"), fig.column("non_nccl_union_ns"),
-                              fig.column("all_union_ns")).tolist()  # fmt: skip
-    starts, spans = fig.spans()
-    phases = _phases(profile, fig)
-    idle = [None] * len(fig) if profile.idle is None else idle_splits(profile.idle.steps)
-    return tuple(
-        Step(s.name, s.start_ns, s.end_ns, metrics[i], busy[i], overlap[i], phases[i], idle[i],
-             starts[i], spans[i])
-        for s in profile.steps
-        for i in [s.idx]
-    )  # fmt: skip
+                              fig.column("all_union_ns"))  # fmt: skip
+    bounds_ns = exact_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
+    ints = _side_by_side([bounds_ns, fig.column("gpu_busy_ns")[:, None], overlap[:, None],
+                     _metric_array(fig)])  # fmt: skip
+    idle = None if profile.idle is None else profile.idle.steps
+    steps = rows_of([s.name for s in by_idx], ints, *fig.spans(), idle, len(STEP_INTS))
+    phases, bounds = _phases(profile, fig)
+    table = StepTable(steps, phases, bounds)
+    order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
+    return table if np.array_equal(order, np.arange(n)) else table.take(order)
 
 
 def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
@@ -163,13 +162,20 @@ def _with_d2d(agg: Aggregates) -> Figures:
     return agg.by_key.joined(D2D, add_rows(m.step[rows], len(agg.by_key), m.sums[rows, :2]))
 
 
-def _metric_columns(fig: Figures) -> list[list[int]]:
-    """Per METRIC_KEYS key, its value in each key of `fig` (FIGURES and D2D): columns, so that
-    building the Metrics makes no Python object per key but the Metrics."""
+def _side_by_side(columns: list[Any]) -> Any:
+    """(rows, k) columns side by side (object where one is: exact past int64)."""
+    import numpy as np
+
+    return np.concatenate(columns, axis=1)
+
+
+def _metric_array(fig: Figures) -> Any:
+    """Per key of `fig` (FIGURES and D2D), its METRIC_KEYS values: a (keys, METRIC_KEYS)
+    array."""
     col = {name: fig.column(name) for name in fig.names}
     col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
     col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
-    return [col[k].tolist() for k in METRIC_KEYS]
+    return _side_by_side([col[k][:, None] for k in METRIC_KEYS])
 
 
 @dataclass(frozen=True)
@@ -202,17 +208,18 @@ def _cells(segments: tuple[Segment, ...]) -> _Cells:
                   cell_code[order] == 0, rank[inverse[:n]])  # fmt: skip
 
 
-def _phases(profile: Profile, steps: Figures) -> list[tuple[Phase, ...]]:
+def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     """Per step idx, its phases by first start and then OUTSIDE_PHASES: each the sum of its
-    segments. The remainder's non-NCCL union is the step's less its phases' (a union does not
-    add up; every other key is summed from the remainder's own segments). A phase's GPU span
-    runs from the earliest start to the latest end over its segments' GPU work."""
+    segments, as rows and the steps' bounds in them (StepTable). The remainder's non-NCCL union
+    is the step's less its phases' (a union does not add up; every other key is summed from the
+    remainder's own segments). A phase's GPU span runs from the earliest start to the latest end
+    over its segments' GPU work."""
     import numpy as np
 
     n = len(profile.steps)
     agg = profile.segment_aggregates
     if agg is None:
-        return [()] * n
+        return rows_of([], None, [], [], None, len(PHASE_INTS)), np.zeros(n + 1, np.int64)
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
@@ -224,20 +231,12 @@ def _phases(profile: Profile, steps: Figures) -> list[tuple[Phase, ...]]:
     union = np.where(cells.outside, rest[cells.step], union)
     fig = fig.joined(["non_nccl_union_ns"], union[:, None])
     duration = add_rows(cells.of_segment, size, rows((g.end_ns - g.start_ns for g in segments), 1))
-    idle = _cell_idle(profile, cells.of_segment, size)
-    metrics = map(Metrics, *_metric_columns(fig))
-    busy = fig.column("gpu_busy_ns").tolist()
-    phases = list(map(Phase, cells.name, duration[:, 0].tolist(), metrics, busy, idle,
-                      *fig.spans()))  # fmt: skip
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))]).tolist()
-    return [tuple(phases[a:b]) for a, b in itertools.pairwise(bounds)]
-
-
-def _cell_idle(profile: Profile, of_segment: Any, size: int) -> list[IdleSplit | None]:
-    """Per cell, the idle split of its segments summed (None each when not computed)."""
-    if profile.idle is None:
-        return [None] * size
-    return idle_splits(add_rows(of_segment, size, profile.idle.segments))
+    ints = _side_by_side([_metric_array(fig), duration, fig.column("gpu_busy_ns")[:, None]])
+    idle = None if profile.idle is None else add_rows(cells.of_segment, size,
+                                                      profile.idle.segments)  # fmt: skip
+    phases = rows_of(cells.name, ints, *fig.spans(), idle, len(PHASE_INTS))
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
+    return phases, bounds.astype(np.int64)
 
 
 def _memory_stats(memory: MemoryGroups) -> tuple[MemoryStat, ...]:
@@ -319,11 +318,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path) -> Census
     totals = Metrics(
         **{f.name: sum(getattr(c.totals, f.name) for c in ranks) for f in fields(Metrics)}
     )
-    steps = tuple(
-        replace(s, name=f"{label}: {s.name}")
-        for label, c in zip(labels, ranks, strict=True)
-        for s in c.steps
-    )
+    steps = concat([c.steps for c in ranks], [f"{label}: " for label in labels])
     kernels = sorted(_sum([k for c in ranks for k in c.kernels], KernelStat, "name"),
                      key=lambda k: (-k.time_ns, k.name))  # fmt: skip
     gpus = tuple(g for c in ranks for g in c.source.gpus)

@@ -6,9 +6,8 @@ The JSON contracts live in census.render.json_docs; the cache's codec in census.
 from __future__ import annotations
 
 import math
-import operator
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,103 +18,16 @@ from census.definitions import (
     OUTSIDE_PHASES,
     PHASE_KEYS,
 )
-
-
-def per_step_mean(total: float, steps: int) -> float | None:
-    """The mean of a figure over `steps` steps, from its total over them: the one definition of
-    a per-step figure (a float: only rendering rounds it). None without steps."""
-    return total / steps if steps else None
-
-
-@dataclass(frozen=True)
-class Metrics:
-    kernel_count: int = 0
-    kernel_time_ns: int = 0
-    nccl_kernel_count: int = 0
-    nccl_kernel_time_ns: int = 0
-    non_nccl_kernel_count: int = 0
-    non_nccl_kernel_time_ns: int = 0
-    non_nccl_union_ns: int = 0
-    launch_api_count: int = 0
-    launch_api_time_ns: int = 0
-    graph_launch_count: int = 0
-    d2d_count: int = 0
-    d2d_bytes: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return self.__dict__.copy()  # the fields, declared in METRIC_KEYS order
-
-
-@dataclass(frozen=True)
-class IdleSplit:
-    """Where GPU idle time went (census.load.idle): the parts add up to the idle time."""
-
-    sync_count: int = 0
-    sync_time_ns: int = 0
-    idle_after_sync_ns: int = 0
-    idle_launch_ns: int = 0
-    idle_other_ns: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return self.__dict__.copy()  # the fields, declared in IDLE_KEYS order
-
-
-def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
-    """The idle keys, None each when the split was not computed."""
-    return idle.as_dict() if idle is not None else dict.fromkeys(IDLE_KEYS)
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One phase of one step (all its ranges in the step together), or the step's remainder."""
-
-    name: str
-    duration_ns: int
-    metrics: Metrics
-    gpu_busy_ns: int
-    idle: IdleSplit | None = None  # None: not computed (census --idle)
-    # the GPU work launched in the phase's segments of the step: its earliest start, and latest
-    # end − that; None when it launched none (not in as_dict: spans do not add up over phases)
-    gpu_start_ns: int | None = None
-    gpu_span_ns: int | None = None
-
-    def as_dict(self) -> dict[str, int | None]:
-        return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
-                "gpu_busy_ns": self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    start_ns: int
-    end_ns: int
-    metrics: Metrics
-    gpu_busy_ns: int
-    nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
-    phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
-    idle: IdleSplit | None = None  # None: not computed (census --idle)
-    # the GPU work launched in the step, as the GPU ran it: its earliest start, and latest end −
-    # that; None when the step launched none
-    gpu_start_ns: int | None = None
-    gpu_span_ns: int | None = None
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    @property
-    def gpu_idle_ns(self) -> int:
-        return self.duration_ns - self.gpu_busy_ns
-
-    @property
-    def gpu_end_ns(self) -> int | None:
-        return None if self.gpu_start_ns is None else self.gpu_start_ns + self.gpu_span_ns
-
-    @property
-    def host_lead_ns(self) -> int | None:
-        """How long after the step's range ended its GPU work ended (negative: before)."""
-        end = self.gpu_end_ns
-        return None if end is None else end - self.end_ns
+from census.step_model import (  # noqa: F401  (the model's objects, named here too)
+    METRIC_VALUES,
+    IdleSplit,
+    Metrics,
+    Phase,
+    Step,
+    idle_values,
+    per_step_mean,
+)
+from census.step_table import StepTable, from_steps, int_sum
 
 
 @dataclass(frozen=True)
@@ -197,7 +109,7 @@ class Source:
 class Census:
     source: Source
     totals: Metrics
-    steps: tuple[Step, ...]
+    steps: StepTable  # any sequence of Step given is kept as a StepTable
     classes: tuple[ClassStat, ...]
     kernels: tuple[KernelStat, ...]  # every kernel name, by total time, descending
     memory: tuple[MemoryStat, ...]
@@ -209,6 +121,10 @@ class Census:
     nccl_overlap_ns: int = 0
     # GPU idle time by host range, by time descending; None: not computed (--no-idle)
     idle_by_range: tuple[RangeIdle, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepTable):
+            object.__setattr__(self, "steps", from_steps(self.steps))
 
     @property
     def step_count(self) -> int:
@@ -252,7 +168,7 @@ class Census:
         and its share of the steps' GPU idle time; None when not computed or without steps."""
         if self.idle_by_range is None or not self.steps:
             return None
-        idle = sum(s.gpu_idle_ns for s in self.steps)
+        idle = int_sum(self.steps.column("gpu_idle_ns"))
         return [{"range": r.range, "idle_ns_per_step": self.mean(r.idle_ns),
                  "share": r.idle_ns / idle if idle else None}
                 for r in self.idle_by_range]  # fmt: skip
@@ -268,71 +184,60 @@ class Census:
     def _per_step(self) -> dict[str, float] | None:
         if not self.steps:
             return None
-        metrics = [s.metrics for s in self.steps]
-        return {k: self.mean(sum(map(operator.attrgetter(k), metrics))) for k in METRIC_KEYS}
+        return {k: self.mean(int_sum(self.steps.column(k))) for k in METRIC_KEYS}
 
     def _per_phase(self) -> dict[str, dict[str, float]]:
-        by_name: dict[str, list[Phase]] = {}
-        for s in self.steps:
-            for ph in s.phases:
-                by_name.setdefault(ph.name, []).append(ph)
-        spans = _mean_spans((ph.name, ph.gpu_span_ns) for s in self.steps for ph in s.phases)
-        order = sorted(by_name, key=lambda name: name == OUTSIDE_PHASES)  # the remainder last
-        return {name: {**dict(zip(PHASE_KEYS, (None if v is None else self.mean(v)
-                                               for v in _phase_sums(by_name[name])), strict=True)),
-                       "gpu_span_ns": spans.get(name)}
-                for name in order}  # fmt: skip
+        table = self.steps
+        names = table.phases.names
+        import numpy as np
+
+        order: dict[str, Any] = {}
+        for i, name in enumerate(names):
+            order.setdefault(name, []).append(i)
+        order = {name: np.array(rows, np.int64) for name, rows in order.items()}
+        split, launched = table.phases.split, table.phases.launched
+        out = {}
+        for name in sorted(order, key=lambda name: name == OUTSIDE_PHASES):  # the remainder last
+            rows = order[name]
+            sums = [int_sum(table.phase_column(k)[rows]) for k in PHASE_KEYS[: -len(IDLE_KEYS)]]
+            idle = [int_sum(table.phase_column(k)[rows]) if split[rows].all() else None
+                    for k in IDLE_KEYS]  # fmt: skip
+            spans = table.phase_column("gpu_span_ns")[rows][launched[rows]]
+            out[name] = {**dict(zip(PHASE_KEYS, (None if v is None else self.mean(v)
+                                                 for v in sums + idle), strict=True)),
+                         "gpu_span_ns": per_step_mean(int_sum(spans), len(spans)) if len(spans)
+                         else None}  # fmt: skip
+        return out
 
     def _host_ran_ahead(self) -> bool | None:
-        leads = [s.host_lead_ns for s in self.steps if s.gpu_start_ns is not None]
-        if not leads:
+        launched = self.steps.launched
+        if not launched.any():
             return None
-        step_time = statistics.median(s.duration_ns for s in self.steps)
+        leads = self.steps.column("host_lead_ns")[launched].tolist()
+        step_time = statistics.median(self.steps.column("duration_ns").tolist())
         return statistics.median(leads) > HOST_AHEAD_SHARE * step_time
 
     def _per_step_timing(self) -> dict[str, float] | None:
-        if not self.steps:
+        steps = self.steps
+        if not steps:
             return None
-        duration = sum(s.end_ns for s in self.steps) - sum(s.start_ns for s in self.steps)
-        busy = sum(s.gpu_busy_ns for s in self.steps)
-        split = all(s.idle is not None for s in self.steps)
-        idle = [self.mean(sum(getattr(s.idle, k) for s in self.steps)) if split else None
-                for k in IDLE_KEYS]  # fmt: skip
-        launched = [s for s in self.steps if s.gpu_start_ns is not None]
-        spans = sum(s.gpu_span_ns for s in launched)
-        leads = sum(s.host_lead_ns for s in launched)
+        duration = int_sum(steps.column("end_ns")) - int_sum(steps.column("start_ns"))
+        busy = int_sum(steps.column("gpu_busy_ns"))
+        idle = [self.mean(int_sum(steps.column(k))) if steps.split else None for k in IDLE_KEYS]
+        launched = steps.launched
+        spans = int_sum(steps.column("gpu_span_ns")[launched])
+        ends = int_sum(steps.column("gpu_start_ns")[launched]) + spans
+        leads = ends - int_sum(steps.column("end_ns")[launched])
+        count = int(launched.sum())
         return {
             "step_time_ns": self.mean(duration),
             "gpu_busy_ns": self.mean(busy),
             "gpu_idle_ns": self.mean(duration - busy),
             # over the steps that launched GPU work: one without has no span, not a span of 0
-            "gpu_span_ns": per_step_mean(spans, len(launched)),
-            "host_lead_ns": per_step_mean(leads, len(launched)),
+            "gpu_span_ns": per_step_mean(spans, count),
+            "host_lead_ns": per_step_mean(leads, count),
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
-
-
-def _phase_sums(phases: list[Phase]) -> list[int | None]:
-    """The PHASE_KEYS summed over phases; the idle keys None when any phase has no split."""
-    metrics, idle = [p.metrics for p in phases], [p.idle for p in phases]
-    sums = [sum(map(operator.attrgetter(k), metrics)) for k in METRIC_KEYS]
-    sums += [sum(p.duration_ns for p in phases), sum(p.gpu_busy_ns for p in phases)]
-    split = not any(i is None for i in idle)
-    return sums + [sum(map(operator.attrgetter(k), idle)) if split else None for k in IDLE_KEYS]
-
-
-def _mean_spans(values: Iterable[tuple[str, int | None]]) -> dict[str, float | None]:
-    """Per name, the mean over the steps with a span (names with none are left out)."""
-    sums: dict[str, list[int]] = {}
-    for name, span in values:
-        if span is not None:
-            acc = sums.setdefault(name, [0, 0])
-            acc[0] += span
-            acc[1] += 1
-    return {name: per_step_mean(total, steps) for name, (total, steps) in sums.items()}
-
-
-METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order
 
 
 # -- A/B experiments ----------------------------------------------------------------------

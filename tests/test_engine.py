@@ -16,7 +16,7 @@ from census.definitions import DEFAULT_STEPS_REGEX
 from census.load.aggregates import load_profile
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
 from census.sources.samples import sample_path
-from census.store.codec import to_record
+from census.store.codec import from_record, to_record
 from tests.helpers.exports import real_exports, unpacked
 from tests.helpers.files import DATA
 from tests.nsysdb import Export
@@ -73,7 +73,8 @@ def test_sums_past_int64_come_back_from_workers_exactly(tmp_path: Path, monkeypa
     monkeypatch.setattr(pool, "SPILL_BYTES", 0)
     split, _ = census_record(path, 2, 3)
     assert split == whole
-    assert whole["steps"]["kernel_time_ns"] == [(1 << 60) + 5 + 5 * 10]
+    step = from_record(whole).steps[0]  # back from the record's JSON types exactly
+    assert step.metrics.kernel_time_ns == (1 << 60) + 5 + 5 * 10
 
 
 def test_ddp_rank_capture_split(tmp_path: Path) -> None:

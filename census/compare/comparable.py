@@ -58,7 +58,7 @@ def check_comparable(
     if a.steps and b.steps and a.step_count != b.step_count:
         problems.append(f"different numbers of steps ({a.step_count} and {b.step_count}): "
                         "per-step means are compared")  # fmt: skip
-    elif a.steps and b.steps and sorted(s.name for s in a.steps) != sorted(s.name for s in b.steps):
+    elif a.steps and b.steps and sorted(a.steps.names) != sorted(b.steps.names):
         notes.append(f"different step names in {la} and {lb}")
     overhead = _overhead_problems(a, b, labels, uncaptured_ns)
     if overhead:  # the captured step-time delta is no verdict on speed

@@ -145,10 +145,11 @@ def compared_value(c: Census, per_step: bool, step_total: int, total: int) -> fl
 
 def step_spread(c: Census, clock: str = "host") -> StepSpread | None:
     """The spread of the steps' NVTX durations, or of their GPU spans (clock "gpu")."""
+    steps = c.steps
     if clock == "gpu":
-        times = [s.gpu_span_ns for s in c.steps if s.gpu_span_ns is not None]
+        times = steps.column("gpu_span_ns")[steps.launched].tolist()
     else:
-        times = [s.duration_ns for s in c.steps]
+        times = steps.column("duration_ns").tolist()
     if not times:
         return None
     mean = per_step_mean(sum(times), len(times))

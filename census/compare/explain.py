@@ -5,6 +5,7 @@ from __future__ import annotations
 from census.compare.diff import CensusDiff, Delta, compared_value
 from census.compare.limiter import find_limiter, limiter_sentence
 from census.definitions import D2D_KIND_NAME, NON_GAIN_MIN_SHARE
+from census.step_table import int_sum
 from census.triton_names import decode_triton
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
@@ -347,7 +348,7 @@ def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 def _overlap(c, per_step: bool) -> float:
     if per_step and c.steps:
-        return c.mean(sum(s.nccl_overlap_ns for s in c.steps))
+        return c.mean(int_sum(c.steps.column("nccl_overlap_ns")))
     return float(c.nccl_overlap_ns)
 
 

@@ -66,9 +66,9 @@ def range_clause(ranges: list[dict] | None) -> str:
 def steps_ahead(census: Census) -> int:
     """How many steps the host ran ahead of the GPU: the median host lead over the median GPU
     span (both over the steps that launched GPU work), rounded, at least 1."""
-    launched = [s for s in census.steps if s.gpu_span_ns is not None]
-    span = statistics.median(s.gpu_span_ns for s in launched)
-    lead = statistics.median(s.host_lead_ns for s in launched)
+    steps = census.steps
+    span = statistics.median(steps.column("gpu_span_ns")[steps.launched].tolist())
+    lead = statistics.median(steps.column("host_lead_ns")[steps.launched].tolist())
     return max(1, round(lead / span)) if span > 0 else 1
 
 

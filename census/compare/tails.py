@@ -16,8 +16,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from census.model import Census, Step, percentile
+from census.step_table import StepTable
 
 MAD_SIGMA = 1.4826
 TAIL_SIGMAS = 3
@@ -69,36 +71,50 @@ def tail_threshold(median_ns: float, mad_ns: float) -> float:
 def tail_steps(c: Census) -> Tail | None:
     """The tail of the steps' times, on the GPU spans when the host ran ahead, else on the NVTX
     ranges; None without steps."""
+    import numpy as np
+
     if not c.steps:
         return None
+    table = c.steps
     clock = GPU_SPAN if c.host_ran_ahead() else HOST_RANGE
-    step_time, phase_time = CLOCKS[clock]
-    counted = [(i, s) for i, s in enumerate(c.steps) if step_time(s) is not None]
-    times = [step_time(s) for _, s in counted]
+    on_gpu = clock == GPU_SPAN
+    counted = np.flatnonzero(table.launched) if on_gpu else np.arange(len(table))
+    times = table.column("gpu_span_ns" if on_gpu else "duration_ns")[counted].tolist()
     median, mad = median_mad(times)
     threshold = tail_threshold(median, mad)
-    typical = _median_step([s for _, s in counted], phase_time)
+    typical = _median_step(table, counted, on_gpu)
+    phase_time = CLOCKS[clock][1]
     outliers = tuple(
-        _outlier(i, s, step_time(s) - median, typical, phase_time)
-        for i, s in counted
-        if step_time(s) > threshold
+        _outlier(i, table[i], t - median, typical, phase_time)
+        for i, t in zip(counted.tolist(), times, strict=True)
+        if t > threshold
     )
     return Tail(len(times), median, percentile(times, 95), max(times), mad, threshold, outliers,
                 clock)  # fmt: skip
 
 
-def _median_step(steps: list[Step], phase_time: Callable) -> dict[str, float]:
-    """Per key, the median over the steps (a phase absent from a step counts 0 on the host's
-    clock; on the GPU's, a phase's median is over the steps where it launched GPU work)."""
-    names = {p.name for s in steps for p in s.phases}
-    out = {
-        "kernel_count": statistics.median(s.metrics.kernel_count for s in steps),
-        "launch_api_count": statistics.median(s.metrics.launch_api_count for s in steps),
-        "gpu_busy_ns": statistics.median(s.gpu_busy_ns for s in steps),
-        "gpu_idle_ns": statistics.median(s.gpu_idle_ns for s in steps),
-    }
-    for name in names:
-        times = [t for s in steps if (t := phase_time(s, name)) is not None]
+def _median_step(table: StepTable, counted: Any, on_gpu: bool) -> dict[str, float]:
+    """Per key, the median over the counted steps (a phase absent from a step counts 0 on the
+    host's clock; on the GPU's, a phase's median is over the steps where it launched GPU
+    work)."""
+    import numpy as np
+
+    out = {k: statistics.median(table.column(k)[counted].tolist())
+           for k in ("kernel_count", "launch_api_count", "gpu_busy_ns", "gpu_idle_ns")}  # fmt: skip
+    in_counted = np.zeros(len(table), bool)
+    in_counted[counted] = True
+    step_of = table.phase_step()
+    names = table.phases.names
+    by_name: dict[str, list[int]] = {}
+    for i in np.flatnonzero(in_counted[step_of]).tolist():
+        by_name.setdefault(names[i], []).append(i)
+    for name, rows in by_name.items():
+        if on_gpu:
+            times = table.phase_column("gpu_span_ns")[rows][table.phases.launched[rows]].tolist()
+        else:
+            per_step = np.zeros(len(table), table.phase_column("duration_ns").dtype)
+            np.add.at(per_step, step_of[rows], table.phase_column("duration_ns")[rows])
+            times = per_step[counted].tolist()
         if times:
             out[f"phase:{name}"] = statistics.median(times)
     return out

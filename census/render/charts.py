@@ -118,19 +118,22 @@ def _step_charts(census: Census) -> list[Chart]:
     import plotly.graph_objects as go
 
     steps = census.steps
-    names = [esc(s.name) for s in steps]
+    names = [esc(name) for name in steps.names]
+
+    def column(key: str, unit: float) -> list[float]:
+        return [v / unit for v in steps.column(key).tolist()]
+
     step_fig = go.Figure(
         [
-            go.Bar(name=LABELS["gpu_busy_ns"], x=names, y=[s.gpu_busy_ns / 1e6 for s in steps]),
-            go.Bar(name=LABELS["gpu_idle_ns"], x=names, y=[s.gpu_idle_ns / 1e6 for s in steps]),
+            go.Bar(name=LABELS["gpu_busy_ns"], x=names, y=column("gpu_busy_ns", 1e6)),
+            go.Bar(name=LABELS["gpu_idle_ns"], x=names, y=column("gpu_idle_ns", 1e6)),
         ]
     )
     step_fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.15})
-    d2d = [s.metrics.d2d_bytes for s in steps]
-    d2d_fig = go.Figure(go.Bar(x=names, y=[b / 2**20 for b in d2d]))
+    d2d_fig = go.Figure(go.Bar(x=names, y=column("d2d_bytes", 2**20)))
     charts = [Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig)]
     if census.host_ran_ahead():  # the windows time the host: the steps as the GPU ran them
-        span_fig = go.Figure(go.Bar(x=names, y=[(s.gpu_span_ns or 0) / 1e6 for s in steps]))
+        span_fig = go.Figure(go.Bar(x=names, y=column("gpu_span_ns", 1e6)))  # 0: launched none
         charts = [
             Chart("GPU span of each step: its work as the GPU ran it (ms)", span_fig),
             Chart("Host windows: GPU busy + GPU idle in each step's NVTX range (ms)", step_fig),
@@ -139,7 +142,7 @@ def _step_charts(census: Census) -> list[Chart]:
         *charts,
         Chart(
             "Device-to-device traffic per step (MiB)",
-            d2d_fig if any(d2d) else None,
+            d2d_fig if steps.column("d2d_bytes").any() else None,
             "no device-to-device copies in the steps",
         ),
     ]

@@ -25,6 +25,7 @@ from census.definitions import (
 from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
 from census.render import json_rows
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
+from census.step_table import int_sum
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
@@ -139,7 +140,7 @@ def _tables(census: Census, top: int) -> dict[str, Any]:
                              "per_step_time_ns": mean(c.step_time_ns)}
                             for c in census.collectives],
             "overlap_ns": census.nccl_overlap_ns,
-            "per_step_overlap_ns": mean(sum(s.nccl_overlap_ns for s in census.steps)),
+            "per_step_overlap_ns": mean(int_sum(census.steps.column("nccl_overlap_ns"))),
         },
     }  # fmt: skip
 

@@ -11,11 +11,14 @@ hold such text (Raw) as json.dumps writes it with the lists in their place.
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS
-from census.model import METRIC_VALUES, Phase, Step
-from census.rows import PHASE_ROW_KEYS, idle_row, phase_row
+from census.definitions import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
+from census.step_table import Rows, StepTable
+
+# Phase.as_dict's keys, then its GPU span: a phase's numbers
+PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
 
 
 class Raw(str):
@@ -33,36 +36,76 @@ _TIMING = _template(("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_start_ns
                      "host_lead_ns", *IDLE_KEYS))  # fmt: skip
 
 
-def _numbers(template: str, values: tuple) -> str:
-    # ints render as json.dumps renders them; None as "None", which no number contains
-    return (template % values).replace("None", "null")
+_ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
 
 
-def _phase(p: Phase) -> str:
-    return '{"name": ' + json.dumps(p.name) + _numbers(_PHASE, phase_row(p)) + "}"
-
-
-def steps_text(steps: tuple[Step, ...]) -> Raw:
+def steps_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step(s) for s in steps])."""
-    rows = (
-        '{"name": ' + json.dumps(s.name)
-        + _numbers(_STEP, (s.start_ns, s.end_ns, *METRIC_VALUES(s.metrics)))
-        + ', "phases": [' + ", ".join(map(_phase, s.phases)) + "]}"
-        for s in steps
-    )  # fmt: skip
-    return Raw("[" + ", ".join(rows) + "]")
+    return Raw("[" + ", ".join(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks()) + "]")
 
 
-def timing_text(steps: tuple[Step, ...]) -> Raw:
+def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
+    """Steps lo:hi, with their phases, as one %-template of all their values."""
+    bounds = steps.bounds[lo : hi + 1].tolist()
+    phase_rows = steps.phases.part(bounds[0], bounds[-1])
+    phases = _cells(phase_rows, phase_rows.ints, True).ravel().tolist()
+    own = steps.steps.ints[lo:hi]
+    rows = _cells(steps.steps.part(lo, hi), own[:, [0, 1, *range(4, own.shape[1])]], False)
+    width = len(PHASE_ROW_KEYS) + 1
+    values, templates = [], []
+    for row, a, b in zip(rows.tolist(), bounds, bounds[1:], strict=False):
+        values += row
+        values += phases[(a - bounds[0]) * width : (b - bounds[0]) * width]
+        templates.append(_step_template(b - a))
+    return ", ".join(templates) % tuple(values)
+
+
+@cache
+def _step_template(phases: int) -> str:
+    return _ROW + _STEP + ', "phases": [' + ", ".join([_ROW + _PHASE + "}"] * phases) + "]}"
+
+
+def _cells(rows: Rows, ints: Any, span: bool) -> Any:
+    """An object array of the rows' values as their JSON texts' %-values: the name's JSON,
+    `ints`, then (`span`) the idle split and the GPU's start and span, "null" where not
+    computed."""
+    import numpy as np
+
+    names = {name: json.dumps(name) for name in dict.fromkeys(rows.names)}
+    out = np.empty((len(rows), 1 + ints.shape[1] + (len(IDLE_KEYS) + 2 if span else 0)), object)
+    out[:, 0] = [names[name] for name in rows.names]
+    out[:, 1 : 1 + ints.shape[1]] = ints
+    if span:
+        k = 1 + ints.shape[1]
+        out[:, k : k + len(IDLE_KEYS)] = _or_null(rows.idle, rows.split)
+        out[:, k + len(IDLE_KEYS) :] = _or_null(rows.gpu, rows.launched)
+    return out
+
+
+def _or_null(values: Any, present: Any) -> Any:
+    """The values (as Python ints) where present, else the text null."""
+    import numpy as np
+
+    return np.where(present[:, None], values.astype(object), "null")
+
+
+def timing_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step_timing(s) for s in steps])."""
-    rows = (
-        '{"name": ' + json.dumps(s.name)
-        + _numbers(_TIMING, (s.duration_ns, s.gpu_busy_ns, s.gpu_idle_ns, s.gpu_start_ns,
-                             s.gpu_span_ns, s.host_lead_ns, *idle_row(s.idle)))
-        + "}"
-        for s in steps
-    )  # fmt: skip
-    return Raw("[" + ", ".join(rows) + "]")
+    return Raw("[" + ", ".join(_timing_chunk(steps, lo, hi) for lo, hi in steps.chunks()) + "]")
+
+
+def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
+    import numpy as np
+
+    rows = steps.steps.part(lo, hi)
+    ints = rows.ints
+    duration = ints[:, 1] - ints[:, 0]
+    lead = rows.gpu[:, :1] + rows.gpu[:, 1:] - ints[:, 1:2]
+    gpu = _or_null(np.concatenate([rows.gpu, lead], axis=1), rows.launched)
+    columns = np.stack([duration, ints[:, 2], duration - ints[:, 2]], axis=1)
+    values = np.concatenate([_cells(rows, columns, False), gpu,
+                             _or_null(rows.idle, rows.split)], axis=1)  # fmt: skip
+    return ", ".join([_ROW + _TIMING + "}"] * len(rows)) % tuple(values.ravel().tolist())
 
 
 def dumps(doc: Any) -> str:

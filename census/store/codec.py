@@ -2,44 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, fields, replace
 from typing import Any
 
+from census.definitions import IDLE_KEYS
 from census.model import (
-    METRIC_KEYS,
     ApiStat,
     Census,
     ClassStat,
     CollectiveStat,
     Gpu,
-    IdleSplit,
     KernelStat,
     MemoryStat,
     Metrics,
-    Phase,
     RangeIdle,
     Source,
-    Step,
 )
-from census.rows import idle_row, phase_row
-
-STEP_COLUMNS = ("name", "start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", "gpu_start_ns",
-                "gpu_span_ns")  # fmt: skip
-# a phase row: [name, *census keys, duration_ns, gpu_busy_ns, *idle keys, gpu_start_ns,
-# gpu_span_ns]; its idle keys start at PHASE_VALUES after the name
-PHASE_VALUES = len(METRIC_KEYS) + 2
+from census.step_table import Rows, StepTable, exact_array
 
 
 def to_record(census: Census) -> dict[str, Any]:
     """Everything, for the cache; `from_record` inverts it exactly. Steps are stored as columns:
     tens of thousands of them load several times faster that way."""
     rec = asdict(replace(census, steps=()))
-    steps = census.steps
-    rec["steps"] = {c: [getattr(s, c) for s in steps] for c in STEP_COLUMNS}
-    rec["steps"].update({k: [getattr(s.metrics, k) for s in steps] for k in METRIC_KEYS})
-    rec["steps"]["phases"] = [[[p.name, *phase_row(p)] for p in s.phases] for s in steps]
-    rec["steps"]["idle"] = [None if s.idle is None else list(idle_row(s.idle)) for s in steps]
+    table = census.steps
+    rec["steps"] = {"steps": _rows_record(table.steps), "phases": _rows_record(table.phases),
+                    "bounds": table.bounds.tolist()}  # fmt: skip
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase(),
                     "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
@@ -59,7 +47,7 @@ def from_record(rec: dict[str, Any]) -> Census:
             tuple(build(Gpu, g) for g in src["gpus"]),
         ),
         totals=build(Metrics, rec["totals"]),
-        steps=StepColumns(rec["steps"]),
+        steps=_table(rec["steps"]),
         classes=tuple(build(ClassStat, c) for c in rec["classes"]),
         kernels=tuple(build(KernelStat, k) for k in rec["kernels"]),
         memory=tuple(build(MemoryStat, m) for m in rec["memory"]),
@@ -77,67 +65,23 @@ def from_record(rec: dict[str, Any]) -> Census:
     return census
 
 
-class StepColumns(Sequence):
-    """The steps of a census read back from the cache, kept as columns and made into Step
-    objects only when first looked at: counting them, or their means (cached beside them), needs
-    none, and tens of thousands of steps take a while to build."""
-
-    def __init__(self, columns: dict[str, list]) -> None:
-        self._columns = columns
-        self._steps: tuple[Step, ...] | None = None
-
-    def _all(self) -> tuple[Step, ...]:
-        if self._steps is None:
-            cols = self._columns
-            metrics = [
-                _frozen(Metrics, zip(METRIC_KEYS, row, strict=True))
-                for row in zip(*(cols[k] for k in METRIC_KEYS), strict=True)
-            ]
-            phases = [tuple(_phase(p) for p in row) for row in cols["phases"]]
-            idle = [None if row is None else IdleSplit(*row) for row in cols["idle"]]
-            keys = (*STEP_COLUMNS, "metrics", "phases", "idle")
-            self._steps = tuple(
-                _frozen(Step, zip(keys, row, strict=True))
-                for row in zip(*(cols[c] for c in STEP_COLUMNS), metrics, phases, idle, strict=True)
-            )
-        return self._steps
-
-    def __len__(self) -> int:
-        return len(self._columns["name"])
-
-    def __getitem__(self, index):  # type: ignore[override]
-        return self._all()[index]
-
-    def __iter__(self):
-        return iter(self._all())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, StepColumns | tuple):
-            return self._all() == tuple(other)
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._all())
-
-    def __repr__(self) -> str:
-        return repr(self._all())
+def _rows_record(rows: Rows) -> dict[str, Any]:
+    """Rows as flat lists of ints (JSON), with their width."""
+    return {"names": rows.names, "width": rows.ints.shape[1],
+            **{k: getattr(rows, k).ravel().tolist()
+               for k in ("ints", "gpu", "launched", "idle", "split")}}  # fmt: skip
 
 
-def _frozen(cls: type, items: Any) -> Any:
-    """A frozen dataclass instance without its __init__ (one setattr per field): tens of
-    thousands of steps come back from the cache in a fraction of the time."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(items)
-    return obj
+def _rows(rec: dict[str, Any]) -> Rows:
+    import numpy as np
+
+    n = len(rec["names"])
+    return Rows(rec["names"], exact_array(rec["ints"]).reshape(n, rec["width"]),
+                exact_array(rec["gpu"]).reshape(n, 2), np.array(rec["launched"], bool),
+                exact_array(rec["idle"]).reshape(n, len(IDLE_KEYS)), np.array(rec["split"], bool))  # fmt: skip
 
 
-def _phase(row: list) -> Phase:
-    """[name, *census keys, duration_ns, gpu_busy_ns, *idle keys, gpu_start_ns, gpu_span_ns]
-    -> Phase."""
-    name, *values, gpu_start_ns, gpu_span_ns = row
-    n = len(METRIC_KEYS)
-    metrics = _frozen(Metrics, zip(METRIC_KEYS, values[:n], strict=True))
-    idle = values[PHASE_VALUES:]
-    return Phase(name, values[n], metrics, values[n + 1],
-                 None if idle[0] is None else IdleSplit(*idle), gpu_start_ns,
-                 gpu_span_ns)  # fmt: skip
+def _table(rec: dict[str, Any]) -> StepTable:
+    import numpy as np
+
+    return StepTable(_rows(rec["steps"]), _rows(rec["phases"]), np.array(rec["bounds"], np.int64))

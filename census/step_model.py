@@ -1,0 +1,109 @@
+"""One step of a census and its phases, as objects: what a StepTable (census.step_table)
+hands out one at a time, and what tests and notebooks build by hand."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+from census.definitions import IDLE_KEYS, METRIC_KEYS
+
+
+def per_step_mean(total: float, steps: int) -> float | None:
+    """The mean of a figure over `steps` steps, from its total over them: the one definition of
+    a per-step figure (a float: only rendering rounds it). None without steps."""
+    return total / steps if steps else None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    kernel_count: int = 0
+    kernel_time_ns: int = 0
+    nccl_kernel_count: int = 0
+    nccl_kernel_time_ns: int = 0
+    non_nccl_kernel_count: int = 0
+    non_nccl_kernel_time_ns: int = 0
+    non_nccl_union_ns: int = 0
+    launch_api_count: int = 0
+    launch_api_time_ns: int = 0
+    graph_launch_count: int = 0
+    d2d_count: int = 0
+    d2d_bytes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return self.__dict__.copy()  # the fields, declared in METRIC_KEYS order
+
+
+@dataclass(frozen=True)
+class IdleSplit:
+    """Where GPU idle time went (census.load.idle): the parts add up to the idle time."""
+
+    sync_count: int = 0
+    sync_time_ns: int = 0
+    idle_after_sync_ns: int = 0
+    idle_launch_ns: int = 0
+    idle_other_ns: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return self.__dict__.copy()  # the fields, declared in IDLE_KEYS order
+
+
+def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
+    """The idle keys, None each when the split was not computed."""
+    return idle.as_dict() if idle is not None else dict.fromkeys(IDLE_KEYS)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of one step (all its ranges in the step together), or the step's remainder."""
+
+    name: str
+    duration_ns: int
+    metrics: Metrics
+    gpu_busy_ns: int
+    idle: IdleSplit | None = None  # None: not computed (census --idle)
+    # the GPU work launched in the phase's segments of the step: its earliest start, and latest
+    # end − that; None when it launched none (not in as_dict: spans do not add up over phases)
+    gpu_start_ns: int | None = None
+    gpu_span_ns: int | None = None
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
+                "gpu_busy_ns": self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    start_ns: int
+    end_ns: int
+    metrics: Metrics
+    gpu_busy_ns: int
+    nccl_overlap_ns: int = 0  # NCCL kernel union ∩ non-NCCL kernel union, per device, summed
+    phases: tuple[Phase, ...] = ()  # named phases by first start, then the remainder
+    idle: IdleSplit | None = None  # None: not computed (census --idle)
+    # the GPU work launched in the step, as the GPU ran it: its earliest start, and latest end −
+    # that; None when the step launched none
+    gpu_start_ns: int | None = None
+    gpu_span_ns: int | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def gpu_idle_ns(self) -> int:
+        return self.duration_ns - self.gpu_busy_ns
+
+    @property
+    def gpu_end_ns(self) -> int | None:
+        return None if self.gpu_start_ns is None else self.gpu_start_ns + self.gpu_span_ns
+
+    @property
+    def host_lead_ns(self) -> int | None:
+        """How long after the step's range ended its GPU work ended (negative: before)."""
+        end = self.gpu_end_ns
+        return None if end is None else end - self.end_ns
+
+
+METRIC_VALUES = operator.attrgetter(*METRIC_KEYS)  # Metrics -> its values in METRIC_KEYS order

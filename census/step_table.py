@@ -1,0 +1,318 @@
+"""The steps of a census as columns (one array per key, steps' and phases' apart): a sequence
+of Step objects that makes each only when it is looked at, and whose sums, means and medians are
+taken over the columns. Tens of thousands of steps with their phases took 4.7 KB of objects each
+(0.9 GB at 3x10^7 kernels); as columns they take a few hundred bytes.
+
+A step's phases are its rows of the phase columns, bounds[i]:bounds[i + 1], in the order its
+Step.phases lists them. Every column is int64, or object (exact Python ints) where a value does
+not fit. numpy is imported inside the functions (the CLI's --help imports the model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from census.definitions import IDLE_KEYS, METRIC_KEYS
+from census.step_model import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
+
+# the int columns of a step, and of a phase (the optional GPU span and idle split apart)
+STEP_INTS = ("start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", *METRIC_KEYS)
+PHASE_INTS = (*METRIC_KEYS, "duration_ns", "gpu_busy_ns")
+_CHUNK = 4096  # steps made into objects at a time while iterating
+_INT64 = 2**63
+
+
+def exact_array(values: Any) -> Any:
+    """Ints as an int64 array, or an object array of Python ints where one does not fit."""
+    import numpy as np
+
+    try:
+        return np.asarray(values, np.int64)
+    except OverflowError:
+        return np.asarray(values, object)
+
+
+def int_sum(column: Any) -> int:
+    """The exact sum of a column of ints (int64 sums only when they cannot wrap)."""
+    import numpy as np
+
+    if column.dtype != object and len(column):
+        top = max(abs(int(column.max())), abs(int(column.min())))
+        if top < _INT64 // len(column):
+            return int(np.sum(column, dtype=np.int64))
+    return sum(column.tolist())
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """Rows of one kind (steps, or phases): a name each, the kind's int columns, the GPU span
+    (start, span; 0 where `launched` is False) and the idle split (IDLE_KEYS; 0 where `split` is
+    False: not computed)."""
+
+    names: list[str]
+    ints: Any  # (n, len of the kind's ints)
+    gpu: Any  # (n, 2)
+    launched: Any  # (n,) bool
+    idle: Any  # (n, len(IDLE_KEYS))
+    split: Any  # (n,) bool
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def take(self, index: Any) -> Rows:
+        return Rows([self.names[i] for i in index.tolist()], self.ints[index], self.gpu[index],
+                    self.launched[index], self.idle[index], self.split[index])  # fmt: skip
+
+    def part(self, lo: int, hi: int) -> Rows:
+        """Rows lo:hi (views of the columns)."""
+        return Rows(self.names[lo:hi], self.ints[lo:hi], self.gpu[lo:hi], self.launched[lo:hi],
+                    self.idle[lo:hi], self.split[lo:hi])  # fmt: skip
+
+    def renamed(self, prefix: str) -> Rows:
+        return Rows([prefix + n for n in self.names], self.ints, self.gpu, self.launched,
+                    self.idle, self.split)  # fmt: skip
+
+    def equals(self, other: Rows) -> bool:
+        import numpy as np
+
+        return self.names == other.names and all(
+            np.array_equal(getattr(self, k), getattr(other, k))
+            for k in ("ints", "gpu", "launched", "idle", "split")
+        )
+
+    def values(self, lo: int, hi: int) -> Iterator[tuple]:
+        """Rows lo:hi as (name, ints, gpu start or None, gpu span or None, IdleSplit or None)."""
+        for name, ints, start, span, idle in self.plain(lo, hi):
+            yield (name, ints, start, span,
+                   None if idle is None else _frozen(IdleSplit, zip(IDLE_KEYS, idle, strict=True)))  # fmt: skip
+
+    def plain(self, lo: int, hi: int) -> Iterator[tuple]:
+        """Rows lo:hi as (name, ints, gpu start or None, gpu span or None, idle values or
+        None): lists and ints, no object."""
+        gpu, launched = self.gpu[lo:hi].tolist(), self.launched[lo:hi].tolist()
+        idle, split = self.idle[lo:hi].tolist(), self.split[lo:hi].tolist()
+        for name, ints, (start, span), has_gpu, parts, has_idle in zip(
+            self.names[lo:hi], self.ints[lo:hi].tolist(), gpu, launched, idle, split, strict=True
+        ):
+            yield (name, ints, start if has_gpu else None, span if has_gpu else None,
+                   parts if has_idle else None)  # fmt: skip
+
+
+def rows_of(names: list[str], ints: Any, gpu_start: Sequence[int | None],
+            gpu_span: Sequence[int | None], idle: Any | None, width: int) -> Rows:  # fmt: skip
+    """Rows from their columns: ints (n, width) or None for n rows of none yet; the GPU's start
+    and span None where a row launched nothing; idle (n, len(IDLE_KEYS)) or None: not
+    computed."""
+    import numpy as np
+
+    n = len(names)
+    launched = np.fromiter((s is not None for s in gpu_start), bool, n)
+    gpu = exact_array([[s or 0, p or 0] for s, p in zip(gpu_start, gpu_span, strict=True)])
+    return Rows(
+        names,
+        np.zeros((n, width), np.int64) if ints is None else ints,
+        gpu.reshape(n, 2),
+        launched,
+        np.zeros((n, len(IDLE_KEYS)), np.int64) if idle is None else idle,
+        np.full(n, idle is not None),
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class StepTable(Sequence):
+    """The steps as columns; a Sequence of Step (made on each look, not kept)."""
+
+    steps: Rows
+    phases: Rows
+    bounds: Any  # (len(steps) + 1,) int64: step i's phases are rows bounds[i]:bounds[i + 1]
+
+    # -- the sequence ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, index: Any) -> Any:
+        import numpy as np
+
+        if isinstance(index, slice):
+            return self.take(np.arange(len(self))[index])
+        i = range(len(self))[index]  # negative indexes, and IndexError past the end
+        return self._made(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[Step]:
+        for lo, hi in self.chunks():
+            yield from self._made(lo, hi)
+
+    def chunks(self) -> Iterator[tuple[int, int]]:
+        """(lo, hi): the steps a few thousand at a time."""
+        for lo in range(0, len(self), _CHUNK):
+            yield lo, min(lo + _CHUNK, len(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepTable):
+            return (self.steps.equals(other.steps) and self.phases.equals(other.phases)
+                    and self.bounds.tolist() == other.bounds.tolist())  # fmt: skip
+        if isinstance(other, tuple | list):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"StepTable({len(self)} steps, {len(self.phases)} phases)"
+
+    def _made(self, lo: int, hi: int) -> list[Step]:
+        """Steps lo:hi as objects."""
+        bounds = self.bounds[lo : hi + 1].tolist()
+        made = [_phase(*row) for row in self.phases.values(bounds[0], bounds[-1])]
+        first = bounds[0]
+        out = []
+        for k, (name, ints, start, span, idle) in enumerate(self.steps.values(lo, hi)):
+            metrics = _frozen(Metrics, zip(METRIC_KEYS, ints[4:], strict=True))
+            phases = tuple(made[bounds[k] - first : bounds[k + 1] - first])
+            out.append(_frozen(Step, zip(_STEP_FIELDS, (name, ints[0], ints[1], metrics, ints[2],
+                                                        ints[3], phases, idle, start, span),
+                                         strict=True)))  # fmt: skip
+        return out
+
+    # -- building ----------------------------------------------------------------------------
+    def take(self, index: Any) -> StepTable:
+        """The steps at these positions (an int array), with their phases."""
+        import numpy as np
+
+        index = np.asarray(index, np.int64)
+        lo, hi = self.bounds[:-1][index], self.bounds[1:][index]
+        sizes = hi - lo
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        cells = np.repeat(lo - bounds[:-1], sizes) + np.arange(int(bounds[-1]))
+        return StepTable(self.steps.take(index), self.phases.take(cells), bounds)
+
+    # -- columns -----------------------------------------------------------------------------
+    def column(self, key: str) -> Any:
+        """A step key's column: STEP_INTS, duration_ns, gpu_idle_ns, IDLE_KEYS (0 where not
+        split), gpu_start_ns, gpu_span_ns, host_lead_ns (0 where not launched)."""
+        return _column(self.steps, STEP_INTS, key)
+
+    def phase_column(self, key: str) -> Any:
+        """A phase key's column, one row per phase of every step (as `column`)."""
+        return _column(self.phases, PHASE_INTS, key)
+
+    def phase_step(self) -> Any:
+        """Per phase row, its step's position."""
+        import numpy as np
+
+        return np.repeat(np.arange(len(self)), np.diff(self.bounds))
+
+    @property
+    def names(self) -> list[str]:
+        return self.steps.names
+
+    @property
+    def launched(self) -> Any:
+        return self.steps.launched
+
+    @property
+    def split(self) -> bool:
+        """Whether every step has its idle split."""
+        return bool(self.steps.split.all())
+
+
+_STEP_FIELDS = ("name", "start_ns", "end_ns", "metrics", "gpu_busy_ns", "nccl_overlap_ns",
+                "phases", "idle", "gpu_start_ns", "gpu_span_ns")  # fmt: skip
+_PHASE_FIELDS = ("name", "duration_ns", "metrics", "gpu_busy_ns", "idle", "gpu_start_ns",
+                 "gpu_span_ns")  # fmt: skip
+_N_METRICS = len(METRIC_KEYS)
+
+
+def _phase(name: str, ints: list[int], start: int | None, span: int | None,
+           idle: IdleSplit | None) -> Phase:  # fmt: skip
+    metrics = _frozen(Metrics, zip(METRIC_KEYS, ints[:_N_METRICS], strict=True))
+    return _frozen(Phase, zip(_PHASE_FIELDS, (name, ints[_N_METRICS], metrics,
+                                              ints[_N_METRICS + 1], idle, start, span),
+                              strict=True))  # fmt: skip
+
+
+def _column(rows: Rows, ints: tuple[str, ...], key: str) -> Any:
+    if key in ints:
+        return rows.ints[:, ints.index(key)]
+    if key in IDLE_KEYS:
+        return rows.idle[:, IDLE_KEYS.index(key)]
+    if key == "gpu_start_ns":
+        return rows.gpu[:, 0]
+    if key == "gpu_span_ns":
+        return rows.gpu[:, 1]
+    if ints is STEP_INTS:
+        duration = rows.ints[:, 1] - rows.ints[:, 0]
+        if key == "duration_ns":
+            return duration
+        if key == "gpu_idle_ns":
+            return duration - rows.ints[:, 2]
+        if key == "host_lead_ns":
+            return rows.gpu[:, 0] + rows.gpu[:, 1] - rows.ints[:, 1]
+    raise KeyError(key)
+
+
+def _frozen(cls: type, items: Any) -> Any:
+    """A frozen dataclass instance without its __init__ (one setattr per field): tens of
+    thousands of steps are made in a fraction of the time. Fields in their declared order."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(items)
+    return obj
+
+
+def from_steps(steps: Sequence[Step]) -> StepTable:
+    """Step objects as a StepTable (a census built by hand, or read some other way)."""
+    import numpy as np
+
+    if isinstance(steps, StepTable):
+        return steps
+    phases = [p for s in steps for p in s.phases]
+    step_ints = [(s.start_ns, s.end_ns, s.gpu_busy_ns, s.nccl_overlap_ns,
+                  *METRIC_VALUES(s.metrics)) for s in steps]  # fmt: skip
+    phase_ints = [(*METRIC_VALUES(p.metrics), p.duration_ns, p.gpu_busy_ns) for p in phases]
+    bounds = np.concatenate([[0], np.cumsum([len(s.phases) for s in steps])]).astype(np.int64)
+    return StepTable(_rows(steps, step_ints, len(STEP_INTS)),
+                     _rows(phases, phase_ints, len(PHASE_INTS)), bounds)  # fmt: skip
+
+
+def _rows(items: Sequence[Step] | Sequence[Phase], ints: list[tuple], width: int) -> Rows:
+    import numpy as np
+
+    n = len(items)
+    idle = [(0,) * len(IDLE_KEYS) if x.idle is None else tuple(x.idle.__dict__.values())
+            for x in items]  # fmt: skip
+    rows = rows_of([x.name for x in items], exact_array(ints).reshape(n, width),
+                   [x.gpu_start_ns for x in items], [x.gpu_span_ns for x in items],
+                   exact_array(idle).reshape(n, len(IDLE_KEYS)), width)  # fmt: skip
+    split = np.fromiter((x.idle is not None for x in items), bool, n)
+    return Rows(rows.names, rows.ints, rows.gpu, rows.launched, rows.idle, split)
+
+
+def concat(tables: Sequence[StepTable], prefixes: Sequence[str]) -> StepTable:
+    """The tables one after another, each step's name after its table's prefix."""
+    import numpy as np
+
+    def joined(parts: list[Rows]) -> Rows:
+        return Rows([n for p in parts for n in p.names],
+                    *(_stacked([getattr(p, k) for p in parts]) for k in
+                      ("ints", "gpu", "launched", "idle", "split")))  # fmt: skip
+
+    offsets = np.cumsum([0] + [len(t.phases) for t in tables])
+    bounds = np.concatenate(
+        [[0]] + [t.bounds[1:] + o for t, o in zip(tables, offsets, strict=False)]
+    )
+    return StepTable(
+        joined([t.steps.renamed(p) for t, p in zip(tables, prefixes, strict=True)]),
+        joined([t.phases for t in tables]),
+        bounds.astype(np.int64),
+    )
+
+
+def _stacked(parts: list[Any]) -> Any:
+    import numpy as np
+
+    if any(p.dtype == object for p in parts):
+        parts = [p.astype(object) for p in parts]
+    return np.concatenate(parts)
