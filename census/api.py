@@ -223,15 +223,16 @@ def diff_view(
 
 def summary_document(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, str]:
-    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON)
-    of one export, from the cache when the same export and options were summarized before."""
+) -> tuple[dict, list[str]]:
+    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON,
+    in pieces: the document is their join) of one export, from the cache when the same export
+    and options were summarized before."""
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_text
 
     sqlite_path = resolve_sqlite(path, progress)
 
-    def render() -> tuple[dict, str]:  # only when the cache has no document
+    def render() -> tuple[dict, list[str]]:  # only when the cache has no document
         from census.census import collector_paused
         from census.render.json_docs import summary_document_text
 
@@ -260,19 +261,20 @@ def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
 
 def summary_json_text(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, str]:
-    """({"warnings", ...}, the `summary --json` document): summary_document with the capture
-    overhead, which the cache leaves out (a calibration may come later); ranks', uncached."""
+) -> tuple[dict, list[str]]:
+    """({"warnings", ...}, the `summary --json` document in pieces): summary_document with the
+    capture overhead, which the cache leaves out (a calibration may come later); ranks',
+    uncached."""
     from census.sources.ranks import is_multi_rank
 
     if is_multi_rank(path):
         from census.render import render
 
         view = summary_view(path, options, progress)
-        return {"warnings": list(view.census.warnings)}, render(view, "json", top=top)
+        return {"warnings": list(view.census.warnings)}, [render(view, "json", top=top)]
     meta, text = summary_document(path, options, top, progress)
     overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
-    return meta, text[:-1] + _capture_field(overhead)
+    return meta, [*text[:-1], text[-1][:-1] + _capture_field(overhead)]  # its last "}" moved
 
 
 def _capture_field(overhead: dict | None) -> str:
@@ -287,16 +289,17 @@ def _overhead(folder: Path, meta: dict) -> dict | None:
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
-                  top: int = 20, progress: Progress | None = None) -> tuple[dict, str]:  # fmt: skip
-    """({"warnings"}, the `diff --format json` document as compact JSON), from the cache when
-    the same two exports were compared with the same options before (labels: their names)."""
+                  top: int = 20, progress: Progress | None = None) -> tuple[dict, list[str]]:  # fmt: skip
+    """({"warnings"}, the `diff --format json` document as compact JSON, in pieces), from the
+    cache when the same two exports were compared with the same options before (labels: their
+    names)."""
     from census.sources.export import resolve_sqlite
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text
 
     labels = labels or (default_label(a), default_label(b))
 
-    def render() -> tuple[dict, str]:
+    def render() -> tuple[dict, list[str]]:
         from census.census import collector_paused
         from census.render.json_docs import diff_document_text
 

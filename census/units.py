@@ -91,11 +91,13 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 PIECE_CHARS = 1 << 20
 
 
-def pieces(text: str) -> Iterator[str]:
-    """`text` a MiB of characters at a time: what is encoded or written of a long document at
-    once (a summary document reaches hundreds of MB; a whole encoded copy would sit beside it)."""
-    for at in range(0, len(text), PIECE_CHARS):
-        yield text[at : at + PIECE_CHARS]
+def pieces(text: str | list[str]) -> Iterator[str]:
+    """`text` (or the text that is these pieces of it, in order) a MiB of characters at a time
+    at most: what is encoded or written of a long document at once (a summary document reaches
+    hundreds of MB; a whole encoded copy would sit beside it)."""
+    for part in [text] if isinstance(text, str) else text:
+        for at in range(0, len(part), PIECE_CHARS):
+            yield part[at : at + PIECE_CHARS]
 
 
 def one_line(text: str) -> str:

@@ -22,17 +22,21 @@ def test_rows_as_text_are_json_dumps_of_the_rows(name, options):
     path = name if name.startswith("sample:") else fixture_file(name)
     census = api.summarize(path, use_cache=False, **options)
     steps = census.steps
-    assert json_rows.steps_text(steps) == json.dumps([json_docs._step(s) for s in steps])
-    assert json_rows.timing_text(steps) == json.dumps([json_docs._step_timing(s) for s in steps])
+    assert json_rows.steps_text(steps).text() == json.dumps([json_docs._step(s) for s in steps])
+    assert json_rows.timing_text(steps).text() == json.dumps(
+        [json_docs._step_timing(s) for s in steps]
+    )
     view = api.census_view(census)
     whole = json_docs.summary_json(view, 5)
-    assert json_rows.dumps(json_docs.summary_json(view, 5, rows_as_text=True)) == json.dumps(whole)
+    doc = json_docs.summary_json(view, 5, rows_as_text=True)
+    assert json_rows.dumps(doc) == json.dumps(whole)
+    assert "".join(json_rows.dump_pieces(doc)) == json.dumps(whole)
 
 
 def test_dumps_writes_raw_text_where_it_is_and_the_rest_as_json_does():
-    doc = {"a": 1, "b": {"c": json_rows.Raw("[1, 2]"), "d": [None, "x\u00e9\n"]}, "e": 2.5}
+    doc = {"a": 1, "b": {"c": json_rows.Raw(["[1", ", 2]"]), "d": [None, "x\u00e9\n"]}, "e": 2.5}
     plain = {"a": 1, "b": {"c": [1, 2], "d": [None, "x\u00e9\n"]}, "e": 2.5}
     assert json_rows.dumps(doc) == json.dumps(plain)
     assert json_rows.dumps(plain) == json.dumps(plain)
-    named = {"s": json_rows.Raw("[]"), "t": 'a "quoted" \\ name'}
+    named = {"s": json_rows.Raw(["[]"]), "t": 'a "quoted" \\ name'}
     assert json_rows.dumps(named) == json.dumps({"s": [], "t": 'a "quoted" \\ name'})

@@ -188,8 +188,10 @@ def _host_ran_ahead(steps):
 def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> None:
     steps = random_steps(random.Random(seed), n, huge)
     table = from_steps(steps)
-    assert json_rows.steps_text(table) == json.dumps([json_docs._step(s) for s in steps])
-    assert json_rows.timing_text(table) == json.dumps([json_docs._step_timing(s) for s in steps])
+    assert json_rows.steps_text(table).text() == json.dumps([json_docs._step(s) for s in steps])
+    assert json_rows.timing_text(table).text() == json.dumps(
+        [json_docs._step_timing(s) for s in steps]
+    )
     c = census_of(steps)
     back = from_record(json.loads(json.dumps(to_record(c))))
     assert back.steps == table and tuple(back.steps) == steps

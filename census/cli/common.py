@@ -260,15 +260,16 @@ def show(text: str, fmt: str) -> None:
     sys.stdout.write(text if fmt == "terminal" else f"{text}\n")
 
 
-def write_cached(label: str, document: Callable[[Any], tuple[dict, str]]) -> None:
-    """A document from census.api (`document(progress)` -> (its warnings, its text)) on stdout,
-    with progress and its warnings on stderr."""
+def write_cached(label: str, document: Callable[[Any], tuple[dict, list[str]]]) -> None:
+    """A document from census.api (`document(progress)` -> (its warnings, its text in pieces))
+    on stdout, with progress and its warnings on stderr."""
     from census.render.progress import stage_progress
 
     with stage_progress(label) as progress:
         meta, text = document(progress)
     warn(meta["warnings"])
-    sys.stdout.write(text)  # (no copy with the newline: documents reach hundreds of MB)
+    for piece in text:  # never joined, nor copied with the newline: hundreds of MB
+        sys.stdout.write(piece)
     sys.stdout.write("\n")
 
 

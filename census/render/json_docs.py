@@ -38,18 +38,18 @@ KEY_DEFINITIONS = {
 }
 
 
-def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, str]:
+def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, list[str]]:
     """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact
-    JSON)."""
+    JSON, in pieces: the document is their join, never made)."""
     census = view.census
     meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
             "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-    return meta, json_rows.dumps(summary_json(view, top, rows_as_text=True))
+    return meta, json_rows.dump_pieces(summary_json(view, top, rows_as_text=True))
 
 
-def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, str]:
-    """({"warnings"}, the `diff --format json` document as compact JSON)."""
-    text = json_rows.dumps(diff_json(view, top, rows_as_text=True))
+def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, list[str]]:
+    """({"warnings"}, the `diff --format json` document as compact JSON, in pieces)."""
+    text = json_rows.dump_pieces(diff_json(view, top, rows_as_text=True))
     return {"warnings": list(view.diff.warnings)}, text
 
 

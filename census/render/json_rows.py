@@ -11,6 +11,7 @@ hold such text (Raw) as json.dumps writes it with the lists in their place.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
@@ -21,8 +22,12 @@ from census.step_table import Rows, StepTable
 PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
 
 
-class Raw(str):
-    """JSON text to be written as it is."""
+class Raw(tuple):
+    """JSON text to be written as it is: its pieces, in order (a summary's per-step lists
+    reach hundreds of MB, and every join is a whole copy)."""
+
+    def text(self) -> str:
+        return "".join(self)
 
 
 def _template(keys: tuple[str, ...]) -> str:
@@ -41,7 +46,7 @@ _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
 
 def steps_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step(s) for s in steps])."""
-    return Raw("[" + ", ".join(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks()) + "]")
+    return _listed(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks())
 
 
 def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
@@ -91,7 +96,7 @@ def _or_null(values: Any, present: Any) -> Any:
 
 def timing_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step_timing(s) for s in steps])."""
-    return Raw("[" + ", ".join(_timing_chunk(steps, lo, hi) for lo, hi in steps.chunks()) + "]")
+    return _listed(_timing_chunk(steps, lo, hi) for lo, hi in steps.chunks())
 
 
 def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
@@ -108,13 +113,38 @@ def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
     return ", ".join([_ROW + _TIMING + "}"] * len(rows)) % tuple(values.ravel().tolist())
 
 
+def _listed(chunks: Iterable[str]) -> Raw:
+    """A JSON list whose items come as the texts of chunks of them (items joined by ", ")."""
+    out = ["["]
+    for chunk in chunks:
+        out += [", ", chunk] if len(out) > 1 else [chunk]
+    return Raw([*out, "]"])
+
+
 def dumps(doc: Any) -> str:
     """json.dumps(doc) (compact), with each Raw value written as it is."""
+    return "".join(dump_pieces(doc))
+
+
+def dump_pieces(doc: Any) -> list[str]:
+    """dumps(doc) as pieces, in order: the Raw values' own pieces between the text of the rest
+    (never joined)."""
+    out: list[str] = []
+    _dump(doc, out)
+    return out
+
+
+def _dump(doc: Any, out: list[str]) -> None:
     if isinstance(doc, Raw):
-        return doc
-    if isinstance(doc, dict) and _holds_raw(doc):
-        return "{" + ", ".join(json.dumps(str(k)) + ": " + dumps(v) for k, v in doc.items()) + "}"
-    return json.dumps(doc)
+        out += doc
+    elif isinstance(doc, dict) and _holds_raw(doc):
+        out.append("{")
+        for i, (k, v) in enumerate(doc.items()):
+            out.append((", " if i else "") + json.dumps(str(k)) + ": ")
+            _dump(v, out)
+        out.append("}")
+    else:
+        out.append(json.dumps(doc))
 
 
 def _holds_raw(doc: dict) -> bool:

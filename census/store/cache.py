@@ -92,17 +92,17 @@ def cached_census(
 
 
 def cached_text(
-    paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, str]]
-) -> tuple[dict, str]:
-    """(a small JSON-able header, a text) rendered from the census of `paths`, cached under
-    `kind`; the key covers every file."""
+    paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, list[str]]]
+) -> tuple[dict, list[str]]:
+    """(a small JSON-able header, a text in pieces: their join) rendered from the census of
+    `paths`, cached under `kind`; the key covers every file."""
     entry = _entry(paths, options, kind)
     if entry is None:
         return render()
     hit = _read_text(entry)
     if hit is not None:
         with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: a foreign entry, recomputed
-            return hit[0], hit[1].decode("utf-8")
+            return hit[0], [hit[1].decode("utf-8")]
     meta, text = render()
     with contextlib.suppress(OSError):
         # encoded a piece at a time, twice (its digest goes first in the entry)
