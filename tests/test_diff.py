@@ -190,3 +190,63 @@ def test_cli_diff_formats() -> None:
     assert r.exit_code == 2 and "Error: --format 'yaml': choose table, markdown or json" in r.stderr
     r = runner.invoke(app, ["diff", ea, cb, "--labels", "only-one"])
     assert r.exit_code == 2
+
+
+PIDS = """
+import os, sys
+from pathlib import Path
+import census.census as cc
+from census.api import diff_document
+from census.options import Options
+
+compute, marks = cc.compute_census, Path(sys.argv[3])
+
+def marked(profile):
+    (marks / str(os.getpid())).write_text("")
+    return compute(profile)
+
+cc.compute_census = marked
+meta, text = diff_document(Path(sys.argv[1]), Path(sys.argv[2]), None, Options(), 5)
+sys.stdout.write("".join(text))
+"""
+
+
+@pytest.mark.parametrize("workers", ["1", "2", "4"])
+def test_two_exports_are_read_side_by_side_into_the_same_diff(tmp_path, workers) -> None:
+    """With two workers or more, the second side is computed in a process of its own while the
+    first is computed here (census.api._read_sides); the document is the one of one side after
+    the other; with one worker, or a side already in the cache, one process computes."""
+    import os
+    import subprocess
+    import sys
+
+    a, b = fixture_file("h200_eager_3steps.sqlite"), fixture_file("h200_compiled_3steps.sqlite")
+    script = tmp_path / "pids.py"
+    script.write_text(PIDS)
+    env = {**os.environ, "CENSUS_WORKERS": workers, "CENSUS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("CENSUS_NO_CACHE", None)
+
+    def run(name: str) -> tuple[str, int]:
+        marks = tmp_path / name
+        marks.mkdir()
+        out = subprocess.run([sys.executable, str(script), str(a), str(b), str(marks)], env=env,
+                             capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+        return out.stdout, len(list(marks.iterdir()))
+
+    def forget(kind: str, entries: int = 99) -> None:
+        for entry in sorted((tmp_path / "cache" / kind).iterdir())[:entries]:
+            entry.unlink()
+
+    cold, processes = run("cold")
+    assert processes == (2 if workers != "1" else 1)
+    forget("diff-json")
+    cached, computed = run("cached")  # both sides from the cache: nothing computed
+    assert computed == 0
+    forget("diff-json")
+    forget("census", 1)  # one side cached, the other computed here with every worker
+    one, processes = run("one")
+    assert processes == 1
+    env["CENSUS_NO_CACHE"] = "1"
+    env["CENSUS_WORKERS"] = "1"
+    alone, _ = run("alone")
+    assert json.loads(cold) == json.loads(alone) and cold == alone == cached == one

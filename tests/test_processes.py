@@ -81,12 +81,15 @@ if mode == "watch":  # where the kernel cannot kill a worker with its parent
     pool._kill_on_parent_death = lambda: False
 if mode == "ranks":
     pool.map_processes(nap_alone, [marks, marks], 2)
+elif mode == "beside":  # a diff's second side, read beside the first
+    with pool.Beside(nap_alone, marks):
+        nap_alone(marks)
 else:
     pool.Runner(open_readonly(path), path, 2, lambda *a: None).map(nap, marks, [1, 2, 3, 4], 4, "")
 """
 
 
-@pytest.mark.parametrize("mode", ["pdeathsig", "watch", "ranks"])
+@pytest.mark.parametrize("mode", ["pdeathsig", "watch", "ranks", "beside"])
 def test_workers_die_with_a_census_killed_outright(tmp_path: Path, mode: str) -> None:
     script, marks, tmp = tmp_path / "workers.py", tmp_path / "marks", tmp_path / "tmp"
     script.write_text(WORKERS)
@@ -101,8 +104,8 @@ def test_workers_die_with_a_census_killed_outright(tmp_path: Path, mode: str) ->
         assert all(alive(p) for p in workers)
         parent.kill()  # SIGKILL: census can clean up nothing itself
     assert wait_until(lambda: not any(alive(p) for p in workers), timeout=10), "orphans left"
-    if mode == "ranks":
-        return  # a pool over rank exports spills nothing
+    if mode in ("ranks", "beside"):
+        return  # a pool over rank exports, or a side beside, spills nothing here
     (left,) = tmp.iterdir()
     assert left.name.startswith(f"census-{parent.pid}-")
     (left / "part.npy").write_bytes(b"a result in transit")
@@ -477,3 +480,21 @@ def test_a_reader_that_stops_early_is_exit_141_even_with_a_failing_gate(fixture)
         os.close(write)
         assert r.returncode == 141, args
         assert r.stderr == "", r.stderr
+
+
+def _fails() -> None:
+    raise ValueError("a side that cannot be read")
+
+
+def test_a_process_beside_gives_its_value_none_when_it_failed_and_stops_with_its_owner() -> None:
+    from census.load.pool import Beside
+
+    with Beside(pow, 3, 50) as side:
+        assert side.result() == 3**50
+    with Beside(_fails) as side:
+        assert side.result() is None  # the caller computes it again, where its error is raised
+    started = time.monotonic()
+    with Beside(time.sleep, 300) as side:
+        pid = side._process.pid
+        assert alive(pid)
+    assert not alive(pid) and time.monotonic() - started < 10

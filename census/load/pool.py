@@ -58,6 +58,54 @@ def map_processes(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
         return list(pool.map(fn, jobs))
 
 
+class Beside:
+    """fn(*args) in a process of its own while this one goes on (a diff's second side, read
+    while this process reads the first): `result()` is its value, or None when it failed in any
+    way (the caller computes it again here, where its error is raised as it would be). The
+    process dies with census, and `stop()` (also on leaving a `with`) kills it if it still
+    runs."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
+        ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else None)
+        self._conn, child = ctx.Pipe(duplex=False)
+        self._process = ctx.Process(target=_beside, args=(child, os.getpid(), fn, args))
+        self._process.start()
+        child.close()
+
+    def result(self) -> Any:
+        try:
+            ok, value = self._conn.recv()
+        except (EOFError, OSError):  # it died without a word (killed, out of memory)
+            return None
+        finally:
+            self.stop()
+        return value if ok else None
+
+    def stop(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join()
+        self._conn.close()
+
+    def __enter__(self) -> Beside:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    try:
+        value = (True, fn(*args))
+    except BaseException:
+        value = (False, None)
+    with contextlib.suppress(Exception):
+        conn.send(value)
+    conn.close()
+
+
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 WATCH_S = 0.5
 

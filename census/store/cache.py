@@ -71,6 +71,13 @@ def _entry(
     return cache_dir() / kind / f"{key[:32]}.json"
 
 
+def holds_census(path: Path, options: list) -> bool:
+    """Whether the cache has an entry for the census of `path` with these options (read or not,
+    it will not be computed)."""
+    entry = _entry([path], options, "census")
+    return entry is not None and entry.is_file()
+
+
 def cached_census(
     path: Path, options: list, compute: Callable[[], Census], named: Path | None = None
 ) -> Census:
