@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from census.load.api_calls import RuntimePart, merge_runtime
+from census.load.api_calls import RuntimePart, _finish_calls, _keep_calls, merge_runtime
 from census.load.call_map import CompactCalls
 from census.load.intervals import INT_NULL, NO_STEP
 from census.load.launch_totals import LaunchTotals
@@ -191,3 +191,68 @@ def test_bitmaps_marked_a_bounded_piece_at_a_time(monkeypatch):
         found, step_of = compact.lookup(np.arange(-2, 710))
         assert found.tolist() == [c in calls for c in range(-2, 710)]
         assert step_of.tolist() == [calls.get(c, NO_STEP) for c in range(-2, 710)]
+
+
+batches_st = st.lists(
+    st.tuples(
+        st.lists(st.integers(0, 3000) | st.integers(0, 1 << 40), min_size=1, max_size=60),
+        st.integers(0, 3),
+        st.sampled_from(["up", "up", "sorted", "drawn"]),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+def _batch_ids(drawn: list[int], mode: str, last: int) -> list[int]:
+    """ "up": after `last`, gaps of the drawn numbers mod 9 (the first may be 0: `last` again);
+    "sorted": the drawn ids sorted; "drawn": as drawn (repeats dropped)."""
+    if mode == "up":
+        ids = [last + drawn[0] % 9]
+        for d in drawn[1:]:
+            ids.append(ids[-1] + 1 + d % 9)
+        return ids
+    return sorted(set(drawn)) if mode == "sorted" else list(dict.fromkeys(drawn))
+
+
+@settings(max_examples=300)
+@given(batches_st)
+def test_calls_compacted_batch_by_batch_look_up_as_their_columns(batches: list) -> None:
+    """A worker compacts each batch's calls while they increase (census.load.api_calls.
+    _keep_calls), and keeps columns from the first batch that does not: either way the part
+    looks up every id as a dictionary of all its calls; calls that increase throughout come out
+    as CompactCalls.of over all of them would make them (the same runs)."""
+    part, pieces, seen, columns = RuntimePart(), {}, {}, ([], [])
+    last = 0
+    for drawn, step, mode in batches:
+        ids = _batch_ids(drawn, mode, last)
+        last = max(last, *ids)
+        steps = [step + (i % 2 if len(ids) > 30 else 0) for i in range(len(ids))]
+        corr, step_col = np.array(ids, np.int64), np.array(steps, np.int32)
+        _keep_calls(part, pieces, 5, corr, step_col)
+        columns[0].append(corr)
+        columns[1].append(step_col)
+        for c, s in zip(ids, steps, strict=True):
+            seen.setdefault(c, []).append(s)
+    _finish_calls(part, pieces)
+    api, _, duplicated, _ = merge_runtime([part])
+    assert duplicated == any(len(v) > 1 for v in seen.values())
+    if duplicated:
+        return  # an id seen twice: the runtime pass reads those again (read_runtime_grouped)
+    calls = {c: v[0] for c, v in seen.items()}
+    probes = _probes(calls)
+    found, step = api.lookup(np.full(len(probes), 5, np.int64), probes)
+    assert found.tolist() == [c in calls for c in probes.tolist()]
+    assert step.tolist() == [calls.get(c, NO_STEP) for c in probes.tolist()]
+    corr, steps = np.concatenate(columns[0]), np.concatenate(columns[1])
+    if 5 in part.compact and bool(np.all(corr[1:] > corr[:-1])):
+        whole = CompactCalls.of(corr, steps)
+        if whole is not None:
+            got = part.compact[5]
+            assert (got.first, got.last, got.run_corr.tolist(), got.run_step.tolist()) == (
+                whole.first,
+                whole.last,
+                whole.run_corr.tolist(),
+                whole.run_step.tolist(),
+            )
+            assert np.array_equal(got.bits, whole.bits)

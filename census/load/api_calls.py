@@ -190,6 +190,7 @@ def read_runtime_part(
 ) -> RuntimePart:
     """One pass over a rowid range, assuming each call has one row; merge_runtime checks it."""
     part = RuntimePart(launch=LaunchTotals.of(names.launch_api, steps.size))
+    pieces: dict[int, list[CompactCalls]] = {}  # per process still compact, batch by batch
     unkeyed = []
     last = rows.lo
     for b, top in read_batches(
@@ -203,8 +204,7 @@ def read_runtime_part(
         step = steps.step_at(b["proc"], b["start"])
         keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
         for p, r in _by_value(b["proc"], keyed):
-            part.corr.setdefault(p, []).append(b["corr"][r])
-            part.step.setdefault(p, []).append(step[r].astype(np.int32))
+            _keep_calls(part, pieces, p, b["corr"][r], step[r].astype(np.int32))
         code = names.launch_code(b["name"])
         launch = code >= 0
         part.launch.add(step[launch], code[launch], b["dur"][launch], names.graph[code[launch]])
@@ -212,14 +212,42 @@ def read_runtime_part(
         tick(top - last)
         last = top
     part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
-    part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
     part.launch = part.launch.sparse()
-    for p in [p for p, up in part.increasing.items() if up]:
+    _finish_calls(part, pieces)
+    return part
+
+
+def _finish_calls(part: RuntimePart, pieces: dict[int, list[CompactCalls]]) -> None:
+    """The part's calls, per process: its compact pieces joined, else its columns (made
+    compact where they increase and compact well all together)."""
+    part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
+    for p, compact in pieces.items():
+        part.compact[p] = CompactCalls.joined(compact)
+        part.increasing[p] = True
+    for p in [p for p, up in part.increasing.items() if up and p in part.corr]:
         compact = CompactCalls.of(np.concatenate(part.corr[p]), np.concatenate(part.step[p]))
         if compact is not None:
             part.compact[p] = compact
             del part.corr[p], part.step[p]
-    return part
+
+
+def _keep_calls(part: RuntimePart, pieces: dict[int, list[CompactCalls]], p: int,
+                corr: np.ndarray, step: np.ndarray) -> None:  # fmt: skip
+    """Process p's calls of one batch: compacted at once while its calls so far increase and
+    compact well (a bitmap and runs per batch, joined at the end: a worker holds no column of
+    its range's calls), else kept as columns from then on (the pieces so far made columns)."""
+    if p not in part.corr:
+        mine = pieces.get(p, [])
+        if np.all(corr[1:] > corr[:-1]) and (not mine or int(corr[0]) > mine[-1].last):
+            piece = CompactCalls.of(corr, step)
+            if piece is not None:
+                pieces.setdefault(p, []).append(piece)
+                return
+        if mine:
+            first, steps = CompactCalls.joined(pieces.pop(p)).columns()
+            part.corr[p], part.step[p] = [first], [steps.astype(np.int32)]
+    part.corr.setdefault(p, []).append(corr)
+    part.step.setdefault(p, []).append(step)
 
 
 def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict) -> None:

@@ -53,9 +53,10 @@ class CompactCalls:
         if ((last - lo) // 8 + 1) + _RUN_BYTES * len(starts) >= _COLUMN_BYTES * len(corr):
             return None
         bits = np.zeros((last - lo) // 8 + 1, np.uint8)
-        for at in range(0, len(bits), _MASK_BYTES // 8):  # a bounded mask at a time
-            a, b = np.searchsorted(corr, [lo + 8 * at, lo + 8 * (at + _MASK_BYTES // 8)])
-            mask = np.zeros(_MASK_BYTES, bool)
+        width = min(_MASK_BYTES, 8 * len(bits))  # a bounded mask at a time
+        for at in range(0, len(bits), width // 8):
+            a, b = np.searchsorted(corr, [lo + 8 * at, lo + 8 * at + width])
+            mask = np.zeros(width, bool)
             mask[corr[a:b] - (lo + 8 * at)] = True
             packed = np.packbits(mask, bitorder="little")
             bits[at : at + len(packed)] = packed[: len(bits) - at]
@@ -64,15 +65,18 @@ class CompactCalls:
 
     @classmethod
     def joined(cls, parts: list[CompactCalls]) -> CompactCalls:
-        """The calls of `parts`, each range after the one before (part.last < next.first)."""
+        """The calls of `parts`, each range after the one before (part.last < next.first); a
+        part's first run is dropped where it carries on the step of the run before it (the same
+        runs as `of` over all the calls at once)."""
         lo = parts[0].lo
         bits = np.zeros((parts[-1].lo - lo) // 8 + len(parts[-1].bits), np.uint8)
         for p in parts:  # neighbours may share a byte: or-ed
             at = (p.lo - lo) // 8
             bits[at : at + len(p.bits)] |= p.bits
-        return cls(parts[0].first, parts[-1].last, bits,
-                   np.concatenate([p.run_corr for p in parts]),
-                   np.concatenate([p.run_step for p in parts]))  # fmt: skip
+        run_corr = np.concatenate([p.run_corr for p in parts])
+        run_step = np.concatenate([p.run_step for p in parts])
+        new = np.r_[True, run_step[1:] != run_step[:-1]]
+        return cls(parts[0].first, parts[-1].last, bits, run_corr[new], run_step[new])
 
     def lookup(self, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(is a call, its step or NO_STEP) for each correlationId (int64)."""
