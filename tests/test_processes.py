@@ -498,3 +498,19 @@ def test_a_process_beside_gives_its_value_none_when_it_failed_and_stops_with_its
         pid = side._process.pid
         assert alive(pid)
     assert not alive(pid) and time.monotonic() - started < 10
+
+
+def _beside_in_a_daemon(_: int) -> object:
+    from census.load.pool import Beside
+
+    with Beside(pow, 2, 10) as side:
+        return side.result()
+
+
+def test_a_process_beside_inside_a_daemonic_process_runs_nothing() -> None:
+    """A multiprocessing.Pool's workers are daemonic and may not start processes: Beside then
+    gives None, and a diff computes its second side itself."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.map(_beside_in_a_daemon, [0]) == [None]

@@ -63,16 +63,23 @@ class Beside:
     while this process reads the first): `result()` is its value, or None when it failed in any
     way (the caller computes it again here, where its error is raised as it would be). The
     process dies with census, and `stop()` (also on leaving a `with`) kills it if it still
-    runs."""
+    runs. Where no process can be started (inside a daemonic process, such as a
+    multiprocessing.Pool's worker), nothing runs and `result()` is None."""
 
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else None)
         self._conn, child = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(target=_beside, args=(child, os.getpid(), fn, args))
-        self._process.start()
+        self._process: Any = ctx.Process(target=_beside, args=(child, os.getpid(), fn, args))
+        try:
+            self._process.start()
+        except (AssertionError, OSError):  # daemonic processes may not have children
+            self._process = None
         child.close()
 
     def result(self) -> Any:
+        if self._process is None:
+            self.stop()
+            return None
         try:
             ok, value = self._conn.recv()
         except (EOFError, OSError):  # it died without a word (killed, out of memory)
@@ -82,9 +89,10 @@ class Beside:
         return value if ok else None
 
     def stop(self) -> None:
-        if self._process.is_alive():
-            self._process.kill()
-        self._process.join()
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join()
         self._conn.close()
 
     def __enter__(self) -> Beside:
