@@ -107,43 +107,21 @@ def diff(
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
     the SELECTION keywords, as in `summarize`). Labels default to the file or folder names."""
-    from census.model import Census
 
     options = with_options(options, selection)
-    given = [(side, Path(side.source.path), False) if isinstance(side, Census)
-             else (None, resolve_input(side), True) for side in (a, b)]  # fmt: skip
-    sides = [(c, path, read) for c, path, read in _read_sides(given, options, progress)]
+    from census.sides import read_sides
+
+    sides = read_sides((a, b), options, progress, summarize_with, _cached)
     if labels is None:
         labels = (default_label(sides[0][1]), default_label(sides[1][1]))
     return _diff_sides(sides[0], sides[1], labels)
 
 
-def _read_sides(sides: list[tuple], options: Options,
-                progress: Progress | None) -> list[tuple]:  # fmt: skip
-    """Each (Census or None, path, read) with its Census: two exports to compute are read side
-    by side, the second in a process of its own with half the workers (census.load.pool.Beside),
-    where there are two workers or more (CENSUS_WORKERS=1: one after the other); else in turn
-    (a side in the cache is read at once, and the other has every worker)."""
-    from census.load.pool import Beside, default_workers
-    from census.sources.export import resolve_sqlite
-    from census.sources.ranks import is_multi_rank
+def _cached(path: Path, options: Options) -> bool:
+    """Whether the cache holds the census of this export file with these options."""
     from census.store.cache import holds_census
 
-    paths = [path for census, path, _ in sides if census is None]
-    workers = default_workers()
-    if (len(paths) < 2 or workers < 2 or any(is_multi_rank(p) for p in paths)
-            or any(holds_census(resolve_sqlite(p, progress), options.key()) for p in paths)):  # fmt: skip
-        return [(summarize_with(p, options, progress) if c is None else c, p, r)
-                for c, p, r in sides]  # fmt: skip
-    half = workers // 2
-    with Beside(summarize_with, paths[1], options, None, True, half) as second:
-        first = summarize_with(paths[0], options, progress, workers=workers - half)
-        if progress:
-            progress(f"waiting for {paths[1].name}")
-        other = second.result()
-    if other is None:  # failed there: computed here, where its error is raised as it would be
-        other = summarize_with(paths[1], options, progress)
-    return [(first, paths[0], True), (other, paths[1], True)]
+    return holds_census(path, options.key())
 
 
 def _diff_sides(a: tuple, b: tuple, labels: tuple[str, str]) -> CensusDiff:

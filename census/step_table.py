@@ -29,9 +29,14 @@ def exact_array(values: Any) -> Any:
     import numpy as np
 
     try:
-        return np.asarray(values, np.int64)
-    except OverflowError:
+        found = np.asarray(values)
+    except (OverflowError, ValueError):
         return np.asarray(values, object)
+    if found.dtype.kind == "i" or found.size == 0:
+        return found.astype(np.int64, copy=False)
+    if found.dtype.kind == "u" and int(found.max()) < _INT64:
+        return found.astype(np.int64)
+    return np.asarray(values, object)  # floats, or ints past int64: exactly as given
 
 
 def int_sum(column: Any) -> int:

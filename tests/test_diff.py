@@ -250,3 +250,31 @@ def test_two_exports_are_read_side_by_side_into_the_same_diff(tmp_path, workers)
     env["CENSUS_WORKERS"] = "1"
     alone, _ = run("alone")
     assert json.loads(cold) == json.loads(alone) and cold == alone == cached == one
+
+
+THREADS = """
+import sys, threading, census
+a, b = sys.argv[1], sys.argv[2]
+t = threading.Thread(target=census.diff, args=(a, b))
+t.start()
+census.diff(a, b)
+t.join()
+print("done")
+"""
+
+
+def test_diffs_from_two_threads_of_a_fresh_process_end(tmp_path) -> None:
+    """With another thread running, a diff reads its sides one after the other: a process
+    forked beside a thread that was importing a module hung there (found by a review)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS)
+    a, b = fixture_file("h200_eager_3steps.sqlite"), fixture_file("h200_compiled_3steps.sqlite")
+    env = {**os.environ, "CENSUS_NO_CACHE": "1", "CENSUS_WORKERS": "2"}
+    for _ in range(3):
+        out = subprocess.run([sys.executable, str(script), str(a), str(b)], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.stdout == "done\n", out.stderr[-2000:]

@@ -32,7 +32,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("census.compare",),
     ("census.render",),
     ("census.store",),
-    ("census.options", "census.api", "census.frames"),
+    ("census.options", "census.sides", "census.api", "census.frames"),
     ("census.cli", "census.__main__"),
 )
 

@@ -89,7 +89,12 @@ class Beside:
         return value if ok else None
 
     def stop(self) -> None:
+        """End the process: SIGTERM, which it turns into SystemExit so that its own workers and
+        spill folder go as on Ctrl-C, then SIGKILL if it has not ended after STOP_S."""
         if self._process is not None:
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(STOP_S)
             if self._process.is_alive():
                 self._process.kill()
             self._process.join()
@@ -102,9 +107,13 @@ class Beside:
         self.stop()
 
 
+STOP_S = 5  # how long a process beside may take to clean up after SIGTERM
+
+
 def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         value = (True, fn(*args))
     except BaseException:
@@ -112,6 +121,10 @@ def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None
     with contextlib.suppress(Exception):
         conn.send(value)
     conn.close()
+
+
+def _exit_cleanly(*_: object) -> None:
+    raise SystemExit(1)  # through every `finally` and `with` (the workers, the spill folder)
 
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
