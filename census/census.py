@@ -41,7 +41,7 @@ from census.model import (
     RangeIdle,
     Source,
 )
-from census.step_table import PHASE_INTS, STEP_INTS, Rows, StepTable, concat, exact_array, rows_of
+from census.step_table import PHASE_INTS, Rows, StepTable, concat, exact_array, rows_of
 
 D2D = ("d2d_count", "d2d_bytes")  # the D2D copies launched in a key: count, bytes
 
@@ -140,7 +140,7 @@ def _steps(profile: Profile) -> StepTable:
     ints = _side_by_side([bounds_ns, fig.column("gpu_busy_ns")[:, None], overlap[:, None],
                      _metric_array(fig)])  # fmt: skip
     idle = None if profile.idle is None else profile.idle.steps
-    steps = rows_of([s.name for s in by_idx], ints, *fig.spans(), idle, len(STEP_INTS))
+    steps = rows_of([s.name for s in by_idx], ints, *fig.gpu(), idle)
     phases, bounds = _phases(profile, fig)
     table = StepTable(steps, phases, bounds)
     order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
@@ -219,7 +219,9 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     n = len(profile.steps)
     agg = profile.segment_aggregates
     if agg is None:
-        return rows_of([], None, [], [], None, len(PHASE_INTS)), np.zeros(n + 1, np.int64)
+        empty = rows_of([], np.zeros((0, len(PHASE_INTS)), np.int64), np.zeros((0, 2), np.int64),
+                        np.zeros(0, bool), None)  # fmt: skip
+        return empty, np.zeros(n + 1, np.int64)
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
@@ -234,7 +236,7 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     ints = _side_by_side([_metric_array(fig), duration, fig.column("gpu_busy_ns")[:, None]])
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
                                                       profile.idle.segments)  # fmt: skip
-    phases = rows_of(cells.name, ints, *fig.spans(), idle, len(PHASE_INTS))
+    phases = rows_of(cells.name, ints, *fig.gpu(), idle)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
     return phases, bounds.astype(np.int64)
 

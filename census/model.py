@@ -188,13 +188,7 @@ class Census:
 
     def _per_phase(self) -> dict[str, dict[str, float]]:
         table = self.steps
-        names = table.phases.names
-        import numpy as np
-
-        order: dict[str, Any] = {}
-        for i, name in enumerate(names):
-            order.setdefault(name, []).append(i)
-        order = {name: np.array(rows, np.int64) for name, rows in order.items()}
+        order = table.phases.groups()
         split, launched = table.phases.split, table.phases.launched
         out = {}
         for name in sorted(order, key=lambda name: name == OUTSIDE_PHASES):  # the remainder last

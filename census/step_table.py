@@ -70,6 +70,16 @@ class Rows:
         return Rows([self.names[i] for i in index.tolist()], self.ints[index], self.gpu[index],
                     self.launched[index], self.idle[index], self.split[index])  # fmt: skip
 
+    def groups(self, rows: Any = None) -> dict[str, Any]:
+        """Per name, its rows (all, or those of the int array `rows`), names by first
+        appearance."""
+        import numpy as np
+
+        out: dict[str, list[int]] = {}
+        for i in range(len(self)) if rows is None else rows.tolist():
+            out.setdefault(self.names[i], []).append(i)
+        return {name: np.array(found, np.int64) for name, found in out.items()}
+
     def part(self, lo: int, hi: int) -> Rows:
         """Rows lo:hi (views of the columns)."""
         return Rows(self.names[lo:hi], self.ints[lo:hi], self.gpu[lo:hi], self.launched[lo:hi],
@@ -105,24 +115,15 @@ class Rows:
                    parts if has_idle else None)  # fmt: skip
 
 
-def rows_of(names: list[str], ints: Any, gpu_start: Sequence[int | None],
-            gpu_span: Sequence[int | None], idle: Any | None, width: int) -> Rows:  # fmt: skip
-    """Rows from their columns: ints (n, width) or None for n rows of none yet; the GPU's start
-    and span None where a row launched nothing; idle (n, len(IDLE_KEYS)) or None: not
-    computed."""
+def rows_of(names: list[str], ints: Any, gpu: Any, launched: Any, idle: Any | None) -> Rows:
+    """Rows from their columns (Rows'; census.load.figures.Figures.gpu gives the GPU's two);
+    idle None: not computed."""
     import numpy as np
 
     n = len(names)
-    launched = np.fromiter((s is not None for s in gpu_start), bool, n)
-    gpu = exact_array([[s or 0, p or 0] for s, p in zip(gpu_start, gpu_span, strict=True)])
-    return Rows(
-        names,
-        np.zeros((n, width), np.int64) if ints is None else ints,
-        gpu.reshape(n, 2),
-        launched,
-        np.zeros((n, len(IDLE_KEYS)), np.int64) if idle is None else idle,
-        np.full(n, idle is not None),
-    )
+    return Rows(names, ints, gpu, launched,
+                np.zeros((n, len(IDLE_KEYS)), np.int64) if idle is None else idle,
+                np.full(n, idle is not None))  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -288,11 +289,12 @@ def _rows(items: Sequence[Step] | Sequence[Phase], ints: list[tuple], width: int
     n = len(items)
     idle = [(0,) * len(IDLE_KEYS) if x.idle is None else tuple(x.idle.__dict__.values())
             for x in items]  # fmt: skip
-    rows = rows_of([x.name for x in items], exact_array(ints).reshape(n, width),
-                   [x.gpu_start_ns for x in items], [x.gpu_span_ns for x in items],
-                   exact_array(idle).reshape(n, len(IDLE_KEYS)), width)  # fmt: skip
-    split = np.fromiter((x.idle is not None for x in items), bool, n)
-    return Rows(rows.names, rows.ints, rows.gpu, rows.launched, rows.idle, split)
+    gpu = [(x.gpu_start_ns or 0, x.gpu_span_ns or 0) for x in items]
+    return Rows([x.name for x in items], exact_array(ints).reshape(n, width),
+                exact_array(gpu).reshape(n, 2),
+                np.fromiter((x.gpu_start_ns is not None for x in items), bool, n),
+                exact_array(idle).reshape(n, len(IDLE_KEYS)),
+                np.fromiter((x.idle is not None for x in items), bool, n))  # fmt: skip
 
 
 def concat(tables: Sequence[StepTable], prefixes: Sequence[str]) -> StepTable:

@@ -104,11 +104,7 @@ def _median_step(table: StepTable, counted: Any, on_gpu: bool) -> dict[str, floa
     in_counted = np.zeros(len(table), bool)
     in_counted[counted] = True
     step_of = table.phase_step()
-    names = table.phases.names
-    by_name: dict[str, list[int]] = {}
-    for i in np.flatnonzero(in_counted[step_of]).tolist():
-        by_name.setdefault(names[i], []).append(i)
-    for name, rows in by_name.items():
+    for name, rows in table.phases.groups(np.flatnonzero(in_counted[step_of])).items():
         if on_gpu:
             times = table.phase_column("gpu_span_ns")[rows][table.phases.launched[rows]].tolist()
         else:

@@ -93,11 +93,12 @@ class Figures:
         out[:, [every.index(n) for n in names]] = values
         return Figures(every, out, self.first, self.last)
 
-    def spans(self) -> tuple[list[int | None], list[int | None]]:
-        """(per key its GPU start, per key its GPU span): None where it launched no GPU work."""
-        none = self.first > self.last
-        first = np.where(none, None, self.first.astype(object))
-        return first.tolist(), np.where(none, None, self.last - np.where(none, 0, first)).tolist()
+    def gpu(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per key its GPU start and span, 0 and 0 where it launched no GPU work; per key
+        whether it launched some)."""
+        launched = self.first <= self.last
+        start = np.where(launched, self.first, 0)
+        return np.stack([start, np.where(launched, self.last - start, 0)], axis=1), launched
 
 
 def figures_of(names: Sequence[str], values: np.ndarray, spans: Spans) -> Figures:
