@@ -279,10 +279,18 @@ def add_busy(busy: Sums, steps: StepIndex, swept: Swept, proc_of, sign: int = 1)
     each step of their process."""
     for seg, code in enumerate(swept.codes.tolist()):
         rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
-        starts, ends, idx = steps.by_proc[proc_of(code)]
-        covered = covered_ns(swept.piece_lo[rows], swept.end[rows], starts, ends)
+        if not len(rows):
+            continue
+        lo, hi = swept.piece_lo[rows], swept.end[rows]
+        proc = proc_of(code)
+        starts, ends, idx = steps.by_proc[proc]
+        # only the steps that can overlap the pieces: ending after the first piece starts (by
+        # the running maximum end) and starting before the last one ends
+        a = int(np.searchsorted(steps.reach[proc], lo[0], "right"))
+        b = int(np.searchsorted(starts, hi.max(), "left"))
+        covered = covered_ns(lo, hi, starts[a:b], ends[a:b])
         some = np.flatnonzero(covered)  # one row per step: idx distinct
-        busy.add(idx[some], sign * covered[some, None])
+        busy.add(idx[a:b][some], sign * covered[some, None])
 
 
 def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
