@@ -19,7 +19,6 @@ from census.definitions import (
     COPY_KIND_D2D,
     METRIC_KEYS,
     NCCL,
-    OUTSIDE_PHASES,
     classify_kernel,
     kernel_name,
     memory_kind_name,
@@ -28,7 +27,7 @@ from census.definitions import (
 from census.load.aggregates import Aggregates, MemoryGroups, Profile
 from census.load.figures import Figures, add_rows, rows
 from census.load.intervals import NO_STEP
-from census.load.phases import Segment
+from census.load.phases import Segments
 from census.model import (
     ApiStat,
     Census,
@@ -189,21 +188,18 @@ class _Cells:
     of_segment: Any  # per segment, its cell
 
 
-def _cells(segments: tuple[Segment, ...]) -> _Cells:
+def _cells(segments: Segments) -> _Cells:
     import numpy as np
 
     n = len(segments)
-    codes = {OUTSIDE_PHASES: 0}
-    step = np.fromiter((g.step for g in segments), np.int64, n)
-    code = np.fromiter((codes.setdefault(g.name, len(codes)) for g in segments), np.int64, n)
-    k = len(codes)
+    step, code, names = segments.step, segments.code, segments.names
+    k = len(names)
     cell = np.concatenate([step * k + code, np.unique(step) * k])
     ids, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
     cell_step, cell_code = np.divmod(ids, k)
     order = np.lexsort((first, cell_code == 0, cell_step))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    names = list(codes)
     return _Cells(cell_step[order], [names[c] for c in cell_code[order].tolist()],
                   cell_code[order] == 0, rank[inverse[:n]])  # fmt: skip
 
@@ -232,7 +228,7 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     rest = steps.column("non_nccl_union_ns") - phases_union
     union = np.where(cells.outside, rest[cells.step], union)
     fig = fig.joined(["non_nccl_union_ns"], union[:, None])
-    duration = add_rows(cells.of_segment, size, rows((g.end_ns - g.start_ns for g in segments), 1))
+    duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))
     ints = _side_by_side([_metric_array(fig), duration, fig.column("gpu_busy_ns")[:, None]])
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
                                                       profile.idle.segments)  # fmt: skip

@@ -3,6 +3,7 @@ against the slow reference in tests/oracle.py), and the law phases + remainder =
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -211,3 +212,60 @@ def test_diff_has_a_phase_table_and_names_the_phase(ab_demo: Path) -> None:
     md = runner.invoke(app, ["diff", str(ab_demo / "a"), str(ab_demo / "b"), "--format",
                              "markdown"]).stdout  # fmt: skip
     assert "#### Phases" in md and "| forward |" in md
+
+
+def _plain_segments(steps, phases) -> tuple[list[tuple], bool]:
+    """The definition, read literally: per step (in order) the phases of its process starting in
+    it (ends included), cut at its end; each elementary interval owned by the latest-started
+    phase covering it, else nobody; neighbours with one owner merged; a step with phases none
+    of which owns anything (or of zero length) is one OUTSIDE segment."""
+    out, crossed, inside = [], False, False
+    for step in steps:
+        mine = [(s, min(e, step.end_ns), n) for p, s, e, n in phases
+                if p == step.proc and step.start_ns <= s <= step.end_ns]  # fmt: skip
+        inside = inside or bool(mine)
+        crossed = crossed or any(b[0] < a[1] for a, b in itertools.pairwise(mine))
+        cuts = sorted({step.start_ns, step.end_ns, *(t for s, e, _ in mine for t in (s, e))})
+        owned: list[list] = []
+        for a, b in itertools.pairwise(cuts):
+            owners = [i for i, (s, e, _) in enumerate(mine) if s <= a and e >= b]
+            owner = owners[-1] if owners else -1
+            if owned and owned[-1][0] == owner:
+                owned[-1][3] = b
+            else:
+                owned.append([owner, OUT if owner < 0 else mine[owner][2], a, b])
+        for _, name, a, b in owned or [[-1, OUT, step.start_ns, step.end_ns]]:
+            out.append((len(out), step.idx, name, step.proc, a, b))
+    return (out if inside else []), crossed
+
+
+def test_segments_against_the_plain_definition() -> None:
+    """census.load.phases.cut (arrays, with the elementary-interval rule only for steps whose
+    phases cross) equals the definition read literally, on random steps and phases: several
+    processes, overlapping and touching steps, nested, crossing, tied and zero-length phases,
+    phases at a step's bounds, steps of zero length."""
+    import numpy as np
+
+    from census.load.phases import OVERLAP_WARNING, cut
+    from census.load.steps import StepRange
+
+    rng = np.random.default_rng(11)
+    for trial in range(1500):
+        steps, t = [], 0
+        for k in range(int(rng.integers(0, 6))):
+            t += int(rng.integers(-5, 10)) if trial % 4 == 0 else int(rng.integers(0, 10))
+            length = int(rng.integers(0, 40))
+            steps.append(StepRange(k, "step", int(rng.integers(0, 2)), t, t + length))
+            t += length
+        phases = []
+        for _ in range(int(rng.integers(0, 12))):
+            s = int(rng.integers(-5, t + 5))
+            e = s + int(rng.choice([0, 0, 1, 3, 8, 20, 60]))
+            phases.append((int(rng.integers(0, 2)), s, e, str(rng.choice(["fwd", "bwd", "opt"]))))
+        if trial % 2:  # mostly disjoint phases, the common case
+            phases = [(p, s, s + min(e - s, 4), n) for p, s, e, n in phases]
+        phases.sort(key=lambda r: r[1])
+        got, warnings = cut(steps, phases)
+        want, crossed = _plain_segments(steps, phases)
+        assert [tuple(g) for g in got] == want, trial
+        assert warnings == ([OVERLAP_WARNING] if crossed and want else []), trial

@@ -27,6 +27,7 @@ from census.load.figures import (
     idle_splits,
     rows,
 )
+from census.load.phases import NO_SEGMENTS, Segments
 from census.load.steps import StepRange, read_steps
 from census.sources import schema as sc
 from census.sources.export import Progress
@@ -35,7 +36,6 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 if TYPE_CHECKING:
     from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
-    from census.load.phases import Segment
     from census.model import IdleSplit
 
 
@@ -114,7 +114,7 @@ class Profile:
     warnings: tuple[str, ...]
     # the steps cut into phase segments (census.load.phases), read like steps; empty without
     # phase ranges
-    segments: tuple[Segment, ...] = ()
+    segments: Segments = NO_SEGMENTS
     segment_aggregates: Aggregates | None = None
     # per step idx and per segment idx: the split of the GPU idle time (census.load.idle);
     # None: not computed
@@ -192,16 +192,19 @@ def _load(
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
-    segments: list = []
+    segments = NO_SEGMENTS
     if phases_regex and steps:
         progress("reading NVTX phase ranges")
         segments, phase_warnings = read_segments(conn, schema, phases_regex, steps)
         warnings += phase_warnings
     # With phases the work is attributed to segments (each inside one step) in one pass; the
     # steps' figures are their segments' sums, and their unions are swept on their own.
-    ranges = segments or steps
-    index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in ranges)
-    parents = np.array([g.step for g in segments], np.int64) if segments else None
+    if segments:
+        index = StepIndex.of_columns(segments.idx, segments.proc, segments.start_ns,
+                                     segments.end_ns)  # fmt: skip
+    else:
+        index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
+    parents = segments.step if segments else None
     timeline = idle and bool(steps)
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
                         timeline)  # fmt: skip
@@ -223,7 +226,7 @@ def _profile(conn, path, schema, steps, segments, parents, passes, warnings, pro
         warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
         gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
         profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
-                          tuple(segments), seg_agg)  # fmt: skip
+                          segments, seg_agg)  # fmt: skip
         if idle is None:
             return profile
         columns, by_range = idle.result(len(steps), len(segments))
@@ -244,7 +247,7 @@ def _start_idle(conn, schema, steps, segments, passes, path, progress):
 
     timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
     runner = Runner(conn, path, passes.workers, progress)
-    return IdlePass(conn, schema, list(steps), list(segments), timelines, runner)
+    return IdlePass(conn, schema, list(steps), segments, timelines, runner)
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -284,7 +285,7 @@ def classify_window(
 
 
 def idle_splits(
-    timelines: TimelineParts, steps: list, segments: list
+    timelines: TimelineParts, steps: list, segments: Iterable
 ) -> tuple[dict[int, IdleSplit], dict[int, IdleSplit]]:
     """Per step idx and per segment idx: the split of its GPU idle time, a window of steps at
     a time, each on the part of the timeline it spans."""

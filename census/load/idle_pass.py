@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class IdlePass:
     so a job is only an index), while this process goes on; result() collects it."""
 
     def __init__(self, conn: sqlite3.Connection, schema: sc.Schema, steps: list,
-                 segments: list, timelines: TimelineParts, runner: Runner) -> None:  # fmt: skip
+                 segments: Iterable, timelines: TimelineParts, runner: Runner) -> None:  # fmt: skip
         self.ws = windows(steps, segments)
         shared = (timelines, self.ws, step_threads(conn, schema, steps))
         jobs = list(range(len(self.ws)))

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from census.load.intervals import INT_NULL
+from census.load.phases import Segments
 
 CHUNK_STEPS = 1024  # steps classified at a time: the temporary arrays stay small
 NO_TID = INT_NULL  # a step range whose thread is not known
@@ -37,17 +39,17 @@ class Window:
     segs: Rows
 
 
-def windows(steps: list, segments: list) -> list[Window]:
+def windows(steps: list, segments: Iterable) -> list[Window]:
     """The steps in windows of CHUNK_STEPS per process (all of a process's steps in one where
     two overlap), each with its steps' segments (a step's in their given order). A step whose
     end is where the next one starts is open at its end (that instant is the next one's), and
     so is each segment but a step's last, and that one when its step is open."""
     st = _columns(steps, ("idx", "proc", "start_ns", "end_ns"))
     tid = np.fromiter((NO_TID if s.tid is None else s.tid for s in steps), np.int64, len(steps))
-    sg = _columns(segments, ("idx", "step", "start_ns", "end_ns"))
+    sg = Segments.of(segments)
     # each step's position in the steps list, by idx (idx need not be that position)
     where = {i: k for k, i in enumerate(st["idx"].tolist())}
-    seg_step = np.fromiter((where[s] for s in sg["step"].tolist()), np.int64, len(segments))
+    seg_step = np.fromiter((where[s] for s in sg.step.tolist()), np.int64, len(sg))
     out = []
     for proc in np.unique(st["proc"]).tolist():
         mine = np.flatnonzero(st["proc"] == proc)
@@ -70,7 +72,7 @@ def windows(steps: list, segments: list) -> list[Window]:
             out.append(Window(
                 proc,
                 Rows(st["idx"][rows], start[lo:hi], end[lo:hi], ~open_end[lo:hi], tid[rows]),
-                Rows(sg["idx"][seg_rows], sg["start_ns"][seg_rows], sg["end_ns"][seg_rows],
+                Rows(sg.idx[seg_rows], sg.start_ns[seg_rows], sg.end_ns[seg_rows],
                      seg_closed[a:b]),
             ))  # fmt: skip
     return out

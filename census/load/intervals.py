@@ -30,17 +30,18 @@ class StepIndex:
     @classmethod
     def build(cls, steps: Iterable[tuple[int, int, int, int]]) -> StepIndex:
         """steps: (idx, proc, start_ns, end_ns)."""
-        grouped: dict[int, list[tuple[int, int, int]]] = {}
-        for idx, proc, start, end in steps:
-            grouped.setdefault(proc, []).append((start, idx, end))
+        rows = list(steps)
+        return cls.of_columns(*(np.array([r[k] for r in rows], np.int64) for k in range(4)))
+
+    @classmethod
+    def of_columns(cls, idx, proc, start, end) -> StepIndex:
+        """The same from columns."""
+        order = np.lexsort((end, idx, start, proc))  # per process by start, idx, end
+        procs, first = np.unique(proc[order], return_index=True)
         by_proc = {}
-        for proc, rows in grouped.items():
-            rows.sort()
-            by_proc[proc] = (
-                np.array([r[0] for r in rows], np.int64),
-                np.array([r[2] for r in rows], np.int64),
-                np.array([r[1] for r in rows], np.int64),
-            )
+        groups = np.split(order, first[1:]) if len(order) else []
+        for p, rows in zip(procs.tolist(), groups, strict=True):
+            by_proc[p] = (start[rows], end[rows], idx[rows])
         return cls(by_proc, {p: np.maximum.accumulate(v[1]) for p, v in by_proc.items()})
 
     @property
