@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -183,6 +184,7 @@ def _load(
     workers: int | None,
     batch_rows: int | None,
 ) -> Profile:
+    from census.load.idle_pass import idle_inputs
     from census.load.intervals import StepIndex
     from census.load.passes import run_passes
     from census.load.phases import read_segments
@@ -206,8 +208,10 @@ def _load(
         index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
     parents = segments.step if segments else None
     timeline = idle and bool(steps)
+    # the idle split's windows and NVTX ranges: read while the workers read the kernels
+    aside = partial(idle_inputs, conn, schema, steps, segments) if timeline else None
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
-                        timeline)  # fmt: skip
+                        timeline, aside)  # fmt: skip
     try:
         return _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress)
     finally:
@@ -217,7 +221,7 @@ def _load(
 
 def _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress) -> Profile:
     # the idle split runs in the workers while this process sums the aggregates
-    idle = _start_idle(conn, schema, steps, segments, passes, path, progress)
+    idle = _start_idle(conn, schema, steps, passes, path, progress)
     try:
         agg, seg_agg = _aggregates(conn, schema, passes, len(steps), parents)
         if schema.has(sc.GRAPH_TRACE):
@@ -236,7 +240,7 @@ def _profile(conn, path, schema, steps, segments, parents, passes, warnings, pro
     return replace(profile, idle=columns, idle_by_range=by_range)
 
 
-def _start_idle(conn, schema, steps, segments, passes, path, progress):
+def _start_idle(conn, schema, steps, passes, path, progress):
     """The GPU idle time's split by cause, per step and segment, and by host range, started
     (census.load.idle_pass); None without a gathered timeline."""
     if passes.timeline is None:
@@ -247,7 +251,7 @@ def _start_idle(conn, schema, steps, segments, passes, path, progress):
 
     timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
     runner = Runner(conn, path, passes.workers, progress)
-    return IdlePass(conn, schema, list(steps), segments, timelines, runner)
+    return IdlePass(passes.aside, timelines, runner)
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

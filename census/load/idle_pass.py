@@ -8,14 +8,15 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
 from census.definitions import IDLE_KEYS
 from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
-from census.load.idle_ranges import step_threads, sum_ranges, window_ranges
-from census.load.idle_windows import windows
+from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ranges
+from census.load.idle_windows import Window, windows
 from census.load.pool import Runner
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
@@ -23,14 +24,26 @@ from census.sources import schema as sc
 LABEL = "splitting the GPU idle time"
 
 
+class IdleInputs(NamedTuple):
+    """What the idle split needs besides the timeline: the windows of steps it works in, and
+    the step threads' NVTX ranges (read while the passes run: census.load.passes' aside)."""
+
+    windows: list[Window]
+    threads: Threads
+
+
+def idle_inputs(conn: sqlite3.Connection, schema: sc.Schema, steps: list,
+                segments: Iterable) -> IdleInputs:  # fmt: skip
+    return IdleInputs(windows(steps, segments), step_threads(conn, schema, steps))
+
+
 class IdlePass:
     """The idle split started in the passes' workers (forked now: they inherit the windows,
     so a job is only an index), while this process goes on; result() collects it."""
 
-    def __init__(self, conn: sqlite3.Connection, schema: sc.Schema, steps: list,
-                 segments: Iterable, timelines: TimelineParts, runner: Runner) -> None:  # fmt: skip
-        self.ws = windows(steps, segments)
-        shared = (timelines, self.ws, step_threads(conn, schema, steps))
+    def __init__(self, inputs: IdleInputs, timelines: TimelineParts, runner: Runner) -> None:
+        self.ws = inputs.windows
+        shared = (timelines, self.ws, inputs.threads)
         jobs = list(range(len(self.ws)))
         self.started = runner.start(_window_job, shared, jobs, len(jobs), LABEL)
 

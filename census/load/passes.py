@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +47,7 @@ class Passes:
     any_nccl: bool
     timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
     workers: int = 1  # the processes the passes ran in
+    aside: Any = None  # what run_passes' `aside` returned
 
 
 def run_passes(
@@ -57,16 +60,18 @@ def run_passes(
     batch_rows: int | None = None,
     parents: np.ndarray | None = None,
     timeline: bool = False,
+    aside: Callable[[], Any] | None = None,
 ) -> Passes:
     """`steps` indexes what the work is attributed to: the steps, or their phase segments with
     `parents[segment]` the step of each (then the steps' unions are kept too); `timeline`:
-    gather, on the way, the intervals the idle split needs (census.load.timeline)."""
+    gather, on the way, the intervals the idle split needs (census.load.timeline); `aside`:
+    work for this process while the workers read the kernels (Passes.aside: its result)."""
     batch_rows = batch_rows or BATCH_ROWS
     names = read_api_names(conn, schema, syncs=timeline)
     rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
-    runner = Runner(conn, path, size, progress)
+    runner = Runner(conn, path, size, progress, aside)
     if not timeline or (size <= 1 and rows < PARALLEL_MIN_ROWS):
         return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
     # the gathered timeline goes to files (census.load.timeline): 16 bytes an interval at most
@@ -95,10 +100,10 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
             ctx = replace(ctx, api=api.extended(more))
             gpu = _gpu_passes(runner, ctx, batch_rows)
     if not timeline:
-        return Passes(gpu, launch, ctx.any_nccl, workers=runner.size)
+        return Passes(gpu, launch, ctx.any_nccl, workers=runner.size, aside=runner.aside())
     gathered = gpu.timeline
     gathered.launch, gathered.sync = calls.launch, calls.sync
-    return Passes(gpu, launch, ctx.any_nccl, gathered, runner.size)
+    return Passes(gpu, launch, ctx.any_nccl, gathered, runner.size, runner.aside())
 
 
 def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
@@ -150,8 +155,13 @@ def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
     parts = _gpu_parts(conn, whole, runner.jobs, batch_rows)
     try:
         total = whole.rows if whole else 0
-        results = runner.map(read_part, ctx, parts, total, "reading GPU activity")
-        return fold(conn, ctx, parts, results)
+        started = runner.start(read_part, ctx, parts, total, "reading GPU activity")
+        try:
+            runner.aside()
+        except BaseException:
+            started.close()
+            raise
+        return fold(conn, ctx, parts, started.result())
     except OutOfOrder:  # not written in start order (not by nsys): one batch, in memory
         runner.progress("kernels are not in start order: reading them in one batch")
         return read_part(conn, ctx, Part(whole, None, None, max(1, whole.rows if whole else 1)))

@@ -220,12 +220,21 @@ _inherited: dict = {}  # what forked workers find: the export's path, the pass's
 class Runner:
     """Runs fn(conn, shared, job, tick) for each job: inline, or in forked worker processes."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress):
+    def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress,
+                 aside: Callable[[], Any] | None = None) -> None:  # fmt: skip
         if "fork" not in multiprocessing.get_all_start_methods():
             size = 1  # workers inherit by fork; where there is none (Windows), one process
         self.conn, self.path, self.size, self.progress = conn, path, size, progress
         # two ranges per worker: one that finishes early takes the next
         self.jobs = 1 if size <= 1 else 2 * size
+        self._aside, self._aside_result = aside, None  # work for this process: run once
+
+    def aside(self) -> Any:
+        """The result of the `aside` work, run now unless it has run (None without any)."""
+        if self._aside is not None:
+            work, self._aside = self._aside, None
+            self._aside_result = work()
+        return self._aside_result
 
     def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
         return self.start(fn, shared, jobs, total, label).result()
