@@ -17,7 +17,7 @@ from census.definitions import HOST_AHEAD_SHARE, IDLE_KEYS, METRIC_KEYS, OUTSIDE
 from census.model import Census, IdleSplit, Metrics, Phase, Source, Step
 from census.render import json_docs, json_rows
 from census.step_table import StepTable, concat, from_steps, int_sum
-from census.store.codec import from_record, to_record
+from census.store.codec import dump_record, from_record, load_record, to_record
 
 NAMES = ["forward", "backward", "optimizer", 'a "None" \\ phase', OUTSIDE_PHASES]
 
@@ -198,6 +198,15 @@ def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> N
     assert isinstance(back.steps, StepTable)
     dtype = operator.attrgetter("dtype")
     assert dtype(back.steps.steps.ints) == dtype(table.steps.ints)
+    # the cache entry's bytes: int64 and bool columns raw, object ones in the JSON line
+    entry = b"".join(dump_record(c))
+    binary = load_record(entry)
+    assert binary.steps == table and tuple(binary.steps) == steps
+    assert dtype(binary.steps.steps.ints) == dtype(table.steps.ints)
+    assert binary.per_step() == c.per_step() and binary.per_phase() == c.per_phase()
+    for damaged in (entry[:-1], entry[: len(entry) // 2], entry + b"\0"):
+        with pytest.raises((ValueError, KeyError, TypeError)):
+            load_record(damaged)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -84,16 +84,16 @@ def cached_census(
     """The census of `path` from the cache, else computed and stored; with `named`, stored as
     the census of the file `path` becomes once renamed there (a capture's rank export, summarized
     on its rank before the capture folder is moved into place)."""
-    from census.store.codec import from_record, to_record  # the model: not for cached texts
+    from census.store.codec import dump_record, load_record  # the model: not for cached texts
 
     entry = _entry([path], options, "census", None if named is None else [named])
     if entry is None:
         return compute()
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        return from_record(json.loads(entry.read_text(encoding="utf-8")))
+        return load_record(entry.read_bytes())
     census = compute()
     with contextlib.suppress(OSError):  # an unwritable cache only costs speed
-        _write(entry, json.dumps(to_record(census)))
+        _write(entry, dump_record(census))
     trim_heap()  # the record's lists, freed: their memory back before a document is rendered
     return census
 

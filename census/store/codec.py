@@ -1,7 +1,13 @@
-"""The cache's codec: `to_record`/`from_record` round-trip a whole Census exactly."""
+"""The cache's codec: `to_record`/`from_record` round-trip a whole Census exactly, as JSON-able
+data; `dump_record`/`load_record` as the bytes of a cache entry: a line of JSON, then the step
+and phase columns as raw little-endian int64 and bool arrays (an object column, of Python ints
+past int64 or of floats, stays in the JSON), read back with numpy, never unpickled.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import asdict, fields, replace
 from typing import Any
 
@@ -20,14 +26,71 @@ from census.model import (
 )
 from census.step_table import Rows, StepTable, exact_array
 
+_BLOB = "$blob"  # a column's place in the JSON line: {"$blob": [dtype, length]}
+_DTYPES = ("<i8", "|b1")
 
-def to_record(census: Census) -> dict[str, Any]:
-    """Everything, for the cache; `from_record` inverts it exactly. Steps are stored as columns:
-    tens of thousands of them load several times faster that way."""
+
+def _listed(values: Any) -> list:
+    return values.ravel().tolist()
+
+
+def dump_record(census: Census) -> list[bytes]:
+    """The cache entry of `census`, in pieces: the JSON line, then each column's bytes."""
+    blobs: list[bytes] = []
+
+    def column(values: Any) -> Any:
+        flat = values.ravel()
+        if flat.dtype.str not in _DTYPES:  # exact Python ints or floats: as JSON
+            return flat.tolist()
+        blobs.append(flat.tobytes())
+        return {_BLOB: [flat.dtype.str, len(flat)]}
+
+    line = json.dumps(to_record(census, column)).encode("utf-8")
+    return [line, b"\n", *blobs]
+
+
+def load_record(data: bytes) -> Census:
+    """The census of a cache entry; ValueError (or KeyError, TypeError) when it is not one."""
+    import numpy as np
+
+    line, sep, rest = data.partition(b"\n")
+    if not sep:
+        raise ValueError("a cut cache entry")
+    rec = json.loads(line)
+    view, at = memoryview(rest), 0
+
+    def column(value: Any) -> Any:
+        nonlocal at
+        if not isinstance(value, dict):
+            return value
+        dtype, n = value[_BLOB]
+        if dtype not in _DTYPES or not isinstance(n, int) or n < 0:
+            raise ValueError("not a census column")
+        size = np.dtype(dtype).itemsize * n
+        if at + size > len(view):
+            raise ValueError("a cut cache entry")
+        out = np.frombuffer(view[at : at + size], dtype).copy()
+        at += size
+        return out
+
+    table = rec["steps"]
+    for side in ("steps", "phases"):
+        table[side] = {k: column(v) for k, v in table[side].items()}
+    table["bounds"] = column(table["bounds"])
+    if at != len(view):
+        raise ValueError("a cache entry with bytes to spare")
+    return from_record(rec)
+
+
+def to_record(census: Census, column: Callable[[Any], Any] = _listed) -> dict[str, Any]:
+    """Everything, for the cache; `from_record` inverts it exactly. Steps are stored as columns
+    (each as `column` gives it: a flat list by default): tens of thousands of them load several
+    times faster that way."""
     rec = asdict(replace(census, steps=()))
     table = census.steps
-    rec["steps"] = {"steps": _rows_record(table.steps), "phases": _rows_record(table.phases),
-                    "bounds": table.bounds.tolist()}  # fmt: skip
+    rec["steps"] = {"steps": _rows_record(table.steps, column),
+                    "phases": _rows_record(table.phases, column),
+                    "bounds": column(table.bounds)}  # fmt: skip
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase(),
                     "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
@@ -65,11 +128,10 @@ def from_record(rec: dict[str, Any]) -> Census:
     return census
 
 
-def _rows_record(rows: Rows) -> dict[str, Any]:
-    """Rows as flat lists of ints (JSON), with their width."""
+def _rows_record(rows: Rows, column: Callable[[Any], Any]) -> dict[str, Any]:
+    """Rows as flat columns, with their width."""
     return {"names": rows.names, "width": rows.ints.shape[1],
-            **{k: getattr(rows, k).ravel().tolist()
-               for k in ("ints", "gpu", "launched", "idle", "split")}}  # fmt: skip
+            **{k: column(getattr(rows, k)) for k in ("ints", "gpu", "launched", "idle", "split")}}  # fmt: skip
 
 
 def _rows(rec: dict[str, Any]) -> Rows:
