@@ -197,15 +197,17 @@ def read_runtime_part(
         conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.pass_where, batch_rows
     ):
         with_end(sc.RUNTIME, b)
+        code = names.launch_code(b["name"])
         if names.timeline:
-            _add_timeline(part.timeline, names, steps, b)
+            _add_timeline(part.timeline, names, steps, b, code >= 0)
         if names.sync_ids:
-            b = {k: v[names.is_candidate(b["name"])] for k, v in b.items()}
+            candidate = names.is_candidate(b["name"])
+            b = {k: v[candidate] for k, v in b.items()}
+            code = code[candidate]
         step = steps.step_at(b["proc"], b["start"])
         keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
         for p, r in _by_value(b["proc"], keyed):
             _keep_calls(part, pieces, p, b["corr"][r], step[r].astype(np.int32))
-        code = names.launch_code(b["name"])
         launch = code >= 0
         part.launch.add(step[launch], code[launch], b["dur"][launch], names.graph[code[launch]])
         unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
@@ -250,10 +252,12 @@ def _keep_calls(part: RuntimePart, pieces: dict[int, list[CompactCalls]], p: int
     part.step.setdefault(p, []).append(step)
 
 
-def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict) -> None:
-    """The launch and synchronising calls of processes with steps, where they touch a step."""
+def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict,
+                  launch: np.ndarray) -> None:  # fmt: skip
+    """The launch (`launch`) and synchronising calls of processes with steps, where they touch
+    a step."""
     timed = (b["dur"] != INT_NULL) & (b["dur"] >= 0)
-    kinds = (("launch", timed & (names.launch_code(b["name"]) >= 0)),
+    kinds = (("launch", timed & launch),
              ("sync", timed & names.is_sync(b["name"])))  # fmt: skip
     for kind, rows in kinds:
         for p in steps.by_proc:

@@ -25,7 +25,7 @@ from census.load.columns import (
     read_strings,
     with_end,
 )
-from census.load.figures import KERNEL_SUMS, Spans, Sums
+from census.load.figures import KERNEL_SUMS, Spans, Sums, add_rows
 from census.load.intervals import (
     INT_NULL,
     NO_STEP,
@@ -36,7 +36,6 @@ from census.load.intervals import (
     add_sums,
     covered_ns,
     distinct,
-    exact_sums,
     factorize,
     sweep,
 )
@@ -189,12 +188,10 @@ class PartReader:
         code = pair * 2 + found
         n = 2 * len(pairs)
         inside = step != NO_STEP
-        sums = (
-            np.bincount(code, minlength=n),
-            exact_sums(code, n, dur),
-            np.bincount(code[inside], minlength=n).tolist(),
-            exact_sums(code[inside], n, dur[inside]),
-        )
+        # count, time, and the same of those in a step: summed in one pass
+        sums = add_rows(code, n, np.stack([np.ones(len(code), np.int64), dur,
+                                           inside.astype(np.int64), np.where(inside, dur, 0)],
+                                          axis=1)).T.tolist()  # fmt: skip
 
         def key(c: int) -> tuple:
             dn, sn = pairs[c // 2]
