@@ -5,7 +5,7 @@ launch totals' dense columns (census.load.launch_totals) against summed dictiona
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from census.load.api_calls import RuntimePart, _finish_calls, _keep_calls, merge_runtime
@@ -76,6 +76,7 @@ def _part(calls: dict[int, int], compact: bool, proc: int = 5) -> RuntimePart:
 
 @settings(max_examples=150)
 @given(st.lists(st.tuples(calls_st, st.booleans()), min_size=1, max_size=4))
+@example(parts=[({-5: 2, 3: 1}, False)])  # -5, the probe for an absent call once, is a call
 def test_merged_parts_look_up_as_their_union(parts: list) -> None:
     """Parts whose ranges follow one another join compact; overlapping ones (calls of several
     threads) are sorted as columns; a call in two parts is a duplicate (legacy exports)."""
@@ -94,7 +95,8 @@ def test_merged_parts_look_up_as_their_union(parts: list) -> None:
     assert found.tolist() == [int(c) in every for c in probes.tolist()]
     assert step.tolist() == [every.get(int(c), NO_STEP) for c in probes.tolist()]
     more = {5: (np.array([max(every) + 100], np.int64), np.array([2], np.int64))}
-    found, step = api.extended(more).lookup(np.array([5, 5]), np.array([max(every) + 100, -5]))
+    absent = min(every) - 1  # a call in no part (-5 can be one)
+    found, step = api.extended(more).lookup(np.array([5, 5]), np.array([max(every) + 100, absent]))
     assert found.tolist() == [True, False] and step.tolist() == [2, NO_STEP]
 
 

@@ -22,6 +22,7 @@ from census.load.figures import (
     UNIONS,
     Figures,
     IdleColumns,
+    MemoryGroups,
     add_rows,
     figures_of,
     fit_rows,
@@ -68,15 +69,6 @@ class ApiSums(NamedTuple):
     time_ns: int = 0
     step_count: int = 0
     step_time_ns: int = 0
-
-
-class MemoryGroups(NamedTuple):
-    """The memcpys of each copy kind (and the memsets) launched in each step, as columns: one
-    row per (kind, step, with or without an API row) group."""
-
-    kind: np.ndarray  # copyKind; MEMSET_KIND for memsets
-    step: np.ndarray  # NO_STEP: outside every step
-    sums: np.ndarray  # (groups, 3): count, bytes, time_ns (census.load.figures.exact)
 
 
 @dataclass
@@ -295,7 +287,7 @@ def _aggregates(
     launch, by_api, launched = _launch(passes.launch, keys)
     kernels, busy = (fit_rows(s.values, keys) for s in (gpu.step_kernels, gpu.busy_ns))
     columns = (kernels, launched, unions[:keys], busy)
-    agg = Aggregates(groups, names, launch, by_api, _memory(gpu.memory),
+    agg = Aggregates(groups, names, launch, by_api, gpu.memory or MemoryGroups.empty(),
                      figures_of(FIGURES, np.concatenate(columns, axis=1), gpu.span),
                      *whole, any_nccl=passes.any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
@@ -328,12 +320,6 @@ def _unions(union_ns: dict[tuple, int], n: int) -> tuple[list[int], np.ndarray]:
     whole = scope == WHOLE
     total = add_rows(np.zeros(int(whole.sum()), np.int64), 1, cols[whole])[0]
     return total.tolist(), add_rows(scope[~whole], n, cols[~whole])
-
-
-def _memory(memory: dict[tuple[int, int, bool], list[int]]) -> MemoryGroups:
-    keys = np.fromiter(itertools.chain.from_iterable(memory), np.int64, 3 * len(memory))
-    sums = rows(itertools.chain.from_iterable(memory.values()), 3)
-    return MemoryGroups(keys[0::3], keys[1::3], sums)
 
 
 def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:

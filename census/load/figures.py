@@ -68,6 +68,20 @@ def fit_rows(values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+class MemoryGroups(NamedTuple):
+    """The memcpys of each copy kind (and the memsets) launched in each step, as columns: one
+    row per (kind, step, with or without an API row) group."""
+
+    kind: np.ndarray  # copyKind; MEMSET_KIND for memsets
+    step: np.ndarray  # NO_STEP: outside every step
+    sums: np.ndarray  # (groups, 3): count, bytes, time_ns (`exact`)
+
+    @classmethod
+    def empty(cls) -> MemoryGroups:
+        none = np.zeros(0, np.int64)
+        return cls(none, none, np.zeros((0, 3), np.int64))
+
+
 @dataclass(frozen=True)
 class Figures:
     """Named columns of per-key sums (`values`, one row per key), and the GPU span of the work

@@ -25,7 +25,7 @@ from census.load.columns import (
     read_strings,
     with_end,
 )
-from census.load.figures import KERNEL_SUMS, Spans, Sums, add_rows
+from census.load.figures import KERNEL_SUMS, MemoryGroups, Spans, Sums, add_rows
 from census.load.intervals import (
     INT_NULL,
     NO_STEP,
@@ -101,7 +101,7 @@ class PartResult:
     busy_ns: Sums = field(default_factory=lambda: Sums(0, 1))  # per step or segment
     busy_high: dict[int, int] = field(default_factory=dict)  # per process
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
-    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    memory: MemoryGroups | None = None  # from the memcpys and memsets (census.load.memory)
     bad_kernels: int = 0
     devices: set[int] = field(default_factory=set)
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call

@@ -14,7 +14,7 @@ import numpy as np
 
 from census.definitions import MEMSET_KIND
 from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
-from census.load.figures import Spans
+from census.load.figures import MemoryGroups, Spans, add_rows, exact
 from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
 from census.load.timeline import TimelineParts
@@ -25,8 +25,8 @@ TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
 
 @dataclass
 class MemoryResult:
-    # (kind or MEMSET_KIND, step, has API row) -> [count, bytes, time_ns]
-    memory: dict[tuple[int, int, bool], list[int]] = field(default_factory=dict)
+    # per (kind or MEMSET_KIND, step, has API row): count, bytes, time_ns
+    memory: MemoryGroups = field(default_factory=MemoryGroups.empty)
     # per batch: the cells (3 x k: kind, step, has API row) and their sums (3 x k)
     cells: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
@@ -89,16 +89,14 @@ def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
         return np.array(cells), np.array(sums, dtype=object)
 
 
-def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> dict[tuple[int, int, bool], list]:
+def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> MemoryGroups:
     """Sum the cells of many batches at once (no Python loop per batch and cell)."""
     if not batches:
-        return {}
+        return MemoryGroups.empty()
     cells = np.concatenate([c for c, _ in batches], axis=1)
     sums = np.concatenate([v for _, v in batches], axis=1)
-    (kind, step, has), code = group_rows(*cells)
-    totals = [exact_sums(code, len(kind), row) for row in sums]
-    keys = zip(kind.tolist(), step.tolist(), map(bool, has.tolist()), strict=True)
-    return dict(zip(keys, map(list, zip(*totals, strict=True)), strict=True))
+    (kind, step, _), code = group_rows(*cells)
+    return MemoryGroups(kind, step, exact(add_rows(code, len(kind), sums.T)))
 
 
 def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
@@ -117,4 +115,5 @@ def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryRe
     )
     order = np.argsort(start, kind="stable")
     procs = ctx.step_procs
-    return out, Members(code[order], start[order], end[order], lambda c: int(procs[c]))
+    code = code[order].astype(np.min_scalar_type(len(procs)))  # process indices: a byte or two
+    return out, Members(code, start[order], end[order], lambda c: int(procs[c]))

@@ -108,8 +108,7 @@ def _concat(members: list[Members]) -> Members:
 
 
 def _add(total: PartResult, res: PartResult) -> None:
-    for mine, theirs in ((total.groups, res.groups), (total.memory, res.memory)):
-        add_into(mine, theirs.items())
+    add_into(total.groups, res.groups.items())  # (memory: from the memory pass, not here)
     total.step_kernels.merge(res.step_kernels)
     total.busy_ns.merge(res.busy_ns)
     for key, v in res.union_ns.items():
