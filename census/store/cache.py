@@ -16,14 +16,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import itertools
 import json
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
-from census.paths import cache_dir, sweep_stale_parts, trim_heap, write_atomic
+from census.paths import atomic_target, cache_dir, sweep_stale_parts, trim_heap, write_atomic
 from census.sources.readonly import has_live_wal
 from census.units import pieces
 
@@ -112,13 +111,25 @@ def cached_text(
             return hit[0], [hit[1].decode("utf-8")]
     meta, text = render()
     with contextlib.suppress(OSError):
-        # encoded a piece at a time, twice (its digest goes first in the entry)
-        digest = hashlib.sha256()
-        for piece in pieces(text):
-            digest.update(piece.encode("utf-8"))
-        header = json.dumps({"meta": meta, "sha256": digest.hexdigest()}).encode("utf-8")
-        _write(entry, itertools.chain([header, b"\n"], (p.encode("utf-8") for p in pieces(text))))
+        _sweep(entry)
+        with atomic_target(entry) as tmp, tmp.open("wb") as fh:
+            _write_digested(fh, meta, text)
     return meta, text
+
+
+def _write_digested(fh: BinaryIO, meta: dict, text: list[str]) -> None:
+    """The entry: a header line (meta, and the text's digest), then the text, encoded a piece
+    at a time, once: the digest is written over a placeholder when the text is done."""
+    placeholder = b"0" * 64
+    header = json.dumps({"meta": meta, "sha256": placeholder.decode()}).encode("utf-8")
+    fh.write(header + b"\n")
+    digest = hashlib.sha256()
+    for piece in pieces(text):
+        data = piece.encode("utf-8")
+        digest.update(data)
+        fh.write(data)
+    fh.seek(header.rindex(placeholder))  # the last key's value: after the meta's
+    fh.write(digest.hexdigest().encode())
 
 
 def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:
@@ -143,12 +154,17 @@ _swept: set[Path] = set()
 
 
 def _write(entry: Path, text: str | Iterable[bytes]) -> None:
-    """Write a cache entry; the first write of a process into a folder of the cache removes the
-    `.part` leftovers of dead census processes there."""
+    """Write a cache entry (after _sweep)."""
+    _sweep(entry)
+    write_atomic(entry, text)
+
+
+def _sweep(entry: Path) -> None:
+    """The first write of a process into a folder of the cache removes the `.part` leftovers
+    of dead census processes there."""
     if entry.parent not in _swept:
         _swept.add(entry.parent)
         sweep_stale_parts(entry.parent)
-    write_atomic(entry, text)
 
 
 def _digest(data: bytes) -> str:
