@@ -7,7 +7,6 @@ per step or phase segment (census.load.figures). Inputs are opened read-only and
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from dataclasses import dataclass, replace
 from functools import partial
@@ -23,11 +22,9 @@ from census.load.figures import (
     Figures,
     IdleColumns,
     MemoryGroups,
-    add_rows,
     figures_of,
     fit_rows,
     idle_splits,
-    rows,
 )
 from census.load.phases import NO_SEGMENTS, Segments
 from census.load.steps import StepRange, read_steps
@@ -38,6 +35,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 if TYPE_CHECKING:
     from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
+    from census.load.unions import Unions
     from census.model import IdleSplit
 
 
@@ -283,7 +281,7 @@ def _aggregates(
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
     keys = steps if parents is None else len(parents)
     # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
-    whole, unions = _unions(gpu.union_ns, keys if parents is None else parent_scope(steps, keys))
+    whole, unions = _unions(gpu.unions, keys if parents is None else parent_scope(steps, keys))
     launch, by_api, launched = _launch(passes.launch, keys)
     kernels, busy = (fit_rows(s.values, keys) for s in (gpu.step_kernels, gpu.busy_ns))
     columns = (kernels, launched, unions[:keys], busy)
@@ -306,20 +304,15 @@ def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: np.ndarr
     return replace(seg, memory=m._replace(step=step), by_key=by_key)
 
 
-def _unions(union_ns: dict[tuple, int], n: int) -> tuple[list[int], np.ndarray]:
+def _unions(unions: Unions, n: int) -> tuple[list[int], np.ndarray]:
     """(the whole capture's UNIONS, summed over devices; per scope in range(n), an (n, 3)
-    array) from (scope or WHOLE, class, device) -> ns."""
-    from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL, WHOLE
+    array) from the kernel pass's unions."""
+    from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL
 
-    keys = np.fromiter(itertools.chain.from_iterable(union_ns), np.int64, 3 * len(union_ns))
-    scope, cls = keys[0::3], keys[1::3]
-    ns = rows(union_ns.values(), 1)[:, 0]
-    cols = np.zeros((len(ns), 3), ns.dtype)
-    for i, c in enumerate((NON_NCCL, NCCL_CLASS, ALL_CLASS)):  # UNIONS' order
-        cols[cls == c, i] = ns[cls == c]
-    whole = scope == WHOLE
-    total = add_rows(np.zeros(int(whole.sum()), np.int64), 1, cols[whole])[0]
-    return total.tolist(), add_rows(scope[~whole], n, cols[~whole])
+    whole, per = unions.totals(n)
+    order = (NON_NCCL, NCCL_CLASS, ALL_CLASS)  # UNIONS' order
+    columns = [fit_rows(per[c], n) if c in per else np.zeros(n, np.int64) for c in order]
+    return [whole.get(c, 0) for c in order], np.stack(columns, axis=1)
 
 
 def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:

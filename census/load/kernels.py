@@ -40,6 +40,7 @@ from census.load.intervals import (
     sweep,
 )
 from census.load.timeline import TimelineParts
+from census.load.unions import Unions
 from census.sources import schema as sc
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
@@ -52,18 +53,28 @@ def parent_scope(step: np.ndarray | int, segments: int):
     return step + segments
 
 
+def union_scopes(ctx: GpuContext) -> int:
+    """How many union scopes the index has: its keys, and with segments their steps too."""
+    parents = ctx.parents
+    if parents is None:
+        return ctx.steps.size
+    return parent_scope(int(parents.max()) + 1 if len(parents) else 0, len(parents))
+
+
 class OutOfOrder(Exception):
     """The kernels of a range are not in start order: batches cannot carry the sweep."""
 
 
 @dataclass
 class Members:
-    """Intervals to sweep: partition code, start, end; `key` decodes a code."""
+    """Intervals to sweep: partition code, start, end; `key` decodes a code; `parts`, for
+    unions, decodes codes as columns: (scope, class, device)."""
 
     code: np.ndarray
     start: np.ndarray
     end: np.ndarray
     key: Callable[[int], tuple]
+    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +107,7 @@ class Part:
 class PartResult:
     groups: dict[tuple, list[int]] = field(default_factory=dict)  # (dn, sn, has_api) -> 4 sums
     step_kernels: Sums = field(default_factory=lambda: Sums(0, len(KERNEL_SUMS)))
-    union_ns: dict[UnionKey, int] = field(default_factory=dict)
-    high: dict[UnionKey, int] = field(default_factory=dict)  # running maximum end
+    unions: Unions = field(default_factory=lambda: Unions(0))  # per (scope, class, device)
     busy_ns: Sums = field(default_factory=lambda: Sums(0, 1))  # per step or segment
     busy_high: dict[int, int] = field(default_factory=dict)  # per process
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
@@ -127,7 +137,7 @@ class PartReader:
         self.ctx = ctx
         n = ctx.steps.size
         self.res = PartResult(step_kernels=Sums(n, len(KERNEL_SUMS)), busy_ns=Sums(n, 1),
-                              span=Spans(n))  # fmt: skip
+                              span=Spans(n), unions=Unions(union_scopes(ctx)))  # fmt: skip
         self.nccl: dict[tuple[int, int], bool] = {}
         self.latest_start: int | None = None
         self.step_procs = ctx.step_procs
@@ -222,12 +232,19 @@ class PartReader:
             scope, c = divmod(q, 3)
             return (scope - 1, c, dev_values[d])
 
-        out = [Members(c * nd + dev, s, e, key) for c in classes]  # scope 0: the capture
+        def parts(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            q, d = np.divmod(codes, nd)
+            scope, c = np.divmod(q, 3)
+            return scope - 1, c, devs[d]
+
+        out = [Members(c * nd + dev, s, e, key, parts) for c in classes]  # scope 0: the capture
         scopes = [st[inside]]
         if self.ctx.parents is not None:  # segments' steps: unions do not add up, so their own
             scopes.append(parent_scope(self.ctx.parents[st[inside]], len(self.ctx.parents)))
         out += [
-            Members(((sc_ + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key)
+            Members(
+                ((sc_ + 1) * 3 + c[inside]) * nd + dev[inside], s[inside], e[inside], key, parts
+            )
             for sc_ in scopes
             for c in classes
         ]
@@ -235,14 +252,10 @@ class PartReader:
 
     # -- sweeping -------------------------------------------------------------------------
     def sweep_unions(self, members: list[Members]) -> None:
-        high = self.res.high
+        unions = self.res.unions
         for m in members:
-            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: reached(high, codes, m.key))
-            for code, added, top in zip(swept.codes.tolist(), swept.added_ns.tolist(),
-                                        swept.high.tolist(), strict=True):  # fmt: skip
-                k = m.key(code)
-                self.res.union_ns[k] = self.res.union_ns.get(k, 0) + added
-                high[k] = top
+            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: unions.high(*m.parts(codes)))
+            unions.add(*m.parts(swept.codes), swept.added_ns, swept.high)
 
     def sweep_busy(self, m: Members) -> None:
         high = self.res.busy_high

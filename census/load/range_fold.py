@@ -44,16 +44,14 @@ def fold(conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: 
 def _remove_overlap(
     conn: sqlite3.Connection, ctx: GpuContext, before: PartResult, part: Part, res: PartResult
 ) -> None:
-    reach = max([*before.high.values(), *before.busy_high.values()], default=INT_NULL)
+    reach = max(before.unions.reach(), *before.busy_high.values(), INT_NULL)
     if part.after_ns is None or reach <= part.after_ns:
         return  # nothing earlier reaches into this range
     unions, busy = _head(conn, ctx, part, reach)
-    clipped = _clip(unions, before.high)
+    clipped = _clip(unions, lambda codes: before.unions.high(*_key_columns(unions, codes)))
     swept = sweep(clipped.code, clipped.start, clipped.end)
-    for code, added in zip(swept.codes.tolist(), swept.added_ns.tolist(), strict=True):
-        key = clipped.key(code)
-        res.union_ns[key] -= added
-    clipped = _clip(busy, before.busy_high)
+    res.unions.add(*_key_columns(clipped, swept.codes), -swept.added_ns)
+    clipped = _clip(busy, lambda codes: reached(before.busy_high, codes, busy.key))
     swept = sweep(clipped.code, clipped.start, clipped.end)
     add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
 
@@ -75,12 +73,19 @@ def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
     return _concat(unions), _concat(busy)
 
 
-def _clip(m: Members, high: dict) -> Members:
-    """Each interval cut at the running maximum end its partition reached before the range."""
+def _key_columns(m: Members, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(scope, class, device) of each union code of `m` (a few, from a range's head)."""
+    keys = np.array([m.key(c) for c in codes.tolist()], np.int64).reshape(-1, 3)
+    return keys[:, 0], keys[:, 1], keys[:, 2]
+
+
+def _clip(m: Members, reach_of) -> Members:
+    """Each interval cut at the running maximum end its partition reached before the range
+    (`reach_of(codes)`)."""
     if not len(m.code):
         return m
     codes, inverse = np.unique(m.code, return_inverse=True)
-    reach = reached(high, codes, m.key)[inverse]
+    reach = reach_of(codes)[inverse]
     end = np.minimum(m.end, reach)
     keep = m.start < end
     return Members(m.code[keep], m.start[keep], end[keep], m.key)
@@ -111,11 +116,9 @@ def _add(total: PartResult, res: PartResult) -> None:
     add_into(total.groups, res.groups.items())  # (memory: from the memory pass, not here)
     total.step_kernels.merge(res.step_kernels)
     total.busy_ns.merge(res.busy_ns)
-    for key, v in res.union_ns.items():
-        total.union_ns[key] = total.union_ns.get(key, 0) + v
-    for mine, theirs in ((total.high, res.high), (total.busy_high, res.busy_high)):
-        for key, v in theirs.items():
-            mine[key] = max(mine.get(key, v), v)
+    total.unions.merge(res.unions)
+    for key, v in res.busy_high.items():
+        total.busy_high[key] = max(total.busy_high.get(key, v), v)
     total.span.merge(res.span)
     total.timeline.merge(res.timeline)
     total.bad_kernels += res.bad_kernels
