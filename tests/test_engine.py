@@ -283,3 +283,23 @@ def test_ctrl_c_stops_the_workers_at_once(tmp_path: Path) -> None:
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # no process of its group is left
+
+
+def test_memory_runs_merge_as_a_stable_sort() -> None:
+    """census.load.memory._merged (each job's busy intervals sorted by start, merged by
+    searching) equals a stable sort of the runs' concatenation, ties in starts included."""
+    from census.load.memory import _merged
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        runs = []
+        for _ in range(int(rng.integers(0, 5))):
+            start = np.sort(rng.integers(0, 30, int(rng.integers(0, 40))))  # many ties
+            runs.append((rng.integers(0, 3, len(start)).astype(np.uint8), start,
+                         start + rng.integers(0, 9, len(start))))  # fmt: skip
+        code, start, end = _merged(runs, np.uint8)
+        whole = [np.concatenate([r[i] for r in runs] or [np.zeros(0, np.int64)]) for i in range(3)]
+        order = np.argsort(whole[1], kind="stable")
+        assert start.tolist() == whole[1][order].tolist()
+        assert end.tolist() == whole[2][order].tolist()
+        assert code.tolist() == whole[0][order].tolist() and code.dtype == np.uint8

@@ -71,7 +71,17 @@ def read_memory_part(
                          busy_members(procs, b["proc"], b["start"], b["end"], zero))  # fmt: skip
         tick(top - last)
         last = top
+    res.busy = [_by_start(res.busy, len(procs))]
     return res
+
+
+def _by_start(batches: list, procs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The busy intervals of a job's batches as one run sorted by start (stable), process
+    codes in a byte or two: what census's process merges with the other jobs' runs."""
+    none = [np.zeros(0, np.int64)]
+    code, start, end = (np.concatenate([b[i] for b in batches] or none) for i in range(3))
+    order = np.argsort(start, kind="stable")
+    return code[order].astype(np.min_scalar_type(procs)), start[order], end[order]
 
 
 def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
@@ -108,12 +118,23 @@ def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryRe
             out.missing.setdefault(p, []).extend(corrs)
         out.span.merge(res.span)
         out.timeline.merge(res.timeline)
-    none = [np.zeros(0, np.int64)]
-    code, start, end = (
-        np.concatenate([batch[i] for res in results for batch in res.busy] or none)
-        for i in range(3)
-    )
-    order = np.argsort(start, kind="stable")
     procs = ctx.step_procs
-    code = code[order].astype(np.min_scalar_type(len(procs)))  # process indices: a byte or two
-    return out, Members(code, start[order], end[order], lambda c: int(procs[c]))
+    runs = [run for res in results for run in res.busy]
+    code, start, end = _merged(runs, np.min_scalar_type(len(procs)))
+    return out, Members(code, start, end, lambda c: int(procs[c]))
+
+
+def _merged(runs: list, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Runs sorted by start merged into one, as a stable sort of their concatenation would
+    order it: each interval goes after its run's earlier ones, the earlier runs' that start no
+    later and the later runs' that start earlier (no concatenation, no sort)."""
+    n = sum(len(run[1]) for run in runs)
+    out = (np.empty(n, dtype), np.empty(n, np.int64), np.empty(n, np.int64))
+    for r, run in enumerate(runs):
+        at = np.arange(len(run[1]))
+        for q, other in enumerate(runs):
+            if q != r:
+                at += np.searchsorted(other[1], run[1], "right" if q < r else "left")
+        for column, values in zip(out, run, strict=True):
+            column[at] = values
+    return out
