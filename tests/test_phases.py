@@ -265,6 +265,10 @@ def test_segments_against_the_plain_definition() -> None:
         if trial % 2:  # mostly disjoint phases, the common case
             phases = [(p, s, s + min(e - s, 4), n) for p, s, e, n in phases]
         phases.sort(key=lambda r: r[1])
+        if trial % 7 == 0:  # process ids at the int64 limit (a search for p + 1 overflowed)
+            top = (1 << 63) - 1
+            steps = [StepRange(s.idx, s.name, top - s.proc, s.start_ns, s.end_ns) for s in steps]
+            phases = [(top - p, a, b, n) for p, a, b, n in phases]
         got, warnings = cut(steps, phases)
         want, crossed = _plain_segments(steps, phases)
         assert [tuple(g) for g in got] == want, trial

@@ -204,9 +204,21 @@ def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> N
     assert binary.steps == table and tuple(binary.steps) == steps
     assert dtype(binary.steps.steps.ints) == dtype(table.steps.ints)
     assert binary.per_step() == c.per_step() and binary.per_phase() == c.per_phase()
-    for damaged in (entry[:-1], entry[: len(entry) // 2], entry + b"\0"):
+    flipped = bytearray(entry)
+    flipped[-1] ^= 1  # a bit of the last column (or of the JSON line): its digest tells
+    for damaged in (entry[:-1], entry[: len(entry) // 2], entry + b"\0", bytes(flipped)):
         with pytest.raises((ValueError, KeyError, TypeError)):
             load_record(damaged)
+
+
+def test_a_foreign_record_with_a_valid_digest_is_refused() -> None:
+    """An entry that is well formed and digested but not a census's (a column table that is a
+    list) raises what the cache recomputes on, not AttributeError."""
+    import hashlib
+
+    body = b'{"steps": {"steps": [], "phases": [], "bounds": []}}\n'
+    with pytest.raises(ValueError):
+        load_record(hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -140,7 +140,8 @@ def _inside(proc, start, end, ph_proc, ph_start) -> tuple[np.ndarray, np.ndarray
     lo = np.zeros(len(proc), np.int64)
     hi = np.zeros(len(proc), np.int64)
     for p in np.unique(proc).tolist():
-        a, b = np.searchsorted(ph_proc[order], [p, p + 1]) if len(order) else (0, 0)
+        procs = ph_proc[order]
+        a, b = np.searchsorted(procs, p, "left"), np.searchsorted(procs, p, "right")
         starts = ph_start[order[a:b]]
         mine = proc == p
         lo[mine] = a + np.searchsorted(starts, start[mine], "left")

@@ -325,6 +325,9 @@ def _open_worker() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     die_with_parent(_inherited["parent"])
+    # Ctrl-C is census's to handle: it stops the workers (a worker waiting for a job printed
+    # a KeyboardInterrupt traceback of its own)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     from census.sources.readonly import open_readonly
 

@@ -88,7 +88,8 @@ def cached_census(
     entry = _entry([path], options, "census", None if named is None else [named])
     if entry is None:
         return compute()
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+    # an entry that is not a census of this code (cut, damaged, foreign) is computed again
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError, AttributeError):
         return load_record(entry.read_bytes())
     census = compute()
     with contextlib.suppress(OSError):  # an unwritable cache only costs speed

@@ -6,6 +6,7 @@ past int64 or of floats, stays in the JSON), read back with numpy, never unpickl
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, fields, replace
@@ -35,7 +36,8 @@ def _listed(values: Any) -> list:
 
 
 def dump_record(census: Census) -> list[bytes]:
-    """The cache entry of `census`, in pieces: the JSON line, then each column's bytes."""
+    """The cache entry of `census`, in pieces: the SHA-256 of the rest (a line), the JSON
+    line, then each column's bytes."""
     blobs: list[bytes] = []
 
     def column(values: Any) -> Any:
@@ -45,15 +47,22 @@ def dump_record(census: Census) -> list[bytes]:
         blobs.append(flat.tobytes())
         return {_BLOB: [flat.dtype.str, len(flat)]}
 
-    line = json.dumps(to_record(census, column)).encode("utf-8")
-    return [line, b"\n", *blobs]
+    body = [json.dumps(to_record(census, column)).encode("utf-8"), b"\n", *blobs]
+    digest = hashlib.sha256()
+    for piece in body:
+        digest.update(piece)
+    return [digest.hexdigest().encode(), b"\n", *body]
 
 
 def load_record(data: bytes) -> Census:
-    """The census of a cache entry; ValueError (or KeyError, TypeError) when it is not one."""
+    """The census of a cache entry; ValueError (or KeyError, TypeError, AttributeError) when
+    it is not one: cut, damaged (its digest), foreign."""
     import numpy as np
 
-    line, sep, rest = data.partition(b"\n")
+    digest, _, body = data.partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise ValueError("a damaged cache entry")
+    line, sep, rest = body.partition(b"\n")
     if not sep:
         raise ValueError("a cut cache entry")
     rec = json.loads(line)
@@ -75,6 +84,8 @@ def load_record(data: bytes) -> Census:
 
     table = rec["steps"]
     for side in ("steps", "phases"):
+        if not isinstance(table[side], dict):
+            raise ValueError("not a census record")
         table[side] = {k: column(v) for k, v in table[side].items()}
     table["bounds"] = column(table["bounds"])
     if at != len(view):
