@@ -139,8 +139,8 @@ def _inside(proc, start, end, ph_proc, ph_start) -> tuple[np.ndarray, np.ndarray
     order = np.argsort(ph_proc, kind="stable")  # by process, each in start order
     lo = np.zeros(len(proc), np.int64)
     hi = np.zeros(len(proc), np.int64)
+    procs = ph_proc[order]
     for p in np.unique(proc).tolist():
-        procs = ph_proc[order]
         a, b = np.searchsorted(procs, p, "left"), np.searchsorted(procs, p, "right")
         starts = ph_start[order[a:b]]
         mine = proc == p

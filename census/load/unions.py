@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from census.load.figures import Sums
+from census.load.intervals import INT_NULL
 
-INT_NULL = np.iinfo(np.int64).min
 Column = tuple[Sums, np.ndarray]  # (lengths, running maximum ends), one row per scope + 1
 
 
