@@ -303,3 +303,26 @@ def test_memory_runs_merge_as_a_stable_sort() -> None:
         assert start.tolist() == whole[1][order].tolist()
         assert end.tolist() == whole[2][order].tolist()
         assert code.tolist() == whole[0][order].tolist() and code.dtype == np.uint8
+
+
+def test_touching_searches_a_batch_s_ranges_only() -> None:
+    """StepIndex.touching (searched among the ranges a batch can reach) equals its definition:
+    a row [start, end] is kept when some range of its process has start_ns <= end and
+    end_ns >= start; overlapping, nested and tied ranges, rows before, between and after
+    them, rows of no length and rows that end before they start."""
+    rng = np.random.default_rng(4)
+    for trial in range(400):
+        grid = 1 + 9 * (trial % 2)  # every other trial on a coarse grid: many ties
+        n = int(rng.integers(1, 40))
+        starts = rng.integers(0, 200, n) * 10
+        ranges = [(i, 7, int(s), int(s + rng.integers(0, 30) * grid)) for i, s in
+                  enumerate(starts)]  # fmt: skip
+        index = StepIndex.build(ranges)
+        m = int(rng.integers(1, 200))
+        lo = int(rng.integers(-10, 200)) * 10
+        start = lo + rng.integers(0, int(rng.integers(1, 80)), m) * grid
+        end = start + rng.integers(-2, 20, m) * grid
+        want = [any(s0 <= e and e0 >= s for _, _, s0, e0 in ranges)
+                for s, e in zip(start.tolist(), end.tolist(), strict=True)]  # fmt: skip
+        assert index.touching(7, start, end).tolist() == want
+        assert not index.touching(8, start, end).any()

@@ -241,11 +241,11 @@ def test_the_gap_classifier_equals_the_bound_classifier() -> None:
     from census.load.timeline import union
 
     rng = np.random.default_rng(11)
-    for _ in range(300):
-        n = int(rng.integers(0, 30))
+    for trial in range(400):  # large ones too: ByGaps merges sorted bounds past 64 of them
+        n = int(rng.integers(0, 30) if trial % 2 else rng.integers(100, 600))
         s = rng.integers(0, 1000, n)
         busy = union(s, s + rng.integers(0, 40, n) * (rng.random(n) > 0.2))
-        ls = rng.integers(0, 1000, int(rng.integers(0, 20)))
+        ls = rng.integers(0, 1000, int(rng.integers(0, 20 if trial % 2 else 300)))
         launch = union(ls, ls + rng.integers(1, 60, len(ls)))
         ends = np.concatenate([rng.integers(0, 1000, int(rng.integers(0, 8))), busy[1][:2]])
         sync = (ends - 3, ends)
@@ -257,29 +257,85 @@ def test_the_gap_classifier_equals_the_bound_classifier() -> None:
         timeline = (busy, launch, sync)
         by_gaps = ByGaps(timeline, steps)
         by_bounds = ByBounds(timeline, steps, np.concatenate([cuts, lo, hi]))
-        assert by_gaps.measure(lo, hi) == by_bounds.measure(lo, hi)
-        assert by_gaps.measure(*steps) == by_bounds.measure(*steps)
+        for rows in ((lo, hi), steps):
+            got = [c.tolist() for c in by_gaps.measure(*rows)]
+            assert got == [c.tolist() for c in by_bounds.measure(*rows)]
 
 
-def test_intersect_against_brute_force() -> None:
-    """intersect's pieces equal the pairwise overlaps of two sorted, disjoint interval sets, by
-    start, with both ways of searching (a few b's against many a's, and the other way)."""
+def _disjoint(rng, n: int, span: int, touching: bool = False):
+    """n sorted, disjoint intervals in [0, span) (with `touching`, some end where the next
+    starts, and some have no length)."""
     import numpy as np
 
-    from census.load.idle import intersect
+    t = np.sort(rng.choice(span, 2 * n, replace=False)).astype(np.int64)
+    s, e = t[0::2].copy(), t[1::2].copy()
+    if touching and n > 1:
+        seam = rng.random(n - 1) < 0.4
+        e[:-1][seam] = s[1:][seam]
+        empty = rng.random(n) < 0.1
+        e[empty] = s[empty]
+    return s, e
+
+
+def test_idle_gaps_against_brute_force() -> None:
+    """idle_gaps equals its definition read literally: each window's overlaps with the busy
+    union's complement (from -inf to +inf), in order, none of no length; windows that touch,
+    windows of no length, windows outside the work, zero-length work; sizes on both sides of
+    the vectorised paths."""
+    import numpy as np
+
+    from census.load.idle import _MAX, _MIN, idle_gaps
+    from census.load.timeline import union
 
     rng = np.random.default_rng(5)
-    for trial in range(600):
-        sets = []
-        for n in (int(rng.integers(0, 50)), int(rng.integers(0, 50)) // (1 + 7 * (trial % 2))):
-            t = np.sort(rng.choice(int(rng.integers(200, 600)), 2 * n, replace=False))
-            sets.append((t[0::2].astype(np.int64), t[1::2].astype(np.int64)))
-        (a0, a1), (b0, b1) = sets
-        want = sorted((max(x0, y0), min(x1, y1), j) for x0, x1 in zip(a0, a1, strict=True)
-                      for j, (y0, y1) in enumerate(zip(b0, b1, strict=True))
-                      if min(x1, y1) > max(x0, y0))  # fmt: skip
-        got = intersect(a0, a1, b0, b1)
+    for trial in range(500):
+        n, m = int(rng.integers(0, 200 if trial % 3 else 20)), int(rng.integers(0, 40))
+        span = int(rng.integers(300, 5000))
+        s = rng.integers(0, span, n)
+        busy = union(s, s + rng.integers(0, 30, n) * (rng.random(n) > 0.2))
+        windows = _disjoint(rng, min(m, span // 4), span, touching=True)
+        holes = list(zip([_MIN, *busy[1].tolist()], [*busy[0].tolist(), _MAX], strict=True))
+        want = [(max(g0, w0), min(g1, w1)) for w0, w1 in zip(*(w.tolist() for w in windows),
+                                                             strict=True)
+                for g0, g1 in holes if min(g1, w1) > max(g0, w0)]  # fmt: skip
+        got = idle_gaps(busy, windows)
         assert list(zip(*(g.tolist() for g in got), strict=True)) == want
+
+
+def test_ordered_search_equals_a_binary_search() -> None:
+    """The merged search of sorted times equals np.searchsorted(..., "right"): ties, repeats,
+    empty and one-sided inputs, sizes on both sides of its cut-over."""
+    import numpy as np
+
+    from census.load.intervals import ordered_search
+
+    rng = np.random.default_rng(8)
+    for _ in range(400):
+        a = np.sort(rng.integers(0, 300, int(rng.integers(0, 400))))
+        t = np.sort(rng.integers(-5, 305, int(rng.integers(0, 400))))
+        assert ordered_search(a, t).tolist() == np.searchsorted(a, t, "right").tolist()
+
+
+def test_idle_by_range_attribution_against_brute_force() -> None:
+    """A thread's idle ns per range text: every gap ns inside each stretch between two range
+    bounds goes to that stretch's owner (-1: none), as a sum over gap-stretch overlaps."""
+    import numpy as np
+
+    from census.load.idle_ranges import _attribute
+
+    rng = np.random.default_rng(9)
+    for trial in range(400):
+        span = int(rng.integers(200, 3000))
+        gaps = _disjoint(rng, int(rng.integers(0, 300 if trial % 2 else 10)) % (span // 2), span)
+        cuts = np.unique(rng.integers(0, span, int(rng.integers(2, 200 if trial % 2 else 8))))
+        owner = rng.integers(-1, 4, len(cuts) - 1)
+        want: dict[int, int] = {}
+        for g0, g1 in zip(*(g.tolist() for g in gaps), strict=True):
+            for k in range(len(cuts) - 1):
+                ns = min(g1, int(cuts[k + 1])) - max(g0, int(cuts[k]))
+                if ns > 0 and owner[k] >= 0:
+                    want[int(owner[k])] = want.get(int(owner[k]), 0) + ns
+        assert _attribute(gaps, cuts, owner, 4) == want
 
 
 def test_windows_against_a_plain_reference(monkeypatch) -> None:
@@ -518,3 +574,40 @@ def test_a_spilled_piece_reads_back_its_intervals(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got_s[back], s[order], err_msg=k)
         np.testing.assert_array_equal(got_e[back], e[order], err_msg=k)
         assert (pieces[k].lo, pieces[k].hi) == (s.min(), e.max())
+
+
+def test_a_spilled_piece_reads_back_a_window_from_its_blocks(tmp_path: Path, monkeypatch) -> None:
+    """A packed piece read for a window [lo, hi] (only the blocks that can hold an interval
+    touching it) gives the same intervals touching the window as the whole piece: ties across
+    block edges, long intervals reaching in from blocks before, ends exactly at lo, windows
+    before, across and past the piece."""
+    import census.load.timeline as timeline
+
+    monkeypatch.setattr(timeline, "BLOCK", 2)
+    # pinned: the longest interval [10, 15) ends at the window's lo, in the block before the
+    # one whose first start (10) is lo - longest
+    with timeline.spilling(str(tmp_path)):
+        piece = timeline.Piece.of("launch", 1, np.array([0, 10, 10, 10]), np.array([1, 15, 11, 11]))
+    s, e = piece.load(15, 20)
+    assert [(a, b) for a, b in zip(s.tolist(), e.tolist(), strict=True) if b >= 15] == [(10, 15)]
+    monkeypatch.setattr(timeline, "BLOCK", 8)
+    rng = np.random.default_rng(12)
+    for trial in range(200):
+        n = int(rng.integers(1, 300))
+        start = rng.integers(0, 2000, n) * (1 + 9 * (trial % 2))  # coarse: many ties
+        end = start + rng.integers(0, 50, n) * (rng.random(n) < 0.9) + (rng.random(n) < 0.05) * 900
+        with timeline.spilling(str(tmp_path)):
+            piece = timeline.Piece.of("launch", 1, start, end)
+        assert piece.packed
+        whole_s, whole_e = piece.load()
+        for _ in range(10):
+            lo = int(rng.integers(-100, 21000))
+            hi = lo + int(rng.integers(0, 3000))
+            s, e = piece.load(lo, hi)
+
+            assert _touching(s, e, lo, hi) == _touching(whole_s, whole_e, lo, hi), (trial, lo)
+
+
+def _touching(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> list:
+    keep = (e >= lo) & (s <= hi)
+    return sorted(zip(s[keep].tolist(), e[keep].tolist(), strict=True))

@@ -18,6 +18,9 @@ def main() -> None:
 
     from census.cli.fast import cached_summary
     from census.cli.stdout import guard_stdout, outside_commands
+    from census.paths import keep_heap
+
+    keep_heap()
 
     def terminate(signum, frame) -> None:  # SIGTERM and SIGHUP end census as Ctrl-C does:
         raise KeyboardInterrupt  # exit 130, workers killed, temporary folders removed

@@ -174,16 +174,31 @@ def _load(
     workers: int | None,
     batch_rows: int | None,
 ) -> Profile:
-    from census.load.idle_pass import idle_inputs
-    from census.load.intervals import StepIndex
-    from census.load.passes import run_passes
-    from census.load.phases import read_segments
+    from census.load.idle_pass import idle_inputs, threads_early
 
     schema = _read_schema(conn, path)
     warnings = _schema_warnings(schema)
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
+    # the step threads' NVTX ranges the idle split needs: read beside from now, on a large table
+    early = threads_early(conn, path, schema, steps) if idle and steps else None
+    try:
+        return _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress,
+                           workers, batch_rows, partial(idle_inputs, early=early))  # fmt: skip
+    finally:
+        if early is not None:
+            early.stop()
+
+
+def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress, workers,
+                batch_rows, idle_inputs) -> Profile:  # fmt: skip
+    """The profile once the steps are known: phases, the passes, the aggregates, the idle
+    split (its inputs from `idle_inputs`)."""
+    from census.load.intervals import StepIndex
+    from census.load.passes import run_passes
+    from census.load.phases import read_segments
+
     segments = NO_SEGMENTS
     if phases_regex and steps:
         progress("reading NVTX phase ranges")

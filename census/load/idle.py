@@ -149,7 +149,7 @@ class ByBounds:
     def measure(self, lo: np.ndarray, hi: np.ndarray) -> list:
         """Per range [lo, hi] (both among the cuts): the ns of each class inside it."""
         i, j = np.searchsorted(self.bounds, lo), np.searchsorted(self.bounds, hi)
-        return [(p[j] - p[i]).tolist() for p in self.sums]
+        return [p[j] - p[i] for p in self.sums]
 
 
 class ByGaps:
@@ -161,16 +161,15 @@ class ByGaps:
 
     def __init__(self, timeline, steps: Intervals) -> None:
         busy, launch, (_, sync_end) = timeline
-        g0, g1 = idle_gaps(busy, steps)
-        ends = np.sort(sync_end)
-        j = np.searchsorted(ends, g0, "left")
-        hit = j < len(ends)
-        first = np.where(hit, ends[np.minimum(j, max(len(ends) - 1, 0))] if len(ends) else 0, g1)
-        self.g0, self.g1 = g0, g1
-        self.a = np.where(hit & (first < g1), first, g1)
+        self.g0, self.g1 = g0, g1 = idle_gaps(busy, steps)
+        self.a = a = first_ends(g0, g1, sync_end)
         self.launched = Covered(*launch)
-        a = self.a  # whole gaps: [a, g1) after a sync, [g0, a) launch-bound or other
-        launched = self.launched.upto(a) - self.launched.upto(g0)
+        # whole gaps: [a, g1) after a sync, [g0, a) launch-bound or other; g0 <= a <= g1 <= the
+        # next g0, so the bounds interleaved are sorted: one merged search
+        bounds = np.empty(2 * len(g0), np.int64)
+        bounds[0::2], bounds[1::2] = g0, a
+        covered = self.launched.upto(bounds, ordered=True)
+        launched = covered[1::2] - covered[0::2]
         parts = [g1 - a, launched, a - g0 - launched]
         self.prefix = [np.concatenate(([0], np.cumsum(x))) for x in parts]
 
@@ -185,7 +184,7 @@ class ByGaps:
 
     def measure(self, lo: np.ndarray, hi: np.ndarray) -> list:
         """Per range [lo, hi] inside one step: the ns of each class inside it."""
-        return [(b - a).tolist() for a, b in zip(self._upto(lo), self._upto(hi), strict=True)]
+        return [b - a for a, b in zip(self._upto(lo), self._upto(hi), strict=True)]
 
     def _upto(self, x: np.ndarray) -> list[np.ndarray]:
         """Each class's ns before each time x: the whole gaps before, and the part of the gap x
@@ -200,45 +199,41 @@ class ByGaps:
 _MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 
-def _intersect(a0, a1, b0, b1) -> Intervals:
-    """The pieces of the sorted, disjoint intervals [a0, a1) inside the sorted, disjoint
-    [b0, b1), in order (pieces of no length dropped)."""
-    s, e, _ = intersect(a0, a1, b0, b1)
-    return s, e
-
-
-def intersect(a0, a1, b0, b1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, end, index into b) of the pieces of the sorted, disjoint intervals [a0, a1)
-    inside the sorted, disjoint [b0, b1), in order; pieces of no length dropped."""
-    if len(b0) * 8 < len(a0):  # few b's (a window's steps against its gaps): search for them
-        b, a = _pairs(b0, b1, a0, a1)
-    else:
-        a, b = _pairs(a0, a1, b0, b1)
-    s, e = np.maximum(a0[a], b0[b]), np.minimum(a1[a], b1[b])
-    keep = e > s
-    return s[keep], e[keep], b[keep]
-
-
-def _pairs(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> tuple:
-    """(i, j) of every y_j that may overlap x_i (y_j ends after x_i starts and starts before
-    it ends), by i then j: one search per y for the x's: both sets sorted and disjoint, so
-    that order is also by j then i."""
-    lo = np.searchsorted(y1, x0, "right")  # the first y that ends after x starts
-    hi = np.searchsorted(y0, x1, "left")  # the y's that start before x ends
-    count = np.maximum(hi - lo, 0)
-    if not len(count) or count.max() <= 1:  # each x meets one y at most: no repeat needed
-        i = np.flatnonzero(count)
-        return i, lo[i]
-    i = np.repeat(np.arange(len(x0)), count)
-    offsets = np.concatenate(([0], np.cumsum(count)[:-1]))
-    return i, lo[i] + np.arange(len(i)) - offsets[i]
-
-
 def idle_gaps(busy: Intervals, windows: Intervals) -> Intervals:
     """The stretches of the sorted, disjoint `windows` with no GPU work (cut at zero-length
-    work too, which ends an after-sync stretch)."""
+    work too, which ends an after-sync stretch): gap i of the busy union is [be[i-1], bs[i])
+    (from -inf, to +inf at the edges); each window takes the gaps that reach into it, its first
+    and last cut to it."""
     bs, be = busy
-    return _intersect(np.concatenate(([_MIN], be)), np.concatenate((bs, [_MAX])), *windows)
+    w0, w1 = windows
+    g0, g1 = np.concatenate(([_MIN], be)), np.concatenate((bs, [_MAX]))
+    lo = np.searchsorted(bs, w0, "right")  # the first gap that ends after the window starts
+    hi = np.searchsorted(be, w1, "left") + 1  # past the last gap that starts before it ends
+    count = np.maximum(hi - lo, 0)
+    if not count.any():
+        return g0[:0], g1[:0]
+    # how many windows take each gap (two where a gap spans the seam of two windows)
+    takes = np.cumsum(np.bincount(lo, count > 0, len(g0) + 1) - np.bincount(hi, count > 0,
+                      len(g0) + 1))[:-1].astype(np.int64)  # fmt: skip
+    rows = np.repeat(np.arange(len(g0)), takes) if takes.max() > 1 else np.flatnonzero(takes)
+    s, e = g0[rows], g1[rows]
+    took = np.flatnonzero(count)
+    last = np.cumsum(count[took]) - 1
+    first = last - count[took] + 1
+    s[first] = np.maximum(s[first], w0[took])
+    e[last] = np.minimum(e[last], w1[took])
+    keep = e > s  # not where a window of no length was cut to nothing
+    return (s, e) if bool(keep.all()) else (s[keep], e[keep])
+
+
+def first_ends(g0: np.ndarray, g1: np.ndarray, sync_end: np.ndarray) -> np.ndarray:
+    """Per gap [g0, g1) (sorted, disjoint): the first sync end inside it, else g1."""
+    a = g1.copy()
+    if len(g0) and len(sync_end):
+        k = np.searchsorted(g0, sync_end, "right") - 1
+        inside = (k >= 0) & (sync_end < g1[np.maximum(k, 0)])
+        np.minimum.at(a, k[inside], sync_end[inside])
+    return a
 
 
 def classify_timeline(timeline, steps: Intervals, cuts: np.ndarray) -> ByGaps | ByBounds:
@@ -250,7 +245,7 @@ def classify_timeline(timeline, steps: Intervals, cuts: np.ndarray) -> ByGaps | 
     return ByGaps(timeline, steps)
 
 
-def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> tuple[list, list]:
+def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> tuple:
     """Per range: (count, blocked ns) of the synchronising calls that start in [lo, hi] ([lo, hi)
     where not `closed`: a step's segments but its last, and a step that the next one starts
     where it ends, with its last segment), so a call on a seam counts once, in the later range
@@ -259,10 +254,11 @@ def sync_calls(timeline, lo: np.ndarray, hi: np.ndarray, closed: np.ndarray) -> 
     blocked = np.concatenate([[0], np.cumsum(se - ss)])
     i = np.searchsorted(ss, lo, "left")
     j = np.where(closed, np.searchsorted(ss, hi, "right"), np.searchsorted(ss, hi, "left"))
-    return (j - i).tolist(), (blocked[j] - blocked[i]).tolist()
+    return j - i, blocked[j] - blocked[i]
 
 
-Columns = list[list[int]]  # sync_count, sync_time_ns, after-sync, launch-bound, other ns
+# sync_count, sync_time_ns, after-sync, launch-bound, other ns: int64 columns
+Columns = list[np.ndarray]
 
 
 def split_window(timelines: TimelineParts, w: Window) -> tuple[Columns, Columns]:
@@ -298,13 +294,13 @@ def as_splits(ws: list[Window], columns: list) -> tuple[dict, dict]:
     out_segs: dict[int, IdleSplit] = {}
     for w, (a, b) in zip(ws, columns, strict=True):
         for rows, cols, target in ((w.steps, a, out_steps), (w.segs, b, out_segs)):
-            splits = itertools.starmap(IdleSplit, zip(*cols, strict=True))
+            splits = itertools.starmap(IdleSplit, zip(*(c.tolist() for c in cols), strict=True))
             target.update(zip(rows.idx.tolist(), splits, strict=True))
     return out_steps, out_segs
 
 
 def _measure(classes, tl: Timeline, rows: Rows) -> Columns:
     if not len(rows):
-        return [[], [], [], [], []]
+        return [np.zeros(0, np.int64)] * 5
     counts, blocked = sync_calls(tl, rows.start_ns, rows.end_ns, rows.closed)
     return [counts, blocked, *classes.measure(rows.start_ns, rows.end_ns)]

@@ -5,21 +5,23 @@ exports)."""
 
 from __future__ import annotations
 
-import itertools
 import sqlite3
 from collections.abc import Iterable
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from census.definitions import IDLE_KEYS
+from census.load.columns import rowid_range
 from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
 from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ranges
 from census.load.idle_windows import Window, windows
-from census.load.pool import Runner
+from census.load.pool import Beside, Runner
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
+from census.sources.readonly import open_readonly
 
 LABEL = "splitting the GPU idle time"
 
@@ -32,9 +34,36 @@ class IdleInputs(NamedTuple):
     threads: Threads
 
 
-def idle_inputs(conn: sqlite3.Connection, schema: sc.Schema, steps: list,
-                segments: Iterable) -> IdleInputs:  # fmt: skip
-    return IdleInputs(windows(steps, segments), step_threads(conn, schema, steps))
+def idle_inputs(conn: sqlite3.Connection, schema: sc.Schema, steps: list, segments: Iterable,
+                early: Beside | None = None) -> IdleInputs:  # fmt: skip
+    """The windows, and the step threads' ranges: from `early` (threads_early's) where it read
+    them, else read now."""
+    threads = early.result() if early is not None else None
+    if threads is None:
+        threads = step_threads(conn, schema, steps)
+    return IdleInputs(windows(steps, segments), threads)
+
+
+EARLY_MIN_ROWS = 50_000  # NVTX rows from which reading the threads' ranges beside pays
+
+
+def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
+                  steps: list) -> Beside | None:  # fmt: skip
+    """The step threads' ranges read in a process of their own, started now (while this one
+    reads the phases, a single-core stretch), where the NVTX table is large enough for that to
+    pay; None otherwise. idle_inputs takes the result (stop() it in any case)."""
+    rows = rowid_range(conn, sc.NVTX) if schema.has(sc.NVTX) else None
+    if rows is None or rows.rows < EARLY_MIN_ROWS:
+        return None
+    return Beside(_read_threads, path, steps)
+
+
+def _read_threads(path: Path, steps: list) -> Threads:
+    conn = open_readonly(path)
+    try:
+        return step_threads(conn, sc.read_schema(conn), steps)
+    finally:
+        conn.close()
 
 
 class IdlePass:
@@ -54,8 +83,8 @@ class IdlePass:
         out = []
         for side, size in ((0, steps), (1, segments)):
             keys = np.concatenate([(w.steps, w.segs)[side].idx for w in self.ws] or [[]])
-            cols = exact([list(itertools.chain.from_iterable(d[side][k] for d in done))
-                          for k in range(len(IDLE_KEYS))])  # fmt: skip
+            cols = exact(np.array([np.concatenate([d[side][k] for d in done] or [[]])
+                                   for k in range(len(IDLE_KEYS))], np.int64))  # fmt: skip
             split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)
             split[keys] = cols.T
             out.append(split)

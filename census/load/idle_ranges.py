@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.load.idle import idle_gaps, intersect
+from census.load.idle import idle_gaps
 from census.load.idle_windows import Window, windows
-from census.load.intervals import exact_sums
+from census.load.intervals import Covered, exact_sums
 from census.load.steps import StepRange, nvtx_text
 from census.load.timeline import Intervals, TimelineParts, union
 from census.sources import schema as sc
@@ -133,13 +133,12 @@ def _ranges(
 
 
 def _attribute(gaps: Intervals, cuts: np.ndarray, owner: np.ndarray, n: int) -> dict[int, int]:
-    """Text index -> the idle ns of `gaps` whose innermost open range has that text: the gaps
-    cut at every range bound, each piece owned by its stretch between two bounds (`owner`, -1:
-    none; n texts)."""
-    s, e, stretch = intersect(*gaps, cuts[:-1], cuts[1:])
-    who = owner[stretch]
-    named = who >= 0
-    per = exact_sums(who[named], n, (e - s)[named])
+    """Text index -> the idle ns of `gaps` whose innermost open range has that text: the gaps'
+    length inside each stretch between two range bounds (`cuts`, sorted), given to the
+    stretch's owner (`owner`, -1: none; n texts)."""
+    inside = np.diff(Covered(*gaps).upto(cuts))
+    named = owner >= 0
+    per = exact_sums(owner[named], n, inside[named])
     return {i: ns for i, ns in enumerate(per) if ns}
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from census.load.intervals import INT_NULL
 from census.load.phases import Segments
 
-CHUNK_STEPS = 1024  # steps classified at a time: the temporary arrays stay small
+CHUNK_STEPS = 256  # steps classified at a time: the temporary arrays stay small
 NO_TID = INT_NULL  # a step range whose thread is not known
 
 

@@ -54,7 +54,13 @@ class StepIndex:
         included): a cheap filter that keeps everything a measurement inside the ranges needs."""
         if proc not in self.by_proc or not len(start):
             return np.zeros(len(start), bool)
-        i = np.searchsorted(self.by_proc[proc][0], end, side="right") - 1
+        starts = self.by_proc[proc][0]
+        # the last range starting at or before each end lies among those from the last one
+        # starting at or before the earliest time to the last one starting at or before the
+        # latest end: searched among those only (a batch spans a few of many ranges)
+        a = int(np.searchsorted(starts, min(int(start.min()), int(end.min())), side="right"))
+        b = int(np.searchsorted(starts, end.max(), side="right"))
+        i = np.searchsorted(starts[a:b], end, side="right") + (a - 1)
         return (i >= 0) & (self.reach[proc][np.maximum(i, 0)] >= start)
 
     def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -238,10 +244,22 @@ class Covered:
         self.lo, self.hi = (np.concatenate(([earliest], x)) for x in (lo, hi))
         self.before = np.concatenate(([0, 0], np.cumsum(hi - lo)))
 
-    def upto(self, t: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(self.lo, t, side="right")
+    def upto(self, t: np.ndarray, ordered: bool = False) -> np.ndarray:
+        """`ordered`: the times t are sorted (then a merge finds them, not a search each)."""
+        k = ordered_search(self.lo, t) if ordered else np.searchsorted(self.lo, t, side="right")
         k -= 1  # the last piece starting at or before t
         return self.before[k] + (np.minimum(t, self.hi[k]) - self.lo[k])
+
+
+def ordered_search(sorted_a: np.ndarray, sorted_t: np.ndarray) -> np.ndarray:
+    """np.searchsorted(sorted_a, sorted_t, "right") where both are sorted: the two merged by a
+    stable sort (timsort, which merges two sorted runs in one linear pass); twice as fast as
+    a binary search per t where both are long. Each t's place in the merged order is its
+    index plus the a's at or before it (a stable sort puts an equal a first)."""
+    if len(sorted_t) < 64 or len(sorted_a) < 64:
+        return np.searchsorted(sorted_a, sorted_t, "right")
+    order = np.argsort(np.concatenate((sorted_a, sorted_t)), kind="stable")
+    return np.flatnonzero(order >= len(sorted_a)) - np.arange(len(sorted_t))
 
 
 def covered_ns(

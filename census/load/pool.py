@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from census.paths import owner_tag, pid_alive, trim_heap
+from census.paths import keep_heap, owner_tag, pid_alive, trim_heap
 from census.sources.export import Progress
 
 MAX_WORKERS = 8
@@ -112,6 +112,7 @@ STOP_S = 5  # how long a process beside may take to clean up after SIGTERM
 
 def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
     die_with_parent(parent)
+    keep_heap()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
@@ -325,6 +326,7 @@ def _open_worker() -> None:
     from multiprocessing.reduction import ForkingPickler
 
     die_with_parent(_inherited["parent"])
+    keep_heap()
     # Ctrl-C is census's to handle: it stops the workers (a worker waiting for a job printed
     # a KeyboardInterrupt traceback of its own)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

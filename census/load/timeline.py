@@ -19,6 +19,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -31,6 +32,7 @@ EMPTY: Intervals = (np.zeros(0, np.int64), np.zeros(0, np.int64))
 KINDS = ("busy", "launch", "sync")
 
 _U32 = (1 << 32) - 1
+BLOCK = 4096  # a packed piece is read back from the block that holds a window's first interval
 _spill: list[str | None] = [None]  # the folder gathered pieces go to (None: kept in memory)
 
 
@@ -59,6 +61,8 @@ class Piece:
     path: str | None = None
     offset: int = 0
     packed: bool = False
+    marks: np.ndarray | None = None  # packed: the start of every BLOCK-th interval
+    longest: int = 0  # packed: the longest interval's length
 
     @classmethod
     def of(cls, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> Piece:
@@ -68,7 +72,8 @@ class Piece:
             return cls(lo, hi, n, arrays=(start, end))
         start, end = by_start(start, end)
         gaps, lengths = np.diff(start, prepend=lo), end - start
-        packed = int(gaps.max()) <= _U32 and int(lengths.min()) >= 0 and int(lengths.max()) <= _U32
+        longest = int(lengths.max())
+        packed = int(gaps.max()) <= _U32 and int(lengths.min()) >= 0 and longest <= _U32
         if packed:
             arrays = (gaps.astype(np.uint32), lengths.astype(np.uint32))
         else:
@@ -78,18 +83,37 @@ class Piece:
             offset = fh.tell()
             for a in arrays:
                 fh.write(memoryview(a))  # no copy of it
-        return cls(lo, hi, n, path=path, offset=offset, packed=packed)
+        marks = start[::BLOCK].copy() if packed else None
+        return cls(lo, hi, n, path=path, offset=offset, packed=packed, marks=marks,
+                   longest=longest)  # fmt: skip
 
-    def load(self) -> Intervals:
+    def load(self, lo: int | None = None, hi: int | None = None) -> Intervals:
+        """The intervals; of a packed file, with `lo` and `hi`, only the blocks of BLOCK that
+        can hold one touching [lo, hi] (the rest may hold more)."""
         if self.arrays is not None:
             return self.arrays
-        kind = np.uint32 if self.packed else np.int64
-        both = np.fromfile(self.path or "", kind, 2 * self.count, offset=self.offset)
-        first, second = both[: self.count], both[self.count :]
-        if not self.packed:
-            return first, second
-        start = np.cumsum(first, dtype=np.int64) + self.lo
-        return start, start + second
+        if not self.packed or self.marks is None:
+            kind = np.uint32 if self.packed else np.int64
+            both = np.fromfile(self.path or "", kind, 2 * self.count, offset=self.offset)
+            first, second = both[: self.count], both[self.count :]
+            if not self.packed:
+                return first, second
+            start = np.cumsum(first, dtype=np.int64) + self.lo
+            return start, start + second
+        a, b = 0, len(self.marks)
+        if lo is not None and hi is not None:
+            # an interval that starts before lo - longest ends before lo
+            a = max(int(np.searchsorted(self.marks, lo - self.longest, "left")) - 1, 0)
+            b = int(np.searchsorted(self.marks, hi, "right"))
+        r0, r1 = a * BLOCK, min(b * BLOCK, self.count)
+        if r1 <= r0:
+            return EMPTY
+        read = partial(np.fromfile, self.path or "", np.uint32, r1 - r0)
+        gaps = read(offset=self.offset + 4 * r0)
+        lengths = read(offset=self.offset + 4 * (self.count + r0))
+        start = np.cumsum(gaps, dtype=np.int64)
+        start += int(self.marks[a]) - int(gaps[0])  # the block's first start is a mark
+        return start, start + lengths
 
 
 Pieces = dict[int, list[Piece]]
@@ -134,7 +158,7 @@ class TimelineParts:
         got = []
         for piece in (getattr(self, kind) or {}).get(proc, ()):
             if piece.lo <= hi and piece.hi >= lo:
-                s, e = piece.load()
+                s, e = piece.load(lo, hi)
                 keep = (e >= lo) & (s <= hi)
                 got.append((s[keep], e[keep]))
         if not got:
