@@ -326,3 +326,54 @@ def test_touching_searches_a_batch_s_ranges_only() -> None:
                 for s, e in zip(start.tolist(), end.tolist(), strict=True)]  # fmt: skip
         assert index.touching(7, start, end).tolist() == want
         assert not index.touching(8, start, end).any()
+
+
+def test_keeping_keeps_a_batch_whole_only_where_its_ranges_cover_its_span() -> None:
+    """StepIndex.keeping keeps a batch whole (None) exactly when the process's ranges cover all
+    but 1/64 of its span [earliest, latest] (the uncovered length measured here on the
+    ranges' union), else filters as touching does."""
+    from census.load.intervals import HOLES_KEPT
+
+    rng = np.random.default_rng(6)
+    whole = 0
+    for trial in range(600):
+        n = int(rng.integers(1, 30))
+        gap = int(rng.integers(0, 3)) * (1 + 40 * (trial % 3 == 0))  # holes: none, small, large
+        length = rng.integers(1, 400, n)
+        starts = np.cumsum(length + gap) - length - gap + int(rng.integers(0, 500))
+        ends = starts + length + rng.integers(-1, 2, n) * (rng.random(n) < 0.2) * 50
+        ranges = [
+            (i, 7, int(s), int(max(s, e)))
+            for i, (s, e) in enumerate(zip(starts, ends, strict=True))
+        ]
+        index = StepIndex.build(ranges)
+        m = int(rng.integers(1, 100))
+        lo = int(rng.integers(0, int(starts[-1]) + 200))
+        start = lo + rng.integers(0, int(rng.integers(1, 3000)), m)
+        end = start + rng.integers(0, 100, m)
+        got = index.keeping(7, start, end)
+        first, last = int(min(start.min(), end.min())), int(max(start.max(), end.max()))
+        covered = 0
+        reach = first
+        for _, _, s, e in sorted(ranges, key=lambda r: r[2]):
+            s, e = max(s, reach), min(e, last)
+            if e > s:
+                covered += e - s
+                reach = e
+        uncovered = last - first - covered
+        if got is None:
+            whole += 1
+            assert last > first and uncovered * HOLES_KEPT <= last - first
+        else:
+            assert not (last > first and uncovered * HOLES_KEPT <= last - first)
+            assert got.tolist() == index.touching(7, start, end).tolist()
+    assert 50 < whole < 550  # both ways taken
+    # a batch of one instant, between two ranges: not kept
+    index = StepIndex.build([(0, 7, 0, 10), (1, 7, 20, 30)])
+    assert index.keeping(7, np.array([15]), np.array([15])).tolist() == [False]
+    # a hole of 1 ns, [31, 32): a span of 64 ns is kept whole, one of 63 ns is filtered
+    index = StepIndex.build([(0, 7, 0, 31), (1, 7, 32, 100)])
+    assert index.keeping(7, np.array([0, 60]), np.array([1, 64])) is None
+    assert index.keeping(7, np.array([0, 60]), np.array([1, 63])) is not None
+    index = StepIndex.build([(0, 7, 0, 63)])  # the hole after the last range: [63, 64]
+    assert index.keeping(7, np.array([0, 60]), np.array([1, 64])) is None

@@ -606,6 +606,11 @@ def test_a_spilled_piece_reads_back_a_window_from_its_blocks(tmp_path: Path, mon
             s, e = piece.load(lo, hi)
 
             assert _touching(s, e, lo, hi) == _touching(whole_s, whole_e, lo, hi), (trial, lo)
+            # and the timeline's read: those intervals, in the piece's order (by start)
+            parts = timeline.TimelineParts(launch={1: [piece]})
+            keep = (whole_e >= lo) & (whole_s <= hi)
+            got = parts.intervals("launch", 1, lo, hi)
+            assert [g.tolist() for g in got] == [whole_s[keep].tolist(), whole_e[keep].tolist()]
 
 
 def _touching(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> list:

@@ -200,12 +200,11 @@ def read_runtime_part(
         code = names.launch_code(b["name"])
         if names.timeline:
             _add_timeline(part.timeline, names, steps, b, code >= 0)
-        if names.sync_ids:
-            candidate = names.is_candidate(b["name"])
-            b = {k: v[candidate] for k, v in b.items()}
-            code = code[candidate]
         step = steps.step_at(b["proc"], b["start"])
-        keyed = np.flatnonzero((b["proc"] != INT_NULL) & (b["corr"] != INT_NULL))
+        keyed = (b["proc"] != INT_NULL) & (b["corr"] != INT_NULL)
+        if names.sync_ids:  # read for the idle split only: not in the API map
+            keyed &= names.is_candidate(b["name"])
+        keyed = np.flatnonzero(keyed)
         for p, r in _by_value(b["proc"], keyed):
             _keep_calls(part, pieces, p, b["corr"][r], step[r].astype(np.int32))
         launch = code >= 0

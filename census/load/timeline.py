@@ -1,9 +1,11 @@
 """The timelines the idle split reads, gathered by the passes as they go (no second read).
 
-Per process with steps, three kinds of intervals, kept only where they touch a step (or phase
-segment): the GPU's busy pieces (the new coverage the kernel pass sweeps, memcpys and memsets
-included, plus zero-length GPU work, which counts as "the next GPU work" after a sync), the
-launch calls and the synchronising calls (SYNC_APIS) the runtime pass reads.
+Per process with steps, three kinds of intervals: the GPU's busy pieces (the new coverage the
+kernel pass sweeps, memcpys and memsets included, plus zero-length GPU work, which counts as "the
+next GPU work" after a sync), the launch calls and the synchronising calls (SYNC_APIS) the
+runtime pass reads. They are kept only where they touch a step (or phase segment), or a batch
+whole where the steps cover its span but for 1/64 of it (StepIndex.keeping: no search per
+interval, and at most that 64th kept between steps).
 
 Each batch a pass gathers is one Piece: in memory, or, while a pass spills (`spilling`, on
 exports large enough to be read by worker processes), written to a file of the pass's spill
@@ -131,8 +133,10 @@ class TimelineParts:
     folder: str | None = None
 
     def add(self, kind: str, index: StepIndex, proc: int, start, end) -> None:
-        keep = index.touching(proc, start, end)
-        if keep.any():
+        keep = index.keeping(proc, start, end)
+        if keep is None:
+            self.put(kind, proc, start, end)
+        elif keep.any():
             self.put(kind, proc, start[keep], end[keep])
 
     def put(self, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> None:
@@ -158,9 +162,7 @@ class TimelineParts:
         got = []
         for piece in (getattr(self, kind) or {}).get(proc, ()):
             if piece.lo <= hi and piece.hi >= lo:
-                s, e = piece.load(lo, hi)
-                keep = (e >= lo) & (s <= hi)
-                got.append((s[keep], e[keep]))
+                got.append(_touching(*piece.load(lo, hi), lo, hi, piece.path is not None))
         if not got:
             return EMPTY
         return np.concatenate([s for s, _ in got]), np.concatenate([e for _, e in got])
@@ -177,6 +179,19 @@ class TimelineParts:
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
+
+
+def _touching(s: np.ndarray, e: np.ndarray, lo: int, hi: int, by_start: bool) -> Intervals:
+    """The intervals [s, e] that touch [lo, hi]; `by_start`: sorted by start (a spilled piece),
+    so those are the ones that start in [lo, hi], plus those before lo that end at or after."""
+    if not by_start:
+        keep = (e >= lo) & (s <= hi)
+        return s[keep], e[keep]
+    i, j = np.searchsorted(s, lo, "left"), np.searchsorted(s, hi, "right")
+    head = np.flatnonzero(e[:i] >= lo)
+    if len(head) == 0:
+        return s[i:j], e[i:j]
+    return np.concatenate((s[head], s[i:j])), np.concatenate((e[head], e[i:j]))
 
 
 def by_start(start: np.ndarray, end: np.ndarray) -> Intervals:
