@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -47,9 +48,9 @@ def windows(steps: list, segments: Iterable) -> list[Window]:
     st = _columns(steps, ("idx", "proc", "start_ns", "end_ns"))
     tid = np.fromiter((NO_TID if s.tid is None else s.tid for s in steps), np.int64, len(steps))
     sg = Segments.of(segments)
-    # each step's position in the steps list, by idx (idx need not be that position)
-    where = {i: k for k, i in enumerate(st["idx"].tolist())}
-    seg_step = np.fromiter((where[s] for s in sg.step.tolist()), np.int64, len(sg))
+    # each segment's step's position in the steps list, by idx (idx need not be that position)
+    by_idx = np.argsort(st["idx"], kind="stable")
+    seg_step = by_idx[np.searchsorted(st["idx"], sg.step, sorter=by_idx)]
     out = []
     for proc in np.unique(st["proc"]).tolist():
         mine = np.flatnonzero(st["proc"] == proc)
@@ -79,4 +80,6 @@ def windows(steps: list, segments: Iterable) -> list[Window]:
 
 
 def _columns(rows: list, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    return {n: np.fromiter((getattr(r, n) for r in rows), np.int64, len(rows)) for n in names}
+    get = attrgetter(*names)
+    table = np.array([get(r) for r in rows], np.int64).reshape(len(rows), len(names))
+    return {n: np.ascontiguousarray(table[:, k]) for k, n in enumerate(names)}
