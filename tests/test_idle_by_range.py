@@ -177,6 +177,36 @@ def test_gathered_timelines_equal_a_separate_read(path: Path, tmp_path: Path) ->
         conn.close()
 
 
+@pytest.mark.parametrize("path", _real_exports(), ids=lambda p: p.name)
+def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkeypatch) -> None:
+    """The step threads' NVTX ranges read in a process beside (from EARLY_MIN_ROWS NVTX rows:
+    none of these exports has that many) give the same split by host range as read inline,
+    and a process beside that fails leaves them read inline."""
+    import census.load.idle_pass as idle_pass
+    from census.load.pool import Beside
+
+    plain = _plain(path, tmp_path)
+    inline = load_profile(plain, STEPS, 0, None, 2, 500, None)
+    started = []
+    real = Beside.__init__
+
+    def counted(self, *args):
+        started.append(args[0].__name__)
+        real(self, *args)
+
+    monkeypatch.setattr(idle_pass, "EARLY_MIN_ROWS", 0)
+    monkeypatch.setattr(Beside, "__init__", counted)
+    beside = load_profile(plain, STEPS, 0, None, 2, 500, None)
+    assert started == ["_read_threads"]
+    assert beside.idle_by_range == inline.idle_by_range and inline.idle_by_range
+    monkeypatch.setattr(idle_pass, "_read_threads", _fail)
+    assert load_profile(plain, STEPS, 0, None, 2, 500, None).idle_by_range == inline.idle_by_range
+
+
+def _fail(*_args):
+    raise RuntimeError("the process beside fails")
+
+
 def test_step_threads_are_read_from_the_export(tmp_path: Path) -> None:
     p = load_profile(_nested(tmp_path), STEPS, 0, None)
     assert [s.tid for s in p.steps] == [(1 << 24) | 1, (1 << 24) | 3]
