@@ -10,6 +10,7 @@ EXIT_USAGE = 2
 EXIT_TOOL_MISSING = 3
 EXIT_CAPTURE_FAILED = 4
 EXIT_GATE_FAILED = 5
+EXIT_INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug in census (never a user's mistake)
 EXIT_OUTPUT_FAILED = 74  # sysexits' EX_IOERR: standard output could not be written
 EXIT_INTERRUPTED = 130
 EXIT_READER_GONE = 141  # 128 + SIGPIPE, as for any program whose reader stopped early

@@ -3,7 +3,6 @@ is exactly the one a single batch in a single process gives."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,7 @@ from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, s
 from census.sources.samples import sample_path
 from census.store.codec import from_record, to_record
 from tests.helpers.exports import real_exports, unpacked
-from tests.helpers.files import DATA
+from tests.helpers.files import DATA, scratch_folder
 from tests.nsysdb import Export
 from tests.oracle import _union, oracle
 
@@ -110,7 +109,7 @@ def build(kernels, copies, step_lengths, in_start_order: bool) -> Path:
     if in_start_order:
         e.kernels.sort(key=lambda k: k["start"])
         e.memcpy.sort(key=lambda k: k["start"])
-    path = Path(tempfile.mkdtemp()) / "e.sqlite"
+    path = scratch_folder() / "e.sqlite"
     return e.write(path)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +9,7 @@ from hypothesis import strategies as st
 
 from census.api import summarize
 from census.compare.diff import diff_census
+from tests.helpers.files import scratch_folder
 from tests.nsysdb import Export
 from tests.oracle import oracle
 
@@ -35,7 +35,7 @@ def build(kernels, step_lengths) -> Path:
         t += length + 50
     for name, api, delay, dur, dev, tid, stream in kernels:
         e.launch(name, api, api + delay, api + delay + dur, device=dev, tid=tid, stream=stream)
-    path = Path(tempfile.mkdtemp()) / "h.sqlite"
+    path = scratch_folder() / "h.sqlite"
     return e.write(path)
 
 

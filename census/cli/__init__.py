@@ -3,8 +3,8 @@
 common.py holds the app, the shared options, the error handling and how a rendering reaches stdout;
 analysis.py the commands that read captures (summary, diff, dashboard); programs.py those that
 run programs (capture, demo, doctor, ab). Each asks census.api for a view and renders it through
-census.render.render. stdout.py (output guarded) and fast.py (a cached `summary --json`,
-answered before typer is imported) are light; `app` is built on first use.
+census.render.render. stdout.py (output guarded, errors to exit codes) and fast.py (`summary
+EXPORT --json`, answered before typer is imported) are light; `app` is built on first use.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def main() -> None:
     import signal
     import sys
 
-    from census.cli.fast import cached_summary
+    from census.cli.fast import summary_json
     from census.cli.stdout import guard_stdout, outside_commands
     from census.paths import keep_heap
 
@@ -30,8 +30,11 @@ def main() -> None:
         signal.signal(signal.SIGHUP, terminate)  # a closed terminal; nohup's SIG_IGN is kept
     guard_stdout()
     with outside_commands():  # --help and usage text are written outside any command
-        if not cached_summary(sys.argv[1:]):
+        code = summary_json(sys.argv[1:])  # the plain `summary EXPORT --json`, without typer
+        if code is None:
             _app()()
+        elif code:
+            raise SystemExit(code)
 
 
 def _app() -> Any:

@@ -32,11 +32,10 @@ from census.cli.common import (
     shape,
     show,
     summary_shown,
-    write_cached,
     write_report,
 )
 from census.cli.fast import TOP_DEFAULT
-from census.cli.stdout import piped_json, warn
+from census.cli.stdout import piped_json, warn, write_cached
 from census.errors import UsageError
 from census.paths import check_output
 

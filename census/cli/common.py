@@ -7,7 +7,6 @@ goes to stdout, everything else to stderr.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,16 +14,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from census.cli.stdout import silence_stdout, warn
+from census.cli.stdout import error_exit
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
-from census.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_READER_GONE,
-    CensusError,
-    ReaderGone,
-)
-from census.units import one_line  # every message and line of details stays one line
 
 # What an option's value is, in --help: a flag shows none, a value its meaning, not its type.
 METAVARS = {
@@ -111,20 +102,6 @@ def _main(
     _state["debug"] = debug
 
 
-def _shown(name: Any) -> str:
-    """A file name as text, whatever its bytes."""
-    return os.fsdecode(name) if isinstance(name, bytes) else str(name)
-
-
-def fail(message: str, code: int, details: str = "") -> None:
-    """The one-line error; then `details`, the end of the output of a program census ran
-    silently (an A/B arm), as lines of their own, each escaped and indented."""
-    print(f"Error: {one_line(message)}", file=sys.stderr)
-    for line in details.split("\n") if details else ():
-        print(f"  | {one_line(line)}", file=sys.stderr)
-    raise typer.Exit(code)
-
-
 def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -132,26 +109,10 @@ def handle_errors(func: F) -> F:
             result = func(*args, **kwargs)
             sys.stdout.flush()  # a full or closed stdout fails here, inside the handler
             return result
-        except ReaderGone as exc:
-            silence_stdout()
-            raise typer.Exit(exc.exit_code) from None
-        except CensusError as exc:
-            fail(str(exc), exc.exit_code, getattr(exc, "details", ""))
-        except KeyboardInterrupt:
-            fail("interrupted", EXIT_INTERRUPTED)
-        except BrokenPipeError:  # a write that bypassed the guard
-            silence_stdout()
-            raise typer.Exit(EXIT_READER_GONE) from None
         except (typer.Exit, typer.Abort):
             raise
-        except Exception as exc:
-            if _state["debug"]:
-                raise
-            if isinstance(exc, OSError) and exc.filename is not None:
-                # A file the system refused (name too long, a loop of links, permissions): the
-                # user's to fix, named in one line.
-                fail(f"{_shown(exc.filename)}: {exc.strerror or exc}", EXIT_BAD_INPUT)
-            fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)", 70)
+        except (Exception, KeyboardInterrupt) as exc:
+            raise typer.Exit(error_exit(exc, _state["debug"])) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -258,19 +219,6 @@ def shape(fmt: str) -> dict[str, Any]:
 def show(text: str, fmt: str) -> None:
     """A rendering on stdout: a terminal's as drawn, a document (markdown, JSON) as a line."""
     sys.stdout.write(text if fmt == "terminal" else f"{text}\n")
-
-
-def write_cached(label: str, document: Callable[[Any], tuple[dict, list[str]]]) -> None:
-    """A document from census.api (`document(progress)` -> (its warnings, its text in pieces))
-    on stdout, with progress and its warnings on stderr."""
-    from census.render.progress import stage_progress
-
-    with stage_progress(label) as progress:
-        meta, text = document(progress)
-    warn(meta["warnings"])
-    for piece in text:  # never joined, nor copied with the newline: hundreds of MB
-        sys.stdout.write(piece)
-    sys.stdout.write("\n")
 
 
 def summary_shown(path: Path, options: Any, shown: str | None = None) -> Any:

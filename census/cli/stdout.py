@@ -10,7 +10,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from census.errors import EXIT_INTERRUPTED, CensusError, ReaderGone
+from census.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_READER_GONE,
+    CensusError,
+    ReaderGone,
+)
 from census.units import PIECE_CHARS, one_line, pieces
 
 
@@ -127,3 +134,54 @@ def warn(warnings: Any) -> None:
     """Warnings on stderr, each one line."""
     for w in warnings:
         print(f"warning: {one_line(w)}", file=sys.stderr)
+
+
+def error_exit(exc: BaseException, debug: bool = False) -> int:
+    """The exit code of what a command raised, its message on stderr as one line
+    (docs/robustness.md: Exit codes); with `debug`, an internal error is raised again, for its
+    traceback."""
+    if isinstance(exc, ReaderGone):
+        silence_stdout()
+        return exc.exit_code
+    if isinstance(exc, CensusError):
+        return report(str(exc), exc.exit_code, getattr(exc, "details", ""))
+    if isinstance(exc, KeyboardInterrupt):
+        return report("interrupted", EXIT_INTERRUPTED)
+    if isinstance(exc, BrokenPipeError):  # a write that bypassed the guard
+        silence_stdout()
+        return EXIT_READER_GONE
+    if debug:
+        raise exc
+    if isinstance(exc, OSError) and exc.filename is not None:
+        # A file the system refused (name too long, a loop of links, permissions): the user's
+        # to fix, named in one line.
+        return report(f"{shown_name(exc.filename)}: {exc.strerror or exc}", EXIT_BAD_INPUT)
+    message = f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)"
+    return report(message, EXIT_INTERNAL)
+
+
+def report(message: str, code: int, details: str = "") -> int:
+    """The one-line error; then `details`, the end of the output of a program census ran
+    silently (an A/B arm), as lines of their own, each escaped and indented. Returns `code`."""
+    print(f"Error: {one_line(message)}", file=sys.stderr)
+    for line in details.split("\n") if details else ():
+        print(f"  | {one_line(line)}", file=sys.stderr)
+    return code
+
+
+def shown_name(name: Any) -> str:
+    """A file name as text, whatever its bytes."""
+    return os.fsdecode(name) if isinstance(name, bytes) else str(name)
+
+
+def write_cached(label: str, document: Callable[[Any], tuple[dict, list[str]]]) -> None:
+    """A document from census.api (`document(progress)` -> (its warnings, its text in pieces))
+    on stdout, with progress and its warnings on stderr."""
+    from census.render.progress import stage_progress
+
+    with stage_progress(label) as progress:
+        meta, text = document(progress)
+    warn(meta["warnings"])
+    for piece in text:  # never joined, nor copied with the newline: hundreds of MB
+        sys.stdout.write(piece)
+    sys.stdout.write("\n")
