@@ -53,14 +53,11 @@ def _pair_beside(sides: tuple, options: Options,
                  cached: Callable[[Path, Options], bool]) -> tuple | None:  # fmt: skip
     """The two export files to read side by side, or None (never an error: the sides are then
     read one after the other, each raising its own)."""
-    import threading
-
     from census.errors import CensusError
-    from census.load.pool import default_workers
+    from census.load.pool import alone, default_workers
     from census.sources.export import is_export_file
 
-    if (default_workers() < 2 or threading.active_count() > 1
-            or any(isinstance(side, Census) for side in sides)):  # fmt: skip
+    if default_workers() < 2 or not alone() or any(isinstance(side, Census) for side in sides):
         return None
     try:
         paths = tuple(resolve_input(side) for side in sides)

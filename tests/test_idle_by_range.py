@@ -201,6 +201,19 @@ def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkey
     assert beside.idle_by_range == inline.idle_by_range and inline.idle_by_range
     monkeypatch.setattr(idle_pass, "_read_threads", _fail)
     assert load_profile(plain, STEPS, 0, None, 2, 500, None).idle_by_range == inline.idle_by_range
+    # another thread runs (a caller's, a progress bar's): nothing is forked beside
+    import threading
+
+    done = threading.Event()
+    other = threading.Thread(target=done.wait)
+    other.start()
+    try:
+        started.clear()
+        again = load_profile(plain, STEPS, 0, None, 2, 500, None)
+    finally:
+        done.set()
+        other.join()
+    assert started == [] and again.idle_by_range == inline.idle_by_range
 
 
 def _fail(*_args):
@@ -620,6 +633,12 @@ def test_a_spilled_piece_reads_back_a_window_from_its_blocks(tmp_path: Path, mon
         piece = timeline.Piece.of("launch", 1, np.array([0, 10, 10, 10]), np.array([1, 15, 11, 11]))
     s, e = piece.load(15, 20)
     assert [(a, b) for a, b in zip(s.tolist(), e.tolist(), strict=True) if b >= 15] == [(10, 15)]
+    # an unpacked piece (a gap past 4.3 s) with an interval that ends before it starts
+    with timeline.spilling(str(tmp_path)):
+        back = timeline.Piece.of("busy", 1, np.array([0, 50, 2**40]), np.array([100, 10, 2**40]))
+    assert not back.packed
+    got = timeline.TimelineParts(busy={1: [back]}).intervals("busy", 1, 40, 60)
+    assert [g.tolist() for g in got] == [[0], [100]]
     monkeypatch.setattr(timeline, "BLOCK", 8)
     rng = np.random.default_rng(12)
     for trial in range(200):

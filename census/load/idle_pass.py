@@ -18,7 +18,7 @@ from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
 from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ranges
 from census.load.idle_windows import Window, windows
-from census.load.pool import Beside, Runner
+from census.load.pool import Beside, Runner, alone
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
@@ -51,9 +51,9 @@ def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
                   steps: list) -> Beside | None:  # fmt: skip
     """The step threads' ranges read in a process of their own, started now (while this one
     reads the phases, a single-core stretch), where the NVTX table is large enough for that to
-    pay; None otherwise. idle_inputs takes the result (stop() it in any case)."""
+    pay and no other thread runs (pool.alone); None otherwise. idle_inputs takes the result (stop() it in any case)."""
     rows = rowid_range(conn, sc.NVTX) if schema.has(sc.NVTX) else None
-    if rows is None or rows.rows < EARLY_MIN_ROWS:
+    if rows is None or rows.rows < EARLY_MIN_ROWS or not alone():
         return None
     return Beside(_read_threads, path, steps)
 

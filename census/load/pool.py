@@ -58,6 +58,13 @@ def map_processes(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
         return list(pool.map(fn, jobs))
 
 
+def alone() -> bool:
+    """Whether this process runs no other thread, as a process beside needs: one forked while
+    another thread holds a lock (a module's import lock, say) would wait on it forever (a
+    progress bar on a terminal, a caller's threads)."""
+    return threading.active_count() <= 1
+
+
 class Beside:
     """fn(*args) in a process of its own while this one goes on (a diff's second side, read
     while this process reads the first): `result()` is its value, or None when it failed in any

@@ -162,7 +162,7 @@ class TimelineParts:
         got = []
         for piece in (getattr(self, kind) or {}).get(proc, ()):
             if piece.lo <= hi and piece.hi >= lo:
-                got.append(_touching(*piece.load(lo, hi), lo, hi, piece.path is not None))
+                got.append(_touching(*piece.load(lo, hi), lo, hi, piece.packed))
         if not got:
             return EMPTY
         return np.concatenate([s for s, _ in got]), np.concatenate([e for _, e in got])
@@ -181,10 +181,11 @@ class TimelineParts:
             self.folder = None
 
 
-def _touching(s: np.ndarray, e: np.ndarray, lo: int, hi: int, by_start: bool) -> Intervals:
-    """The intervals [s, e] that touch [lo, hi]; `by_start`: sorted by start (a spilled piece),
-    so those are the ones that start in [lo, hi], plus those before lo that end at or after."""
-    if not by_start:
+def _touching(s: np.ndarray, e: np.ndarray, lo: int, hi: int, packed: bool) -> Intervals:
+    """The intervals [s, e] that touch [lo, hi]; `packed`: sorted by start and none ending
+    before it starts (a packed piece), so those are the ones that start in [lo, hi], plus
+    those before lo that end at or after it."""
+    if not packed:
         keep = (e >= lo) & (s <= hi)
         return s[keep], e[keep]
     i, j = np.searchsorted(s, lo, "left"), np.searchsorted(s, hi, "right")
