@@ -196,6 +196,8 @@ def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkey
 
     monkeypatch.setattr(idle_pass, "EARLY_MIN_ROWS", 0)
     monkeypatch.setattr(Beside, "__init__", counted)
+    alone = idle_pass.alone
+    monkeypatch.setattr(idle_pass, "alone", lambda: True)  # whatever threads other tests left
     beside = load_profile(plain, STEPS, 0, None, 2, 500, None)
     assert started == ["_read_threads"]
     assert beside.idle_by_range == inline.idle_by_range and inline.idle_by_range
@@ -204,6 +206,7 @@ def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkey
     # another thread runs (a caller's, a progress bar's): nothing is forked beside
     import threading
 
+    monkeypatch.setattr(idle_pass, "alone", alone)
     done = threading.Event()
     other = threading.Thread(target=done.wait)
     other.start()
