@@ -25,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 # mkstemp's and mkdtemp's random part: 8 of [a-z0-9_]
 _PART = re.compile(r"\.(.+)\.(\d+)-([0-9a-f]{8})\.[a-z0-9_]{8}\.part")
@@ -256,12 +257,7 @@ def write_atomic(target: Path, data: str | bytes | Iterable[bytes]) -> None:
 def trim_heap() -> None:
     """Hand the heap's free memory back to the system: glibc keeps what Python and numpy freed
     (a forked worker would inherit it; a large rendering would come on top of it)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError, TypeError):  # a libc without it
-        ctypes.CDLL(None).malloc_trim(0)
+    _glibc(lambda libc: libc.malloc_trim(0))
 
 
 HEAP_ARRAY_BYTES = 16 << 20  # arrays up to this size come from the heap
@@ -276,11 +272,19 @@ def keep_heap() -> None:
     faults again: the idle split's windows ran 3x slower (docs/performance.md). Census calls
     it in its own processes only (the command line and its workers); the processes that fork
     workers trim their heap first (trim_heap)."""
+
+    def tune(libc) -> None:
+        libc.mallopt(_M_MMAP_THRESHOLD, HEAP_ARRAY_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, HEAP_KEEP_BYTES)
+
+    _glibc(tune)
+
+
+def _glibc(call: Callable[[Any], object]) -> None:
+    """call(the C library) on Linux; nothing elsewhere, or with a libc without the function."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
 
-    with contextlib.suppress(OSError, AttributeError, TypeError):  # a libc without it
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, HEAP_ARRAY_BYTES)
-        libc.mallopt(_M_TRIM_THRESHOLD, HEAP_KEEP_BYTES)
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        call(ctypes.CDLL(None))

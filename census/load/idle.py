@@ -210,14 +210,16 @@ def idle_gaps(busy: Intervals, windows: Intervals) -> Intervals:
     lo = np.searchsorted(bs, w0, "right")  # the first gap that ends after the window starts
     hi = np.searchsorted(be, w1, "left") + 1  # past the last gap that starts before it ends
     count = np.maximum(hi - lo, 0)
-    if not count.any():
+    took = np.flatnonzero(count)
+    if not len(took):
         return g0[:0], g1[:0]
     # how many windows take each gap (two where a gap spans the seam of two windows)
-    takes = np.cumsum(np.bincount(lo, count > 0, len(g0) + 1) - np.bincount(hi, count > 0,
-                      len(g0) + 1))[:-1].astype(np.int64)  # fmt: skip
+    edges = np.zeros(len(g0) + 1, np.int64)
+    np.add.at(edges, lo[took], 1)
+    np.add.at(edges, hi[took], -1)
+    takes = np.cumsum(edges[:-1])
     rows = np.repeat(np.arange(len(g0)), takes) if takes.max() > 1 else np.flatnonzero(takes)
     s, e = g0[rows], g1[rows]
-    took = np.flatnonzero(count)
     last = np.cumsum(count[took]) - 1
     first = last - count[took] + 1
     s[first] = np.maximum(s[first], w0[took])

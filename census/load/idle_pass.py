@@ -51,7 +51,8 @@ def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
                   steps: list) -> Beside | None:  # fmt: skip
     """The step threads' ranges read in a process of their own, started now (while this one
     reads the phases, a single-core stretch), where the NVTX table is large enough for that to
-    pay and no other thread runs (pool.alone); None otherwise. idle_inputs takes the result (stop() it in any case)."""
+    pay and no other thread runs (pool.alone); None otherwise. idle_inputs takes the result
+    (stop() it in any case)."""
     rows = rowid_range(conn, sc.NVTX) if schema.has(sc.NVTX) else None
     if rows is None or rows.rows < EARLY_MIN_ROWS or not alone():
         return None

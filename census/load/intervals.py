@@ -55,12 +55,17 @@ class StepIndex:
         included): a cheap filter that keeps everything a measurement inside the ranges needs."""
         if proc not in self.by_proc or not len(start):
             return np.zeros(len(start), bool)
+        first = min(int(start.min()), int(end.min()))
+        return self._touching(proc, start, end, first, int(end.max()))
+
+    def _touching(self, proc: int, start, end, first: int, last_end: int) -> np.ndarray:
+        """touching, given the batch's earliest time and latest end."""
         starts = self.by_proc[proc][0]
         # the last range starting at or before each end lies among those from the last one
         # starting at or before the earliest time to the last one starting at or before the
         # latest end: searched among those only (a batch spans a few of many ranges)
-        a = int(np.searchsorted(starts, min(int(start.min()), int(end.min())), side="right"))
-        b = int(np.searchsorted(starts, end.max(), side="right"))
+        a = int(np.searchsorted(starts, first, side="right"))
+        b = int(np.searchsorted(starts, last_end, side="right"))
         i = np.searchsorted(starts[a:b], end, side="right") + (a - 1)
         return (i >= 0) & (self.reach[proc][np.maximum(i, 0)] >= start)
 
@@ -72,7 +77,8 @@ class StepIndex:
             return np.zeros(len(start), bool)
         starts, reach = self.by_proc[proc][0], self.reach[proc]
         first = min(int(start.min()), int(end.min()))
-        last = max(int(start.max()), int(end.max()))
+        last_end = int(end.max())
+        last = max(int(start.max()), last_end)
         a = int(np.searchsorted(starts, first, side="right"))
         b = int(np.searchsorted(starts, last, side="right"))
         if not b:  # no range starts by the last time: none is touched
@@ -86,7 +92,7 @@ class StepIndex:
             holes += int(starts[0]) - first
         if last > first and holes * HOLES_KEPT <= last - first:
             return None
-        return self.touching(proc, start, end)
+        return self._touching(proc, start, end, first, last_end)
 
     def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The step process `proc` was in at time `t`: the latest-starting step that began at or

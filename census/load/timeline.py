@@ -63,7 +63,7 @@ class Piece:
     path: str | None = None
     offset: int = 0
     packed: bool = False
-    marks: np.ndarray | None = None  # packed: the start of every BLOCK-th interval
+    marks: np.ndarray | None = None  # packed (only then): the start of every BLOCK-th interval
     longest: int = 0  # packed: the longest interval's length
 
     @classmethod
@@ -94,14 +94,9 @@ class Piece:
         can hold one touching [lo, hi] (the rest may hold more)."""
         if self.arrays is not None:
             return self.arrays
-        if not self.packed or self.marks is None:
-            kind = np.uint32 if self.packed else np.int64
-            both = np.fromfile(self.path or "", kind, 2 * self.count, offset=self.offset)
-            first, second = both[: self.count], both[self.count :]
-            if not self.packed:
-                return first, second
-            start = np.cumsum(first, dtype=np.int64) + self.lo
-            return start, start + second
+        if self.marks is None:  # not packed: int64 starts, then ends
+            both = np.fromfile(self.path or "", np.int64, 2 * self.count, offset=self.offset)
+            return both[: self.count], both[self.count :]
         a, b = 0, len(self.marks)
         if lo is not None and hi is not None:
             # an interval that starts before lo - longest ends before lo
