@@ -12,13 +12,19 @@ files, with the page cache warm:
              CENSUS_READER=sql (every column read as group_concat text, as before the page
              reader), and with --no-idle
   diff       `census diff eager compiled`, cold, then again (cached)
+  idle pairs `census summary --json` and the same with --no-idle, --pairs times each, one right
+             after the other (AB, then BA, ...), cold: the idle split's cost is the median of the
+             pairs' ratios (their lowest and highest beside it), so that a slow moment of the
+             machine falls on both sides of a pair, not on one side of the comparison
 Each command runs --repeat times, alternating with the others (census's in a rotated order each time);
 the table shows medians.
+census's modules are compiled to bytecode first (`compileall`), as `pip install` leaves them: with
+PYTHONDONTWRITEBYTECODE set (as on this machine), every process would compile them anew (0.08 s).
 Wall time comes from the parent; CPU time is user + system of the whole process tree; memory
 is the peak, over 20 ms samples, of the summed PSS (proportional set size: shared pages split
 between the processes sharing them) of the process and all its descendants.
 
-    python bench/run.py --sizes 1e5 1e6 1e7 [--repeat 3] [--nsys PATH]
+    python bench/run.py --sizes 1e5 1e6 1e7 [--repeat 3] [--pairs 6] [--nsys PATH]
 """
 
 from __future__ import annotations
@@ -204,6 +210,7 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
             runs.setdefault(name, []).append(measure(cmd, env))
             runs.setdefault(f"{name}_cached", []).append(measure(cmd, env))
             shutil.rmtree(cache)
+    row_pairs = idle_pairs(commands, args.pairs)
     # one more run of each, sampling memory
     if nsys_cmd:
         warm(e)
@@ -219,8 +226,35 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
     for name, results in runs.items():
         for key in results[0]:
             row[f"{name}_{key}"] = statistics.median(r[key] for r in results if key in r)
+    row.update(row_pairs)
     print(format_row(row), file=sys.stderr)
     return row
+
+
+def idle_pairs(commands: dict, pairs: int) -> dict:
+    """The idle split's cost from `pairs` cold runs of the default summary and of --no-idle one
+    right after the other (AB, BA, AB, ...): the median of the pairs' ratios, and their range."""
+    ratios = []
+    for k in range(pairs):
+        walls = {}
+        for name in ("summary", "summary_no_idle")[:: 1 if k % 2 == 0 else -1]:
+            cmd, inputs, extra = commands[name]
+            cache = tempfile.mkdtemp(prefix="census-bench-cache-")
+            warm(*inputs)
+            walls[name] = measure(cmd, {**os.environ, "CENSUS_CACHE_DIR": cache, **extra})["wall"]
+            shutil.rmtree(cache)
+        ratios.append(walls["summary"] / walls["summary_no_idle"])
+    if not ratios:
+        return {}
+    return {"idle_ratio": statistics.median(ratios), "idle_ratio_low": min(ratios),
+            "idle_ratio_high": max(ratios), "idle_pairs": len(ratios)}  # fmt: skip
+
+
+def compile_census() -> None:
+    """census's modules as bytecode, as an installed package has them (compileall writes them
+    whatever PYTHONDONTWRITEBYTECODE says; __pycache__ is ignored by git)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(HERE.parent / "census")],
+                   stdout=subprocess.DEVNULL, check=True)  # fmt: skip
 
 
 def _prefixed(cmd: list[str], scratch: Path) -> list[str]:
@@ -234,6 +268,7 @@ def main() -> None:
     )
     p.add_argument("--sizes", nargs="+", default=["1e5", "1e6", "1e7"])
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--pairs", type=int, default=6, help="summary / --no-idle pairs")
     p.add_argument("--out", type=Path, default=HERE / "out")
     p.add_argument("--nsys", default=None)
     p.add_argument(
@@ -241,6 +276,7 @@ def main() -> None:
     )
     args = p.parse_args()
     nsys = find_nsys(args.nsys)
+    compile_census()
     reports = (
         "cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum"
         if args.nsys_new_names
@@ -268,9 +304,10 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
         "| kernels | file | SQL floor | floor, start/end only | nsys stats (3 reports) | nsys PSS "
         "| census summary | summary / nsys | summary / floor | summary CPU / floor | summary PSS "
         "| summary read with SQL | SQL / pages "
-        "| summary --no-idle | idle split cost (summary / --no-idle) | --no-idle PSS "
+        "| summary --no-idle | idle split cost (summary / --no-idle) "
+        "| idle split cost, paired (lowest-highest) | --no-idle PSS "
         "| cached summary | census diff (2 files) | diff / summary | diff PSS | cached diff |\n"
-        "|" + " ---: |" * 21
+        "|" + " ---: |" * 22
     )
     lines = [head]
     for r in rows:
@@ -291,6 +328,7 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
             f"{r['summary_sql_wall'] / r['summary_wall']:.2f}x",
             s(r["summary_no_idle_wall"]),
             f"{r['summary_wall'] / r['summary_no_idle_wall']:.2f}x",
+            _paired(r),
             m(r["summary_no_idle_pss"]),
             s(r["summary_cached_wall"]),
             s(r["diff_wall"]),
@@ -302,10 +340,18 @@ def format_table(rows: list[dict], nsys: str | None, repeat: int) -> str:
     lines.append("")
     lines.append(
         f"nsys: {nsys or 'not found'}; machine: {os.cpu_count()} cores; times: medians of "
-        f"{repeat} alternating runs, inputs read into the page cache before each; PSS: one more "
-        "run of each, sampled every 20 ms"
+        f"{repeat} alternating runs, inputs read into the page cache before each; paired: the "
+        "median of the ratios of back-to-back pairs (AB, BA, ...); PSS: one more run of each, "
+        "sampled every 20 ms"
     )
     return "\n".join(lines)
+
+
+def _paired(r: dict) -> str:
+    if "idle_ratio" not in r:
+        return "n/a"
+    return (f"{r['idle_ratio']:.3f}x ({r['idle_ratio_low']:.3f}-{r['idle_ratio_high']:.3f}, "
+            f"{r['idle_pairs']} pairs)")  # fmt: skip
 
 
 if __name__ == "__main__":

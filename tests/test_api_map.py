@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from census.load.api_calls import ApiMap, narrow
+from census.load.api_names import TABLE_IDS, ApiNames
 from census.load.intervals import INT_NULL, NO_STEP
 
 U32 = (1 << 32) - 1
@@ -46,3 +47,33 @@ def test_narrow_only_when_every_id_fits() -> None:
     api = ApiMap({1: narrow(np.array([3, 7], np.int64))}, {1: np.array([0, 1], np.int32)})
     found, step = api.lookup(np.array([1, 1, INT_NULL, 1]), np.array([7, INT_NULL, 3, -5]))
     assert found.tolist() == [True, False, False, False] and step.tolist() == [1, -1, -1, -1]
+
+
+names_ids = st.integers(0, 80) | st.integers(-(1 << 62), 1 << 62)
+
+
+@given(
+    st.sets(st.integers(0, 60), max_size=8),
+    st.sets(st.integers(0, 60), max_size=3),
+    st.lists(names_ids, max_size=60),
+    st.booleans(),
+)
+def test_name_lookups_are_membership_whatever_the_ids(
+    candidates: set, syncs: set, probes: list, big: bool
+) -> None:
+    """launch_code, is_candidate and is_sync by table equal their definitions on any id: NULL,
+    negative, past the largest id read, and near int64's ends; `big`: the ids are too large
+    for a table (the search path)."""
+    shift = TABLE_IDS if big else 0
+    cands = sorted(c + shift for c in candidates)
+    launch = np.array([c for c in cands if c % 3], np.int64)
+    sync = tuple(sorted(s + shift for s in syncs))
+    names = ApiNames(tuple(cands), launch, ("x",) * len(launch), np.zeros(len(launch), np.int64),
+                     sync, True)  # fmt: skip
+    name = np.array([*probes, *cands, INT_NULL, np.iinfo(np.int64).max], np.int64)
+    assert (names._tables is None) == (big and bool(cands or sync))
+    rows = name.tolist()
+    code = [launch.tolist().index(n) if n in launch.tolist() else -1 for n in rows]
+    assert names.launch_code(name).tolist() == code
+    assert names.is_candidate(name).tolist() == [n in cands for n in rows]
+    assert names.is_sync(name).tolist() == [n in sync for n in rows]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from census.definitions import GRAPH_LAUNCH_APIS, SYNC_APIS, launch_api_kind, normalise_api_name
+from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
 from census.load.intervals import INT_NULL, NO_STEP, StepIndex
@@ -25,73 +25,8 @@ from census.load.launch_totals import LaunchTotals
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
-CANDIDATE_WORDS = ("launch", "memcpy", "memset")  # runtime calls that can issue GPU work
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
 _MAX = np.iinfo(np.int64).max
-
-
-@dataclass(frozen=True)
-class ApiNames:
-    """Name ids of the runtime rows census reads, and what each launch id denotes."""
-
-    candidates: tuple[int, ...]  # launches, memcpys, memsets
-    launch_ids: np.ndarray  # sorted
-    launch_api: tuple[str, ...]  # per launch id
-    graph: np.ndarray  # per launch id: 1 for a graph launch
-    # synchronising calls (SYNC_APIS), read beside the candidates only for the idle split
-    sync_ids: tuple[int, ...] = ()
-    timeline: bool = False  # gather the launch and sync calls of the idle split
-
-    @property
-    def where(self) -> str:
-        return name_in(self.candidates)
-
-    @property
-    def pass_where(self) -> str:
-        """The rows the runtime pass reads: the candidates, and the syncs when asked for."""
-        return name_in(sorted({*self.candidates, *self.sync_ids}))
-
-    def is_candidate(self, name: np.ndarray) -> np.ndarray:
-        return np.isin(name, np.array(self.candidates, np.int64))
-
-    def is_sync(self, name: np.ndarray) -> np.ndarray:
-        return np.isin(name, np.array(self.sync_ids, np.int64))
-
-    def launch_code(self, name: np.ndarray) -> np.ndarray:
-        """Index into launch_ids of each name id, -1 when it is not a launch."""
-        if not len(self.launch_ids):
-            return np.full(len(name), -1, np.int64)
-        i = np.searchsorted(self.launch_ids, name)
-        ii = np.minimum(i, len(self.launch_ids) - 1)
-        return np.where(self.launch_ids[ii] == name, ii, -1)
-
-
-def name_in(ids) -> str:
-    """The SQL condition: a runtime row's name is one of `ids` (none: no row)."""
-    return f"nameId IN ({','.join(map(str, ids))})" if len(ids) else "0"
-
-
-def read_api_names(conn: sqlite3.Connection, schema: sc.Schema, syncs: bool = False) -> ApiNames:
-    """The runtime names census reads; `syncs`: the synchronising calls too (idle split)."""
-    found = []
-    if schema.has(sc.STRINGS):
-        syncing = " OR value LIKE '%synchronize%'" if syncs else ""
-        found = conn.execute(
-            f"""SELECT id, value FROM "{sc.STRINGS}" WHERE id IS NOT NULL AND (value LIKE
-                '%launch%' OR value LIKE '%memcpy%' OR value LIKE '%memset%'{syncing})"""
-        ).fetchall()
-    # SQLite's LIKE ignores ASCII case: so does this
-    rows = [(i, v) for i, v in found if any(w in str(v).lower() for w in CANDIDATE_WORDS)]
-    launches = sorted((int(i), api) for i, v in rows if (api := launch_api_kind(str(v))))
-    return ApiNames(
-        candidates=tuple(sorted({int(i) for i, _ in rows})),
-        launch_ids=np.array([i for i, _ in launches], np.int64),
-        launch_api=tuple(api for _, api in launches),
-        graph=np.array([int(api in GRAPH_LAUNCH_APIS) for _, api in launches], np.int64),
-        sync_ids=tuple(sorted(int(i) for i, v in found
-                              if normalise_api_name(str(v)) in SYNC_APIS)) if syncs else (),
-        timeline=syncs,
-    )  # fmt: skip
 
 
 @dataclass

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from census.load.api_calls import name_in, read_api_names
+from census.load.api_names import name_in, read_api_names
 from census.load.columns import read_batches, rowid_range
 from census.load.idle_windows import Rows, Window, windows
 from census.load.intervals import Covered

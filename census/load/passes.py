@@ -19,13 +19,12 @@ import numpy as np
 from census.definitions import NCCL_SQL_LIKE
 from census.load.api_calls import (
     ApiMap,
-    ApiNames,
     merge_runtime,
-    read_api_names,
     read_other_calls,
     read_runtime_grouped,
     read_runtime_part,
 )
+from census.load.api_names import ApiNames, read_api_names
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.intervals import StepIndex
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
