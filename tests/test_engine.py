@@ -284,6 +284,16 @@ def test_ctrl_c_stops_the_workers_at_once(tmp_path: Path) -> None:
         os.killpg(proc.pid, 0)  # no process of its group is left
 
 
+def _random_runs(rng: np.random.Generator) -> list:
+    """Up to 4 runs of (process code, start, end) sorted by start, with many ties."""
+    runs = []
+    for _ in range(int(rng.integers(0, 5))):
+        start = np.sort(rng.integers(0, 30, int(rng.integers(0, 40))))
+        runs.append((rng.integers(0, 3, len(start)).astype(np.uint8), start,
+                     start + rng.integers(0, 9, len(start))))  # fmt: skip
+    return runs
+
+
 def test_memory_runs_merge_as_a_stable_sort() -> None:
     """census.load.memory._merged (each job's busy intervals sorted by start, merged by
     searching) equals a stable sort of the runs' concatenation, ties in starts included."""
@@ -291,17 +301,45 @@ def test_memory_runs_merge_as_a_stable_sort() -> None:
 
     rng = np.random.default_rng(5)
     for _ in range(200):
-        runs = []
-        for _ in range(int(rng.integers(0, 5))):
-            start = np.sort(rng.integers(0, 30, int(rng.integers(0, 40))))  # many ties
-            runs.append((rng.integers(0, 3, len(start)).astype(np.uint8), start,
-                         start + rng.integers(0, 9, len(start))))  # fmt: skip
+        runs = _random_runs(rng)
         code, start, end = _merged(runs, np.uint8)
         whole = [np.concatenate([r[i] for r in runs] or [np.zeros(0, np.int64)]) for i in range(3)]
         order = np.argsort(whole[1], kind="stable")
         assert start.tolist() == whole[1][order].tolist()
         assert end.tolist() == whole[2][order].tolist()
         assert code.tolist() == whole[0][order].tolist() and code.dtype == np.uint8
+
+
+def test_spilled_memory_runs_read_a_window_as_the_merged_runs(tmp_path: Path) -> None:
+    """A window of the memory pass's runs written to files (census.load.memory.SpilledBusy)
+    equals the same window of the runs merged in memory: bounds before, inside, on ties and
+    past the intervals, open ends, empty runs, and several runs in one file."""
+    from census.load.memory import SpilledBusy, SpilledRun, _merged
+
+    rng = np.random.default_rng(6)
+    procs = np.array([11, 22, 33], np.int64)
+    for trial in range(150):
+        runs = _random_runs(rng)
+        folder = tmp_path / str(trial)
+        folder.mkdir()
+        spilled = SpilledBusy([SpilledRun.of(str(folder), *run) for run in runs], procs)
+        merged = _merged(runs, np.uint8)
+        for _ in range(6):
+            lo, hi = sorted(rng.integers(-2, 33, 2).tolist())
+            for after, before in ((lo, hi), (None, hi), (lo, None), (None, None)):
+                got = spilled.window(after, before)
+                keep = np.ones(len(merged[1]), bool)
+                if after is not None:
+                    keep &= merged[1] >= after
+                if before is not None:
+                    keep &= merged[1] < before
+                assert got.start.tolist() == merged[1][keep].tolist()
+                assert got.end.tolist() == merged[2][keep].tolist()
+                assert got.code.tolist() == merged[0][keep].tolist()
+                assert got.code.dtype == np.uint8
+                assert [got.key(c) for c in got.code[:3].tolist()] == [
+                    int(procs[c]) for c in merged[0][keep][:3].tolist()
+                ]
 
 
 def test_touching_searches_a_batch_s_ranges_only() -> None:

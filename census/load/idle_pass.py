@@ -44,7 +44,8 @@ def idle_inputs(conn: sqlite3.Connection, schema: sc.Schema, steps: list, segmen
     return IdleInputs(windows(steps, segments), threads)
 
 
-EARLY_MIN_ROWS = 50_000  # NVTX rows from which reading the threads' ranges beside pays
+# NVTX rows from which reading the threads' ranges beside pays (at 16,200 rows: 0.04 s)
+EARLY_MIN_ROWS = 10_000
 
 
 def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -76,6 +77,18 @@ class Members:
     key: Callable[[int], tuple]
     parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
 
+    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
+        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
+        a = 0 if after_ns is None else int(np.searchsorted(self.start, after_ns, "left"))
+        b = len(self.start) if before_ns is None else int(np.searchsorted(self.start, before_ns))
+        return Members(self.code[a:b], self.start[a:b], self.end[a:b], self.key)
+
+
+class Windowed(Protocol):
+    """Intervals sorted by start, read a window of starts at a time."""
+
+    def window(self, after_ns: int | None, before_ns: int | None) -> Members: ...
+
 
 @dataclass(frozen=True)
 class GpuContext:
@@ -84,7 +97,8 @@ class GpuContext:
     any_nccl: bool  # whether any kernel name can be NCCL; without, no all-kernel union
     has_demangled: bool
     tables: frozenset[str]
-    memory_busy: Members | None = None  # memcpys/memsets that count in busy time, by start
+    # memcpys/memsets that count in busy time, by start: Members, or SpilledBusy's runs
+    memory_busy: Windowed | None = None
     # with phase segments as the index: each segment's step, for the steps' own unions (scopes
     # parent_scope(step)); None when the index holds the steps themselves
     parents: np.ndarray | None = None
@@ -313,13 +327,6 @@ def no_members() -> Members:
     return Members(empty, empty, empty, lambda c: c)
 
 
-def window(busy: Members, after_ns: int | None, before_ns: int | None) -> Members:
-    """The intervals of `busy` (sorted by start) starting in [after_ns, before_ns)."""
-    a = 0 if after_ns is None else int(np.searchsorted(busy.start, after_ns, "left"))
-    b = len(busy.start) if before_ns is None else int(np.searchsorted(busy.start, before_ns))
-    return Members(busy.code[a:b], busy.start[a:b], busy.end[a:b], busy.key)
-
-
 def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
     """The intervals with an extent of processes that have steps; code: index into procs."""
     if not len(procs):
@@ -346,7 +353,7 @@ def read_part(
     """Aggregate one rowid range of kernels; sweep busy time with the memcpys/memsets that
     start in its time window."""
     reader = PartReader(conn, ctx)
-    memory = window(ctx.memory_busy or no_members(), part.after_ns, part.before_ns)
+    memory = (ctx.memory_busy or no_members()).window(part.after_ns, part.before_ns)
     fed = 0
     if part.rows is not None:
         last = part.rows.lo

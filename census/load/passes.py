@@ -71,19 +71,27 @@ def run_passes(
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
     runner = Runner(conn, path, size, progress, aside)
-    if not timeline or (size <= 1 and rows < PARALLEL_MIN_ROWS):
+    if size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS):
         return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
-    # the gathered timeline goes to files (census.load.timeline): 16 bytes an interval at most
-    folder = make_spill_folder(16 * rows)
+    # the memory pass's busy intervals (17 bytes each) and the gathered timeline (16 bytes an
+    # interval at most) go to files (census.load.memory, census.load.timeline)
+    folder = make_spill_folder(16 * rows + 17 * _memory_rows(conn, schema))
     try:
         with spilling(folder):
             done = _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    if done.timeline is not None:
+    if done.timeline is None:
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
         done.timeline.folder = folder  # removed by whoever splits the idle time (close())
     return done
+
+
+def _memory_rows(conn: sqlite3.Connection, schema: sc.Schema) -> int:
+    return sum((rowid_range(conn, t) or RowidRange(0, 0)).rows
+               for t in (sc.MEMCPY, sc.MEMSET) if schema.has(t))  # fmt: skip
 
 
 def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:

@@ -26,7 +26,6 @@ from census.load.kernels import (
     kernel_columns,
     no_members,
     reached,
-    window,
 )
 from census.sources import schema as sc
 
@@ -69,7 +68,7 @@ def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
         if latest is not None and latest >= reach:
             break
     end = reach if part.before_ns is None else min(reach, part.before_ns)
-    busy.append(window(ctx.memory_busy or no_members(), part.after_ns, end))
+    busy.append((ctx.memory_busy or no_members()).window(part.after_ns, end))
     return _concat(unions), _concat(busy)
 
 

@@ -48,6 +48,11 @@ def spilling(folder: str) -> Iterator[None]:
         _spill[0] = None
 
 
+def spill_folder() -> str | None:
+    """The folder a pass spills to now (`spilling`), or None."""
+    return _spill[0]
+
+
 @dataclass(frozen=True)
 class Piece:
     """One batch of intervals [start, end) (any order), with its earliest start `lo` and latest
@@ -69,7 +74,7 @@ class Piece:
     @classmethod
     def of(cls, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> Piece:
         lo, hi, n = int(start.min()), int(end.max()), len(start)
-        folder = _spill[0]
+        folder = spill_folder()
         if folder is None:
             return cls(lo, hi, n, arrays=(start, end))
         start, end = by_start(start, end)
