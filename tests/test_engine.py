@@ -310,12 +310,16 @@ def test_memory_runs_merge_as_a_stable_sort() -> None:
         assert code.tolist() == whole[0][order].tolist() and code.dtype == np.uint8
 
 
-def test_spilled_memory_runs_read_a_window_as_the_merged_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("block", [1, 3, 4096])
+def test_spilled_memory_runs_read_a_window_as_the_merged_runs(tmp_path, monkeypatch, block):
     """A window of the memory pass's runs written to files (census.load.memory.SpilledBusy)
     equals the same window of the runs merged in memory: bounds before, inside, on ties and
-    past the intervals, open ends, empty runs, and several runs in one file."""
+    past the intervals, open ends, empty runs, several runs in one file, and blocks of starts
+    (a bound searched in one) of 1, 3 and the real 4,096."""
+    from census.load import memory
     from census.load.memory import SpilledBusy, SpilledRun, _merged
 
+    monkeypatch.setattr(memory, "BLOCK", block)
     rng = np.random.default_rng(6)
     procs = np.array([11, 22, 33], np.int64)
     for trial in range(150):

@@ -179,8 +179,8 @@ def test_gathered_timelines_equal_a_separate_read(path: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize("path", _real_exports(), ids=lambda p: p.name)
 def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkeypatch) -> None:
-    """The step threads' NVTX ranges read in a process beside (from EARLY_MIN_ROWS NVTX rows:
-    none of these exports has that many) give the same split by host range as read inline,
+    """The step threads' NVTX ranges read in a process beside (from EARLY_MIN_ROWS NVTX rows,
+    forced here for every export) give the same split by host range as read inline,
     and a process beside that fails leaves them read inline."""
     import census.load.idle_pass as idle_pass
     from census.load.pool import Beside

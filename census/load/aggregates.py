@@ -174,7 +174,7 @@ def _load(
     workers: int | None,
     batch_rows: int | None,
 ) -> Profile:
-    from census.load.idle_pass import idle_inputs, threads_early
+    from census.load.idle_pass import threads_early
 
     schema = _read_schema(conn, path)
     warnings = _schema_warnings(schema)
@@ -185,16 +185,17 @@ def _load(
     early = threads_early(conn, path, schema, steps) if idle and steps else None
     try:
         return _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress,
-                           workers, batch_rows, partial(idle_inputs, early=early))  # fmt: skip
+                           workers, batch_rows, early)  # fmt: skip
     finally:
         if early is not None:
             early.stop()
 
 
 def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress, workers,
-                batch_rows, idle_inputs) -> Profile:  # fmt: skip
+                batch_rows, early) -> Profile:  # fmt: skip
     """The profile once the steps are known: phases, the passes, the aggregates, the idle
-    split (its inputs from `idle_inputs`)."""
+    split (the step threads' ranges from `early`, threads_early's, where it read them)."""
+    from census.load.idle_pass import idle_inputs
     from census.load.intervals import StepIndex
     from census.load.passes import run_passes
     from census.load.phases import read_segments
@@ -213,8 +214,12 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
         index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
     parents = segments.step if segments else None
     timeline = idle and bool(steps)
-    # the idle split's windows and NVTX ranges: read while the workers read the kernels
-    aside = partial(idle_inputs, conn, schema, steps, segments) if timeline else None
+    # the step threads' ranges read beside, taken before the passes: the process that holds
+    # them ends (at 3x10^7 kernels it held 160 MiB through the runtime pass)
+    threads = early.result() if early is not None else None
+    # the idle split's windows (and the threads' ranges where not read beside): made while the
+    # workers read the kernels
+    aside = partial(idle_inputs, conn, schema, steps, segments, threads) if timeline else None
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
                         timeline, aside)  # fmt: skip
     try:

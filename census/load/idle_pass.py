@@ -35,10 +35,9 @@ class IdleInputs(NamedTuple):
 
 
 def idle_inputs(conn: sqlite3.Connection, schema: sc.Schema, steps: list, segments: Iterable,
-                early: Beside | None = None) -> IdleInputs:  # fmt: skip
-    """The windows, and the step threads' ranges: from `early` (threads_early's) where it read
-    them, else read now."""
-    threads = early.result() if early is not None else None
+                threads: Threads | None = None) -> IdleInputs:  # fmt: skip
+    """The windows, and the step threads' ranges: `threads` where threads_early read them, else
+    read now."""
     if threads is None:
         threads = step_threads(conn, schema, steps)
     return IdleInputs(windows(steps, segments), threads)
@@ -52,8 +51,8 @@ def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
                   steps: list) -> Beside | None:  # fmt: skip
     """The step threads' ranges read in a process of their own, started now (while this one
     reads the phases, a single-core stretch), where the NVTX table is large enough for that to
-    pay and no other thread runs (pool.alone); None otherwise. idle_inputs takes the result
-    (stop() it in any case)."""
+    pay and no other thread runs (pool.alone); None otherwise. Take its result() before the
+    passes (the process holds its rows until then), for idle_inputs; stop() it in any case."""
     rows = rowid_range(conn, sc.NVTX) if schema.has(sc.NVTX) else None
     if rows is None or rows.rows < EARLY_MIN_ROWS or not alone():
         return None

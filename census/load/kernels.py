@@ -45,6 +45,7 @@ from census.load.unions import Unions
 from census.sources import schema as sc
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
+_INT_MAX = int(np.iinfo(np.int64).max)
 WHOLE = NO_STEP  # the scope of capture-wide unions
 UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
 
@@ -351,10 +352,11 @@ def read_part(
     conn: sqlite3.Connection, ctx: GpuContext, part: Part, tick=lambda n: None
 ) -> PartResult:
     """Aggregate one rowid range of kernels; sweep busy time with the memcpys/memsets that
-    start in its time window."""
+    start in its time window, each batch with those that start by its latest kernel start
+    (read a batch's worth at a time: a range holds no window of them)."""
     reader = PartReader(conn, ctx)
-    memory = (ctx.memory_busy or no_members()).window(part.after_ns, part.before_ns)
-    fed = 0
+    memory = ctx.memory_busy or no_members()
+    fed = part.after_ns  # the memory intervals that start from here on are not swept yet
     if part.rows is not None:
         last = part.rows.lo
         batches = read_batches(conn, sc.KERNEL, kernel_columns(ctx), part.rows,
@@ -362,22 +364,33 @@ def read_part(
         for b, top in batches:
             latest, unions, busy = reader.add_kernels(b, part)
             reader.sweep_unions(unions)
-            upto = fed if latest is None else int(np.searchsorted(memory.start, latest, "right"))
-            reader.sweep_busy(_joined(busy, memory, fed, upto))
-            fed = upto
+            if latest is not None:
+                upto = _earliest(_after(latest), part.before_ns)
+                busy = _joined(busy, memory.window(fed, upto))
+                fed = upto
+            reader.sweep_busy(busy)
             tick(top - last)
             last = top
-    reader.sweep_busy(_joined(no_members(), memory, fed, len(memory.start)))
+    reader.sweep_busy(memory.window(fed, part.before_ns))
     return reader.res
 
 
-def _joined(kernels: Members, memory: Members, a: int, b: int) -> Members:
-    if a >= b:
+def _after(t: int) -> int | None:
+    """The first time after t (None: none is, past int64)."""
+    return t + 1 if t < _INT_MAX else None
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    """The earlier of two window ends (None: open)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _joined(kernels: Members, memory: Members) -> Members:
+    if not len(memory.code):
         return kernels
-    key = memory.key if len(memory.code) else kernels.key
     return Members(
-        np.concatenate([kernels.code, memory.code[a:b]]),
-        np.concatenate([kernels.start, memory.start[a:b]]),
-        np.concatenate([kernels.end, memory.end[a:b]]),
-        key,
+        np.concatenate([kernels.code, memory.code]),
+        np.concatenate([kernels.start, memory.start]),
+        np.concatenate([kernels.end, memory.end]),
+        memory.key,
     )

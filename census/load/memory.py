@@ -135,12 +135,14 @@ def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryRe
 @dataclass(frozen=True)
 class SpilledRun:
     """A job's busy intervals sorted by start, in a file from byte `offset`: `count` int64
-    starts, then as many ends, then their process codes (`dtype`)."""
+    starts, then as many ends, then their process codes (`dtype`); `marks`: every BLOCK-th
+    start, so that finding a time reads one block of starts."""
 
     path: str
     offset: int
     count: int
     dtype: str
+    marks: np.ndarray
 
     @classmethod
     def of(cls, folder: str, code: np.ndarray, start: np.ndarray, end: np.ndarray) -> SpilledRun:
@@ -149,38 +151,51 @@ class SpilledRun:
             offset = fh.tell()
             for column in (start, end, code):
                 fh.write(memoryview(np.ascontiguousarray(column)))
-        return cls(path, offset, len(start), code.dtype.str)
+        return cls(path, offset, len(start), code.dtype.str, start[::BLOCK].copy())
 
     def window(self, after_ns: int | None, before_ns: int | None) -> tuple:
-        """(code, start, end) of the intervals starting in [after_ns, before_ns): the starts
-        searched where the file maps them (a few pages read), the window's rows read."""
-        if not self.count:
-            return tuple(np.zeros(0, t) for t in (self.dtype, np.int64, np.int64))
-        starts = np.memmap(self.path, np.int64, "r", self.offset, (self.count,))
-        a = 0 if after_ns is None else int(np.searchsorted(starts, after_ns, "left"))
-        b = self.count if before_ns is None else int(np.searchsorted(starts, before_ns))
-        del starts
+        """(code, start, end) of the intervals starting in [after_ns, before_ns), read from
+        the file."""
+        a = 0 if after_ns is None else self._first(after_ns)
+        b = self.count if before_ns is None else self._first(before_ns)
         n, code = max(b - a, 0), np.dtype(self.dtype)
         return (self._rows(code, 16 * self.count + code.itemsize * a, n),
                 self._rows(np.dtype(np.int64), 8 * a, n),
                 self._rows(np.dtype(np.int64), 8 * (self.count + a), n))  # fmt: skip
 
+    def _first(self, t: int) -> int:
+        """The index of the first start at or after t: searched in the one block of starts
+        that holds it."""
+        k = int(np.searchsorted(self.marks, t, "left")) - 1  # the block's first start < t
+        if k < 0:
+            return 0
+        block = self._rows(np.dtype(np.int64), 8 * k * BLOCK, min(BLOCK, self.count - k * BLOCK))
+        return k * BLOCK + int(np.searchsorted(block, t, "left"))
+
     def _rows(self, dtype: np.dtype, at: int, n: int) -> np.ndarray:
         return np.fromfile(self.path, dtype, n, offset=self.offset + at)
+
+
+BLOCK = 4096  # starts between two of a run's marks
 
 
 @dataclass(frozen=True)
 class SpilledBusy:
     """The memory pass's busy intervals as the jobs' spilled runs: a window of them (by start)
-    is read from each run and merged as _merged merges whole runs."""
+    is read from each run and ordered as _merged orders whole runs (a stable sort of the runs'
+    windows one after another: a kernel batch's window is small, and _merged's searches of
+    each run in every other cost 3 ms a window of eight runs)."""
 
     runs: list[SpilledRun]
     procs: np.ndarray  # a code's process
 
     def window(self, after_ns: int | None, before_ns: int | None) -> Members:
-        parts = [run.window(after_ns, before_ns) for run in self.runs]
-        code, start, end = _merged(parts, np.min_scalar_type(len(self.procs)))
-        procs = self.procs
+        none = [(np.zeros(0, np.uint8), *[np.zeros(0, np.int64)] * 2)]
+        parts = [run.window(after_ns, before_ns) for run in self.runs] or none
+        code, start, end = (np.concatenate([part[i] for part in parts]) for i in range(3))
+        order = np.argsort(start, kind="stable")
+        code = code[order].astype(np.min_scalar_type(len(self.procs)), copy=False)
+        start, end, procs = start[order], end[order], self.procs
         return Members(code, start, end, lambda c: int(procs[c]))
 
 
