@@ -318,7 +318,9 @@ class _Forked:
                 self.progress(self.label, self.counter.value, self.total)
                 if any(f.done() and f.exception() for f in pending):
                     break
-            return [f.result() for f in pending]  # re-raises a worker's exception here
+            done = [f.result() for f in pending]  # re-raises a worker's exception here
+            self.pending = []  # the caller owns the results: they go when it drops them
+            return done
         finally:
             self.close()
 

@@ -33,10 +33,14 @@ HEAD_BATCH_ROWS = 4096
 
 
 def fold(conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: list[PartResult]):
+    """One result of the ranges' results, added in order; each range's result is dropped once
+    added (its columns, mapped from the file it came in, are let go one range at a time)."""
     total = results[0]
-    for part, res in zip(parts[1:], results[1:], strict=True):
-        _remove_overlap(conn, ctx, total, part, res)
+    for i in range(1, len(results)):
+        res, results[i] = results[i], None
+        _remove_overlap(conn, ctx, total, parts[i], res)
         _add(total, res)
+        del res
     return total
 
 
