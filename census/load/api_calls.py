@@ -20,13 +20,12 @@ import numpy as np
 from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
-from census.load.intervals import INT_NULL, NO_STEP, StepIndex
+from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex
 from census.load.launch_totals import LaunchTotals
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
 
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
-_MAX = np.iinfo(np.int64).max
 
 
 @dataclass
@@ -269,8 +268,8 @@ def read_runtime_grouped(
     api = ApiMap()
     keyed = np.flatnonzero((proc != INT_NULL) & (corr != INT_NULL))
     for p, r in _by_value(proc, keyed):
-        c, first_start = _group_min(corr[r], np.where(start[r] == INT_NULL, _MAX, start[r]))
-        t = np.where(first_start == _MAX, INT_NULL, first_start)
+        c, first_start = _group_min(corr[r], np.where(start[r] == INT_NULL, INT_MAX, start[r]))
+        t = np.where(first_start == INT_MAX, INT_NULL, first_start)
         api.corr[p], api.step[p] = narrow(c), steps.step_at(np.full(len(c), p), t)
     code = names.launch_code(cols["name"])
     rank = np.argsort(np.argsort(np.array(names.launch_api, dtype=object)))  # MIN(api) by name
@@ -285,8 +284,8 @@ def read_runtime_grouped(
         order = grouped[np.lexsort((corr[grouped], proc[grouped]))]
         key_p, key_c = proc[order], corr[order]
         firsts = np.flatnonzero(np.r_[True, (key_p[1:] != key_p[:-1]) | (key_c[1:] != key_c[:-1])])
-        t0 = np.minimum.reduceat(np.where(start[order] == INT_NULL, _MAX, start[order]), firsts)
-        t0 = np.where(t0 == _MAX, INT_NULL, t0)
+        t0 = np.minimum.reduceat(np.where(start[order] == INT_NULL, INT_MAX, start[order]), firsts)
+        t0 = np.where(t0 == INT_MAX, INT_NULL, t0)
         d = np.maximum.reduceat(dur[order], firsts)  # INT_NULL is the smallest: ignored
         api_code = np.argsort(rank)[np.minimum.reduceat(rank[code[order]], firsts)]
         graph = np.maximum.reduceat(names.graph[code[order]], firsts)

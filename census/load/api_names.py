@@ -38,16 +38,17 @@ class ApiNames:
         return name_in(sorted({*self.candidates, *self.sync_ids}))
 
     def is_candidate(self, name: np.ndarray) -> np.ndarray:
-        table = self._tables
-        if table is None:
-            return np.isin(name, np.array(self.candidates, np.int64))
-        return (_by_id(table[1], name) & _CANDIDATE) != 0
+        return self._among(name, self.candidates, _CANDIDATE)
 
     def is_sync(self, name: np.ndarray) -> np.ndarray:
+        return self._among(name, self.sync_ids, _SYNC)
+
+    def _among(self, name: np.ndarray, ids: tuple[int, ...], bit: int) -> np.ndarray:
+        """Whether each name id is one of `ids` (the kind table's `bit`)."""
         table = self._tables
         if table is None:
-            return np.isin(name, np.array(self.sync_ids, np.int64))
-        return (_by_id(table[1], name) & _SYNC) != 0
+            return np.isin(name, np.array(ids, np.int64))
+        return (_by_id(table[1], name) & bit) != 0
 
     def launch_code(self, name: np.ndarray) -> np.ndarray:
         """Index into launch_ids of each name id, -1 when it is not a launch."""

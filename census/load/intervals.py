@@ -16,6 +16,7 @@ import numpy as np
 from census.load.figures import Spans, Sums, add_rows
 
 INT_NULL = np.iinfo(np.int64).min
+INT_MAX = np.iinfo(np.int64).max
 NO_STEP = -1
 _SAFE = 1 << 62
 HOLES_KEPT = 64  # a batch its ranges cover but for 1/64 of its span is kept whole (keeping)

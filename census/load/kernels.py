@@ -28,6 +28,7 @@ from census.load.columns import (
 )
 from census.load.figures import KERNEL_SUMS, MemoryGroups, Spans, Sums, add_rows
 from census.load.intervals import (
+    INT_MAX,
     INT_NULL,
     NO_STEP,
     StepIndex,
@@ -45,7 +46,6 @@ from census.load.unions import Unions
 from census.sources import schema as sc
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
-_INT_MAX = int(np.iinfo(np.int64).max)
 WHOLE = NO_STEP  # the scope of capture-wide unions
 UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
 
@@ -377,7 +377,7 @@ def read_part(
 
 def _after(t: int) -> int | None:
     """The first time after t (None: none is, past int64)."""
-    return t + 1 if t < _INT_MAX else None
+    return t + 1 if t < INT_MAX else None
 
 
 def _earliest(a: int | None, b: int | None) -> int | None:

@@ -21,7 +21,7 @@ from census.load.columns import TIMED, read_batches, rowid_range, split, with_en
 from census.load.figures import MemoryGroups, Spans, add_rows, exact
 from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
-from census.load.timeline import TimelineParts, spill_folder
+from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.sources import schema as sc
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
@@ -176,9 +176,6 @@ class SpilledRun:
         return np.fromfile(self.path, dtype, n, offset=self.offset + at)
 
 
-BLOCK = 4096  # starts between two of a run's marks
-
-
 @dataclass(frozen=True)
 class SpilledBusy:
     """The memory pass's busy intervals as the jobs' spilled runs: a window of them (by start)
@@ -190,8 +187,9 @@ class SpilledBusy:
     procs: np.ndarray  # a code's process
 
     def window(self, after_ns: int | None, before_ns: int | None) -> Members:
-        none = [(np.zeros(0, np.uint8), *[np.zeros(0, np.int64)] * 2)]
-        parts = [run.window(after_ns, before_ns) for run in self.runs] or none
+        parts = [run.window(after_ns, before_ns) for run in self.runs]
+        if not parts:
+            parts = [(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))]
         code, start, end = (np.concatenate([part[i] for part in parts]) for i in range(3))
         order = np.argsort(start, kind="stable")
         code = code[order].astype(np.min_scalar_type(len(self.procs)), copy=False)

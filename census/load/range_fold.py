@@ -40,7 +40,6 @@ def fold(conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: 
         res, results[i] = results[i], None
         _remove_overlap(conn, ctx, total, parts[i], res)
         _add(total, res)
-        del res
     return total
 
 
