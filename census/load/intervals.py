@@ -19,7 +19,6 @@ INT_NULL = np.iinfo(np.int64).min
 INT_MAX = np.iinfo(np.int64).max
 NO_STEP = -1
 _SAFE = 1 << 62
-HOLES_KEPT = 64  # a batch its ranges cover but for 1/64 of its span is kept whole (keeping)
 
 
 @dataclass(frozen=True)
@@ -71,29 +70,31 @@ class StepIndex:
         return (i >= 0) & (self.reach[proc][np.maximum(i, 0)] >= start)
 
     def keeping(self, proc: int, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-        """touching's filter, or None (keep them all) where the process's ranges cover the
-        batch's span but for 1/HOLES_KEPT of it: a superset of what touching keeps, found from
-        the few ranges the batch spans, without a search per interval."""
+        """touching's filter for intervals sorted by start, none ending before it starts; None
+        where it keeps them all. An interval starting inside the ranges' cover touches one; one
+        starting in a hole between them touches one only if it reaches the next range's start:
+        a search per hole the batch spans, none per interval."""
         if proc not in self.by_proc or not len(start):
             return np.zeros(len(start), bool)
         starts, reach = self.by_proc[proc][0], self.reach[proc]
-        first = min(int(start.min()), int(end.min()))
-        last_end = int(end.max())
-        last = max(int(start.max()), last_end)
-        a = int(np.searchsorted(starts, first, side="right"))
-        b = int(np.searchsorted(starts, last, side="right"))
-        if not b:  # no range starts by the last time: none is touched
-            return np.zeros(len(start), bool)
-        # the stretches of [first, last] no range covers: from each range's running end to the
-        # next range's start (or last), and, when none starts by first, from first to the first
-        k = max(a - 1, 0)
-        nxt = np.append(starts[k + 1 : b], last)
-        holes = int(np.maximum(nxt - np.maximum(reach[k:b], first), 0).sum())
-        if not a:
-            holes += int(starts[0]) - first
-        if last > first and holes * HOLES_KEPT <= last - first:
+        a = int(np.searchsorted(starts, start[0], side="right"))  # ranges starting by the first
+        b = int(np.searchsorted(starts, start[-1], side="right"))  # and by the last interval
+        # the holes [reach of range j, start of range j + 1) for j from a - 1 (the one before
+        # the first range, from the earliest time, where a is 0) to b - 1 (the one after)
+        lo = np.concatenate(([INT_NULL], reach[max(a - 1, 0) : b])[a > 0 :])
+        hi = np.append(starts[a:b], starts[b] if b < len(starts) else INT_MAX)
+        # the intervals starting in each (past its lower end: an end touches)
+        first = np.searchsorted(start, lo, side="right")
+        count = np.maximum(np.searchsorted(start, hi, side="left") - first, 0)
+        if not count.any():
             return None
-        return self._touching(proc, start, end, first, last_end)
+        rows = np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+        touch = end[rows] >= np.repeat(hi, count)
+        if touch.all():
+            return None
+        keep = np.ones(len(start), bool)
+        keep[rows] = touch
+        return keep
 
     def step_at(self, proc: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The step process `proc` was in at time `t`: the latest-starting step that began at or

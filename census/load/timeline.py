@@ -133,6 +133,8 @@ class TimelineParts:
     folder: str | None = None
 
     def add(self, kind: str, index: StepIndex, proc: int, start, end) -> None:
+        """Intervals (none ending before it starts) of one kind, kept where they touch a step."""
+        start, end = by_start(start, end)
         keep = index.keeping(proc, start, end)
         if keep is None:
             self.put(kind, proc, start, end)
@@ -210,10 +212,12 @@ def union(start: np.ndarray, end: np.ndarray) -> Intervals:
     if not len(start):
         return EMPTY
     s, e = by_start(start, end)
-    reach = np.maximum.accumulate(e)
+    ordered = bool(np.all(e >= s))
+    # none overlapping the next (touching it at most): each end is the furthest so far
+    reach = e if ordered and bool(np.all(s[1:] >= e[:-1])) else np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
-    if bool(new.all()) and bool(np.all(e >= s)):  # already disjoint: no copies
+    if ordered and bool(new.all()):  # already disjoint: no copies
         return s, e
     firsts = np.flatnonzero(new)
     lasts = np.append(firsts[1:] - 1, len(s) - 1)
