@@ -28,11 +28,11 @@ from census.load.api_names import ApiNames, read_api_names
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.intervals import StepIndex
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
-from census.load.launch_totals import LaunchTotals
+from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_fold import fold
-from census.load.timeline import TimelineParts, spilling
+from census.load.timeline import TimelineParts, spill_folder, spilling
 from census.sources import schema as sc
 from census.sources.export import Progress
 
@@ -99,13 +99,14 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
-    gpu = _gpu_passes(runner, ctx, batch_rows)
-    if gpu.missing and schema.has(sc.RUNTIME):
-        missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
-        more = read_other_calls(conn, names, steps, missing)
-        if more:  # GPU work issued by calls that are not launches, memcpys or memsets
-            ctx = replace(ctx, api=api.extended(more))
-            gpu = _gpu_passes(runner, ctx, batch_rows)
+    with set_aside(launch, spill_folder()):  # read back once the workers are done
+        gpu = _gpu_passes(runner, ctx, batch_rows)
+        if gpu.missing and schema.has(sc.RUNTIME):
+            missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
+            more = read_other_calls(conn, names, steps, missing)
+            if more:  # GPU work issued by calls that are not launches, memcpys or memsets
+                ctx = replace(ctx, api=api.extended(more))
+                gpu = _gpu_passes(runner, ctx, batch_rows)
     if not timeline:
         return Passes(gpu, launch, ctx.any_nccl, workers=runner.size, aside=runner.aside())
     gathered = gpu.timeline

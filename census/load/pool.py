@@ -248,6 +248,7 @@ class Runner:
         if self._aside is not None:
             work, self._aside = self._aside, None
             self._aside_result = work()
+            trim_heap()  # its temporaries: not held while the workers run
         return self._aside_result
 
     def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
