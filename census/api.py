@@ -6,6 +6,7 @@ one Options object says how steps are selected, and is the cache key (census.sto
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,7 +226,7 @@ def diff_view(
 
 def summary_document(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, list[str]]:
+) -> tuple[dict, Iterable[str]]:
     """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON,
     in pieces: the document is their join) of one export, from the cache when the same export
     and options were summarized before."""
@@ -234,7 +235,7 @@ def summary_document(
 
     sqlite_path = resolve_sqlite(path, progress)
 
-    def render() -> tuple[dict, list[str]]:  # only when the cache has no document
+    def render() -> tuple[dict, Iterable[str]]:  # only when the cache has no document
         from census.census import collector_paused
         from census.render.json_docs import summary_document_text
 
@@ -263,7 +264,7 @@ def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
 
 def summary_json_text(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, list[str]]:
+) -> tuple[dict, Iterable[str]]:
     """({"warnings", ...}, the `summary --json` document in pieces): summary_document with the
     capture overhead, which the cache leaves out (a calibration may come later); ranks',
     uncached."""
@@ -276,7 +277,18 @@ def summary_json_text(
         return {"warnings": list(view.census.warnings)}, [render(view, "json", top=top)]
     meta, text = summary_document(path, options, top, progress)
     overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
-    return meta, [*text[:-1], text[-1][:-1] + _capture_field(overhead)]  # its last "}" moved
+    return meta, _closed_with(text, _capture_field(overhead))
+
+
+def _closed_with(text: Iterable[str], field: str) -> Iterator[str]:
+    """The document's pieces with its closing "}" replaced by `field` (which closes it)."""
+    last = ""
+    for piece in text:
+        if piece:
+            if last:
+                yield last
+            last = piece
+    yield last[:-1] + field
 
 
 def _capture_field(overhead: dict | None) -> str:
@@ -291,7 +303,7 @@ def _overhead(folder: Path, meta: dict) -> dict | None:
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
-                  top: int = 20, progress: Progress | None = None) -> tuple[dict, list[str]]:  # fmt: skip
+                  top: int = 20, progress: Progress | None = None) -> tuple[dict, Iterable[str]]:  # fmt: skip
     """({"warnings"}, the `diff --format json` document as compact JSON, in pieces), from the
     cache when the same two exports were compared with the same options before (labels: their
     names)."""
@@ -301,7 +313,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 
     labels = labels or (default_label(a), default_label(b))
 
-    def render() -> tuple[dict, list[str]]:
+    def render() -> tuple[dict, Iterable[str]]:
         from census.census import collector_paused
         from census.render.json_docs import diff_document_text
 

@@ -62,3 +62,43 @@ def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
     census = summarize(p)
     assert json.loads("".join(text)) == json.loads(json.dumps(summary_json(census_view(census), 5)))
     assert meta["timing"] == census.per_step_timing()
+
+
+def test_a_document_is_written_as_made_and_read_back_whole(tmp_path: Path, monkeypatch) -> None:
+    """The document's pieces are made as they are written (never a list of them), go to the
+    entry, and come back from the file as written: again on each iteration, after the entry
+    is removed (a sweep by another census), and, where the cache cannot be written, made
+    again from the document."""
+    import json
+
+    from census.api import summary_json_text
+    from census.render import json_rows
+
+    made = []
+    real = json_rows.dump_pieces
+
+    def counted(doc):
+        for piece in real(doc):
+            made.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(json_rows, "dump_pieces", counted)
+    p = Path(shutil.copy(fixture_file("h200_compiled_3steps.sqlite"), tmp_path / "c.sqlite"))
+    _, text = summary_document(p, Options(), top=5)
+    count = len(made)
+    assert count and not isinstance(text, list)  # made once, into the entry
+    entries = list((Path(os.environ["CENSUS_CACHE_DIR"]) / "summary-json").glob("*.json"))
+    assert len(entries) == 1
+    entries[0].unlink()
+    whole = "".join(text)
+    assert "".join(text) == whole and len(made) == count  # read back, not made again
+    doc = json.loads(whole)
+    assert doc["census_version"] and len(doc["steps"]) == 3
+    # the capture field goes before the closing brace, whatever the pieces are
+    _, pieces = summary_json_text(p, Options(), top=5)
+    assert json.loads("".join(pieces)) == {**doc, "capture": None}
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("CENSUS_CACHE_DIR", str(blocker / "sub"))
+    again = summary_document(p, Options(), top=5)[1]
+    assert "".join(again) == whole and "".join(again) == whole  # made again each time

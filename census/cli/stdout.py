@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from census.errors import (
@@ -174,7 +174,7 @@ def shown_name(name: Any) -> str:
     return os.fsdecode(name) if isinstance(name, bytes) else str(name)
 
 
-def write_cached(label: str, document: Callable[[Any], tuple[dict, list[str]]]) -> None:
+def write_cached(label: str, document: Callable[[Any], tuple[dict, Iterable[str]]]) -> None:
     """A document from census.api (`document(progress)` -> (its warnings, its text in pieces))
     on stdout, with progress and its warnings on stderr."""
     from census.render.progress import stage_progress

@@ -5,6 +5,7 @@ spread_json for rank folders), `census diff --format json` (diff_json) and `cens
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
@@ -38,18 +39,19 @@ KEY_DEFINITIONS = {
 }
 
 
-def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, list[str]]:
+def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, Iterable[str]]:
     """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact
-    JSON, in pieces: the document is their join, never made)."""
+    JSON, in pieces made as they are iterated: the document is their join, never made)."""
     census = view.census
     meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
             "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-    return meta, json_rows.dump_pieces(summary_json(view, top, rows_as_text=True))
+    return meta, json_rows.document(summary_json(view, top, rows_as_text=True))
 
 
-def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, list[str]]:
-    """({"warnings"}, the `diff --format json` document as compact JSON, in pieces)."""
-    text = json_rows.dump_pieces(diff_json(view, top, rows_as_text=True))
+def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, Iterable[str]]:
+    """({"warnings"}, the `diff --format json` document as compact JSON, in pieces made as
+    they are iterated)."""
+    text = json_rows.document(diff_json(view, top, rows_as_text=True))
     return {"warnings": list(view.diff.warnings)}, text
 
 

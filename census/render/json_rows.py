@@ -11,7 +11,7 @@ hold such text (Raw) as json.dumps writes it with the lists in their place.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -22,9 +22,16 @@ from census.step_table import Rows, StepTable
 PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
 
 
-class Raw(tuple):
-    """JSON text to be written as it is: its pieces, in order (a summary's per-step lists
-    reach hundreds of MB, and every join is a whole copy)."""
+class Raw:
+    """JSON text to be written as it is: its pieces, in order, made by `make` each time it is
+    iterated (a summary's per-step lists reach hundreds of MB: they are written as they are
+    made, never held whole, and every join is a whole copy)."""
+
+    def __init__(self, make: Callable[[], Iterable[str]]) -> None:
+        self.make = make
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.make())
 
     def text(self) -> str:
         return "".join(self)
@@ -46,7 +53,7 @@ _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
 
 def steps_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step(s) for s in steps])."""
-    return _listed(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks())
+    return Raw(lambda: _listed(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks()))
 
 
 def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
@@ -96,7 +103,7 @@ def _or_null(values: Any, present: Any) -> Any:
 
 def timing_text(steps: StepTable) -> Raw:
     """json.dumps([json_docs._step_timing(s) for s in steps])."""
-    return _listed(_timing_chunk(steps, lo, hi) for lo, hi in steps.chunks())
+    return Raw(lambda: _listed(_timing_chunk(steps, lo, hi) for lo, hi in steps.chunks()))
 
 
 def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
@@ -113,12 +120,14 @@ def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
     return ", ".join([_ROW + _TIMING + "}"] * len(rows)) % tuple(values.ravel().tolist())
 
 
-def _listed(chunks: Iterable[str]) -> Raw:
+def _listed(chunks: Iterable[str]) -> Iterator[str]:
     """A JSON list whose items come as the texts of chunks of them (items joined by ", ")."""
-    out = ["["]
-    for chunk in chunks:
-        out += [", ", chunk] if len(out) > 1 else [chunk]
-    return Raw([*out, "]"])
+    yield "["
+    for i, chunk in enumerate(chunks):
+        if i:
+            yield ", "
+        yield chunk
+    yield "]"
 
 
 def dumps(doc: Any) -> str:
@@ -126,25 +135,33 @@ def dumps(doc: Any) -> str:
     return "".join(dump_pieces(doc))
 
 
-def dump_pieces(doc: Any) -> list[str]:
-    """dumps(doc) as pieces, in order: the Raw values' own pieces between the text of the rest
-    (never joined)."""
-    out: list[str] = []
-    _dump(doc, out)
-    return out
-
-
-def _dump(doc: Any, out: list[str]) -> None:
+def dump_pieces(doc: Any) -> Iterator[str]:
+    """dumps(doc) as pieces, in order, as they are made: the Raw values' own pieces between
+    the text of the rest (never joined)."""
     if isinstance(doc, Raw):
-        out += doc
+        yield from doc
     elif isinstance(doc, dict) and _holds_raw(doc):
-        out.append("{")
+        yield "{"
         for i, (k, v) in enumerate(doc.items()):
-            out.append((", " if i else "") + json.dumps(str(k)) + ": ")
-            _dump(v, out)
-        out.append("}")
+            yield (", " if i else "") + json.dumps(str(k)) + ": "
+            yield from dump_pieces(v)
+        yield "}"
     else:
-        out.append(json.dumps(doc))
+        yield json.dumps(doc)
+
+
+def document(doc: Any) -> Raw:
+    """dumps(doc) as pieces made each time they are iterated: a document written as it is
+    made (census.store.cache writes it, then reads it back; never held whole)."""
+    return Raw(lambda: _collector_paused(dump_pieces(doc)))
+
+
+def _collector_paused(made: Iterable[str]) -> Iterator[str]:
+    """The pieces, made with the cyclic collector off (census.census.collector_paused)."""
+    from census.census import collector_paused
+
+    with collector_paused():
+        yield from made
 
 
 def _holds_raw(doc: dict) -> bool:

@@ -13,18 +13,19 @@ reading it back.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from census.paths import atomic_target, cache_dir, sweep_stale_parts, trim_heap, write_atomic
 from census.sources.readonly import has_live_wal
-from census.units import pieces
+from census.units import PIECE_CHARS, pieces
 
 if TYPE_CHECKING:
     from census.model import Census
@@ -99,10 +100,12 @@ def cached_census(
 
 
 def cached_text(
-    paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, list[str]]]
-) -> tuple[dict, list[str]]:
-    """(a small JSON-able header, a text in pieces: their join) rendered from the census of
-    `paths`, cached under `kind`; the key covers every file."""
+    paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, Iterable[str]]]
+) -> tuple[dict, Iterable[str]]:
+    """(a small JSON-able header, a text in pieces: their join) rendered
+    from the census of `paths`, cached under `kind`; the key covers every file. `render`'s
+    pieces are made as they are iterated, and may be iterated again: they are written to the
+    entry as they come, then read back from it (a document of hundreds of MB is never held)."""
     entry = _entry(paths, options, kind)
     if entry is None:
         return render()
@@ -111,16 +114,49 @@ def cached_text(
         with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: a foreign entry, recomputed
             return hit[0], [hit[1].decode("utf-8")]
     meta, text = render()
-    with contextlib.suppress(OSError):
+    stored = _stored(entry, meta, text)
+    return meta, text if stored is None else stored  # an unwritable cache: made again
+
+
+def _stored(entry: Path, meta: dict, text: Iterable[str]) -> StoredText | None:
+    """Write the entry; its text as written (StoredText); None where the cache cannot be
+    written."""
+    fh = None
+    try:
         _sweep(entry)
-        with atomic_target(entry) as tmp, tmp.open("wb") as fh:
-            _write_digested(fh, meta, text)
-    return meta, text
+        with atomic_target(entry) as tmp:
+            fh = tmp.open("w+b")
+            start = _write_digested(fh, meta, text)
+    except OSError:
+        if fh is not None:
+            fh.close()
+        return None
+    return StoredText(fh, start)
 
 
-def _write_digested(fh: BinaryIO, meta: dict, text: list[str]) -> None:
+class StoredText:
+    """A cache entry's text, read back a piece at a time (again each time it is iterated) from
+    the file as written, held open: a census sweeping the cache meanwhile cannot take it away."""
+
+    def __init__(self, fh: BinaryIO, start: int) -> None:
+        self._fh, self._start = fh, start
+
+    def __del__(self) -> None:
+        self._fh.close()
+
+    def __iter__(self) -> Iterator[str]:
+        decode = codecs.getincrementaldecoder("utf-8")().decode
+        at = self._start
+        while data := os.pread(self._fh.fileno(), PIECE_CHARS, at):
+            at += len(data)
+            yield decode(data)
+        yield decode(b"", final=True)
+
+
+def _write_digested(fh: BinaryIO, meta: dict, text: Iterable[str]) -> int:
     """The entry: a header line (meta, and the text's digest), then the text, encoded a piece
-    at a time, once: the digest is written over a placeholder when the text is done."""
+    at a time, once: the digest is written over a placeholder when the text is done. Returns
+    where the text starts."""
     placeholder = b"0" * 64
     header = json.dumps({"meta": meta, "sha256": placeholder.decode()}).encode("utf-8")
     fh.write(header + b"\n")
@@ -131,6 +167,7 @@ def _write_digested(fh: BinaryIO, meta: dict, text: list[str]) -> None:
         fh.write(data)
     fh.seek(header.rindex(placeholder))  # the last key's value: after the meta's
     fh.write(digest.hexdigest().encode())
+    return len(header) + 1
 
 
 def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:
