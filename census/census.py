@@ -137,7 +137,7 @@ def _steps(profile: Profile) -> StepTable:
                               fig.column("all_union_ns"))  # fmt: skip
     bounds_ns = exact_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
     ints = _side_by_side([bounds_ns, fig.column("gpu_busy_ns")[:, None], overlap[:, None],
-                     _metric_array(fig)])  # fmt: skip
+                          *_metric_columns(fig)])  # fmt: skip
     idle = None if profile.idle is None else profile.idle.steps
     steps = rows_of([s.name for s in by_idx], ints, *fig.gpu(), idle)
     phases, bounds = _phases(profile, fig)
@@ -164,7 +164,7 @@ def _with_d2d(agg: Aggregates, index: Any = None, n: int = 0) -> Figures:
     if index is None:
         return agg.by_key.joined(D2D, add_rows(m.step[rows], len(agg.by_key), m.sums[rows, :2]))
     d2d = add_rows(index[m.step[rows]], n, m.sums[rows, :2])
-    return agg.by_key.summed(index, n).joined(D2D, d2d)
+    return agg.by_key.summed(index, n, D2D, d2d)
 
 
 def _side_by_side(columns: list[Any]) -> Any:
@@ -174,13 +174,14 @@ def _side_by_side(columns: list[Any]) -> Any:
     return np.concatenate(columns, axis=1)
 
 
-def _metric_array(fig: Figures) -> Any:
-    """Per key of `fig` (FIGURES and D2D), its METRIC_KEYS values: a (keys, METRIC_KEYS)
-    array."""
-    col = {name: fig.column(name) for name in fig.names}
+def _metric_columns(fig: Figures, **instead: Any) -> list[Any]:
+    """Per key of `fig` (FIGURES and D2D), its METRIC_KEYS values, as (keys, 1) columns (views
+    of fig's where they are its own: one array is made of them, side by side with others);
+    `instead`: columns that replace fig's of those names."""
+    col = {name: fig.column(name) for name in fig.names} | instead
     col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
     col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
-    return _side_by_side([col[k][:, None] for k in METRIC_KEYS])
+    return [col[k][:, None] for k in METRIC_KEYS]
 
 
 @dataclass(frozen=True)
@@ -233,9 +234,9 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
     rest = steps.column("non_nccl_union_ns") - phases_union
     union = np.where(cells.outside, rest[cells.step], union)
-    fig = fig.joined(["non_nccl_union_ns"], union[:, None])
     duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))
-    ints = _side_by_side([_metric_array(fig), duration, fig.column("gpu_busy_ns")[:, None]])
+    ints = _side_by_side([*_metric_columns(fig, non_nccl_union_ns=union), duration,
+                          fig.column("gpu_busy_ns")[:, None]])  # fmt: skip
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
                                                       profile.idle.segments)  # fmt: skip
     phases = rows_of(cells.name, ints, *fig.gpu(), idle)

@@ -278,3 +278,35 @@ def test_launch_totals_set_aside_come_back_unchanged(tmp_path) -> None:
     totals.sums.values = totals.sums.values.astype(object)
     with set_aside(totals, str(tmp_path)):
         assert totals.sums.values.dtype == object and not list(tmp_path.iterdir())
+
+
+def test_spilled_bitmaps_look_up_as_in_memory(tmp_path, monkeypatch) -> None:
+    """CompactCalls.spilled (the bitmap read from a file as lookups need it, a span at once or
+    a block at a time) finds the same calls and steps as the bitmap in memory, and gives the
+    same columns; ApiMap.spilled moves every compact process's bitmap."""
+    import census.load.call_map as call_map
+
+    rng = np.random.default_rng(5)
+    corr = np.unique(rng.integers(0, 2_000_000, 60_000))  # a 250 KB bitmap: 4 blocks
+    step = np.repeat(np.arange(40), len(corr) // 40 + 1)[: len(corr)]
+    calls = CompactCalls.of(corr, step)
+    assert calls is not None
+    spilled = calls.spilled(str(tmp_path / "bits.bin"))
+    assert spilled.spilled("unused") is spilled and not (tmp_path / "unused").exists()
+    for span in (1 << 22, 1 << 10, 1):  # one read, or the blocks (a far call among near ones)
+        monkeypatch.setattr(call_map, "SPAN_BYTES", span)
+        for probes in (rng.integers(-5, 2_000_010, 5000), corr[100:900] + rng.integers(0, 2, 800),
+                       np.array([corr[0], corr[-1], corr[-1] + 1]), np.zeros(0, np.int64)):  # fmt: skip
+            want = calls.lookup(probes)
+            got = spilled.lookup(probes)
+            assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert all(
+        np.array_equal(a, b) for a, b in zip(spilled.columns(), calls.columns(), strict=True)
+    )
+    api, _, _, _ = merge_runtime([_part({int(c): 0 for c in corr[:500]}, True)])
+    moved = api.spilled(str(tmp_path))
+    assert list(moved.compact) == list(api.compact) and len(list(tmp_path.glob("calls-*"))) == 1
+    probes = corr[:600]
+    assert [a.tolist() for a in moved.lookup(np.full(600, 5), probes)] == [
+        a.tolist() for a in api.lookup(np.full(600, 5), probes)
+    ]

@@ -144,3 +144,29 @@ def test_sums_stay_int64_for_small_rows_given_as_python_ints() -> None:
     assert sums.values.dtype == np.int64 and sums.values[:, 0].tolist() == [4, 0, 5]
     sums.add(np.array([1]), np.array([[BIG * 8]], object))
     assert sums.values.dtype == object and sums.values[:, 0].tolist() == [4, BIG * 8, 5]
+
+
+def test_add_rows_a_chunk_at_a_time_is_the_python_sum(monkeypatch) -> None:
+    """add_rows sums SUM_ROWS rows at a time (a key's rows split across chunks add up), with
+    `more` zero columns after the sums; Figures.summed adds named columns there."""
+    import census.load.figures as figures
+
+    rng = np.random.default_rng(3)
+    for chunk in (1, 3, 7, 1 << 16):
+        monkeypatch.setattr(figures, "SUM_ROWS", chunk)
+        for trial in range(30):
+            m, n = int(rng.integers(0, 40)), int(rng.integers(1, 9))
+            index = rng.integers(0, n, m)
+            index = np.sort(index) if trial % 2 else index
+            values = rng.integers(-1000, 1000, (m, 3))
+            more = int(rng.integers(0, 3))
+            want = np.zeros((n, 3 + more), np.int64)
+            np.add.at(want[:, :3], index, values)
+            got = add_rows(index, n, values, more)
+            assert got.dtype == np.int64 and got.tolist() == want.tolist()
+        big = add_rows(np.array([1, 1, 0]), 2, np.array([[BIG], [BIG], [1]]), 1)
+        assert big.tolist() == [[1, 0], [2 * BIG, 0]]
+    fig = Figures(("a",), np.array([[1], [2], [4]]), np.array([5, 1, 9]), np.array([6, 2, 9]))
+    out = fig.summed(np.array([1, 0, 1]), 2, ("b", "c"), np.array([[7, 8], [BIG * 4, 0]], object))
+    assert out.names == ("a", "b", "c") and out.values.tolist() == [[2, 7, 8], [5, BIG * 4, 0]]
+    assert out.first.tolist() == [1, 5] and out.last.tolist() == [2, 9]

@@ -11,6 +11,7 @@ its launch counts once, the longest row kept (`read_runtime_grouped`).
 from __future__ import annotations
 
 import itertools
+import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -60,6 +61,13 @@ class ApiMap:
             found[rows[hit]] = True
             step[rows[hit]] = self.step[p][i[hit]]
         return found, step
+
+    def spilled(self, folder: str) -> ApiMap:
+        """The same map, the bitmap of each compact process in a file of `folder` (a spill
+        folder: CompactCalls.spilled)."""
+        compact = {p: c.spilled(os.path.join(folder, f"calls-{i}-{os.getpid()}.bin"))
+                   for i, (p, c) in enumerate(self.compact.items())}  # fmt: skip
+        return ApiMap(self.corr, self.step, compact)
 
     def extended(self, more: dict[int, tuple[np.ndarray, np.ndarray]]) -> ApiMap:
         out = ApiMap(dict(self.corr), dict(self.step), dict(self.compact))

@@ -11,7 +11,8 @@ bitmap that would not be smaller) keeps the columns (census.load.api_calls.ApiMa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class CompactCalls:
 
     first: int
     last: int
-    bits: np.ndarray  # uint8
+    bits: np.ndarray | SpilledBits  # uint8
     run_corr: np.ndarray  # int64, strictly increasing
     run_step: np.ndarray  # int32
 
@@ -91,5 +92,49 @@ class CompactCalls:
 
     def columns(self) -> tuple[np.ndarray, np.ndarray]:
         """The calls as columns: (correlationIds, increasing; their steps, int32)."""
-        corr = np.flatnonzero(np.unpackbits(self.bits, bitorder="little")) + self.lo
+        bits = self.bits.array() if isinstance(self.bits, SpilledBits) else self.bits
+        corr = np.flatnonzero(np.unpackbits(bits, bitorder="little")) + self.lo
         return corr, self.run_step[np.searchsorted(self.run_corr, corr, "right") - 1]
+
+    def spilled(self, path: str) -> CompactCalls:
+        """The same calls with the bitmap in file `path` (written now), read as lookups need
+        it: at 3x10^7 kernels the bitmap is 78 MiB that neither census nor its workers hold."""
+        if isinstance(self.bits, SpilledBits):
+            return self
+        self.bits.tofile(path)
+        return replace(self, bits=SpilledBits(path, len(self.bits)))
+
+
+SPAN_BYTES = 1 << 22  # the bytes a lookup reads at once (a batch's calls span ~256 KiB)
+
+
+class SpilledBits:
+    """A bitmap in a file, indexed like the array: a lookup reads the bytes from the lowest to
+    the highest it asks for at once where they lie within SPAN_BYTES, else each 64 KiB block
+    it touches (a batch's calls are a few neighbouring blocks; a stray call far away, one
+    block more)."""
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path, self.size = path, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def _read(self, at: int, count: int) -> np.ndarray:
+        with open(self.path, "rb") as fh:
+            return np.frombuffer(os.pread(fh.fileno(), count, at), np.uint8)
+
+    def __getitem__(self, offsets: np.ndarray) -> np.ndarray:
+        if not len(offsets):
+            return np.zeros(0, np.uint8)
+        lo, hi = int(offsets.min()), int(offsets.max())
+        if hi - lo < SPAN_BYTES:
+            return self._read(lo, hi - lo + 1)[offsets - lo]
+        block = offsets >> 16
+        touched = np.unique(block)
+        data = np.concatenate([self._read(int(b) << 16, 1 << 16) for b in touched.tolist()])
+        return data[(np.searchsorted(touched, block) << 16) + (offsets & 0xFFFF)]
+
+    def array(self) -> np.ndarray:
+        """The whole bitmap."""
+        return self._read(0, self.size)

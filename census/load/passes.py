@@ -26,6 +26,7 @@ from census.load.api_calls import (
 )
 from census.load.api_names import ApiNames, read_api_names
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
+from census.load.figures import KERNEL_SUMS, Spans, Sums
 from census.load.intervals import StepIndex
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.launch_totals import LaunchTotals, set_aside
@@ -33,6 +34,7 @@ from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_fold import fold
 from census.load.timeline import TimelineParts, spill_folder, spilling
+from census.load.unions import Unions
 from census.sources import schema as sc
 from census.sources.export import Progress
 
@@ -47,6 +49,13 @@ class Passes:
     timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
     workers: int = 1  # the processes the passes ran in
     aside: Any = None  # what run_passes' `aside` returned
+
+    def let_go(self) -> None:
+        """Drop the per-key sums (of kernels, busy time, unions, spans, launches) once the
+        aggregates are made of them; the rest stays."""
+        self.gpu = replace(self.gpu, step_kernels=Sums(0, len(KERNEL_SUMS)), unions=Unions(0),
+                           busy_ns=Sums(0, 1), span=Spans(0))  # fmt: skip
+        self.launch = LaunchTotals()
 
 
 def run_passes(
@@ -96,6 +105,8 @@ def _memory_rows(conn: sqlite3.Connection, schema: sc.Schema) -> int:
 
 def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:
     api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
+    if spill_folder() is not None:  # the calls' bitmaps read from files by the GPU passes
+        api = api.spilled(spill_folder() or "")
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
