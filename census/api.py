@@ -309,7 +309,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     names)."""
     from census.sources.export import resolve_sqlite
     from census.sources.ranks import is_multi_rank
-    from census.store.cache import cached_text
+    from census.store.cache import cached_text, spooled
 
     labels = labels or (default_label(a), default_label(b))
 
@@ -322,7 +322,8 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
             return diff_document_text(diff_view(d), top)
 
     if is_multi_rank(a) or is_multi_rank(b):
-        return render()
+        meta, text = render()
+        return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
     return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
 

@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+
 from census.api import Options, census_view, summarize, summary_document
 from tests.helpers.files import fixture_file
 
@@ -102,3 +104,65 @@ def test_a_document_is_written_as_made_and_read_back_whole(tmp_path: Path, monke
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(blocker / "sub"))
     again = summary_document(p, Options(), top=5)[1]
     assert "".join(again) == whole and "".join(again) == whole  # made again each time
+
+
+def test_a_written_entry_is_whole_and_a_failure_writes_nothing_out(tmp_path: Path,
+                                                                    monkeypatch) -> None:  # fmt: skip
+    """cached_text: the entry is a hit at once, digest included, while its text is still read
+    back; a render that fails midway raises before any of its text is given out, with a cache
+    or without (its text made whole into a temporary file first)."""
+    from census.store import cache
+
+    p = Path(shutil.copy(fixture_file("nsysai_mock.sqlite"), tmp_path / "m.sqlite"))
+    renders = []
+
+    def render():
+        renders.append(1)
+        return {"warnings": []}, json_rows.Raw(lambda: ["[", "1, 2", "]"])
+
+    from census.render import json_rows
+
+    meta, text = cache.cached_text([p], ["o"], "t", render)
+    entry = cache._entry([p], ["o"], "t")
+    assert entry is not None and cache._read_text(entry) == (meta, b"[1, 2]")
+    assert "".join(cache.cached_text([p], ["o"], "t", render)[1]) == "".join(text) == "[1, 2]"
+    assert len(renders) == 1
+
+    def broken():
+        def make():
+            yield "[1"
+            raise RuntimeError("midway")
+
+        return {"warnings": []}, json_rows.Raw(make)
+
+    for no_cache in ("", "1"):
+        monkeypatch.setenv("CENSUS_NO_CACHE", no_cache)
+        with pytest.raises(RuntimeError, match="midway"):
+            cache.cached_text([p], ["o"], "broken", broken)
+    monkeypatch.setenv("CENSUS_NO_CACHE", "1")
+    _, spooled = cache.cached_text([p], ["o"], "t", render)
+    assert not isinstance(spooled, json_rows.Raw) and "".join(spooled) == "[1, 2]"
+
+
+def test_a_cache_write_that_fails_midway_only_costs_speed(tmp_path: Path) -> None:
+    """A cache entry that cannot be written whole (here: past the process's file size limit)
+    leaves the text made again from the document, and no error."""
+    import subprocess
+    import sys
+
+    p = Path(shutil.copy(fixture_file("nsysai_mock.sqlite"), tmp_path / "m.sqlite"))
+    code = f"""
+import resource, signal
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+from pathlib import Path
+from census.render import json_rows
+from census.store import cache
+text = json_rows.Raw(lambda: ["x" * 100] * 5000)
+meta, got = cache.cached_text([Path({str(p)!r})], ["o"], "big", lambda: ({{"w": 1}}, text))
+print(len("".join(got)), got is text)
+"""
+    env = {**os.environ, "CENSUS_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["500000", "True"]

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -102,20 +103,43 @@ def cached_census(
 def cached_text(
     paths: list[Path], options: list, kind: str, render: Callable[[], tuple[dict, Iterable[str]]]
 ) -> tuple[dict, Iterable[str]]:
-    """(a small JSON-able header, a text in pieces: their join) rendered
-    from the census of `paths`, cached under `kind`; the key covers every file. `render`'s
-    pieces are made as they are iterated, and may be iterated again: they are written to the
-    entry as they come, then read back from it (a document of hundreds of MB is never held)."""
+    """(a small JSON-able header, a text in pieces: their join) rendered from the census of
+    `paths`, cached under `kind`; the key covers every file. `render`'s pieces are made as
+    they are iterated, and may be iterated again: they are written to the entry as they come,
+    then read back from it (a document of hundreds of MB is never held), or, without an entry,
+    to a temporary file (`spooled`): the text is whole before any of it is given out."""
     entry = _entry(paths, options, kind)
-    if entry is None:
-        return render()
-    hit = _read_text(entry)
-    if hit is not None:
-        with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: a foreign entry, recomputed
-            return hit[0], [hit[1].decode("utf-8")]
+    if entry is not None:
+        hit = _read_text(entry)
+        if hit is not None:
+            with contextlib.suppress(UnicodeDecodeError):  # not UTF-8: foreign, recomputed
+                return hit[0], [hit[1].decode("utf-8")]
     meta, text = render()
-    stored = _stored(entry, meta, text)
-    return meta, text if stored is None else stored  # an unwritable cache: made again
+    stored = None if entry is None else _stored(entry, meta, text)
+    return meta, spooled(text) if stored is None else stored  # no entry, or an unwritable cache
+
+
+def spooled(text: Iterable[str]) -> Iterable[str]:
+    """`text` made whole into an anonymous temporary file and read back from it (StoredText):
+    an error while it is made comes before any of it is written out. The text as it is where
+    no temporary file can be written."""
+    if isinstance(text, (str, list, tuple)):  # already made
+        return text
+    try:
+        fh = tempfile.TemporaryFile()  # noqa: SIM115 (StoredText owns and closes it)
+    except OSError:
+        return text
+    try:
+        for piece in pieces(text):
+            fh.write(piece.encode("utf-8"))
+        fh.flush()
+    except OSError:
+        _close_quietly(fh)
+        return text
+    except BaseException:
+        _close_quietly(fh)
+        raise
+    return StoredText(fh, 0)
 
 
 def _stored(entry: Path, meta: dict, text: Iterable[str]) -> StoredText | None:
@@ -127,11 +151,23 @@ def _stored(entry: Path, meta: dict, text: Iterable[str]) -> StoredText | None:
         with atomic_target(entry) as tmp:
             fh = tmp.open("w+b")
             start = _write_digested(fh, meta, text)
+            fh.flush()  # whole, digest included, before it is renamed into place
     except OSError:
         if fh is not None:
-            fh.close()
+            _close_quietly(fh)
         return None
+    except BaseException:
+        if fh is not None:
+            _close_quietly(fh)
+        raise
     return StoredText(fh, start)
+
+
+def _close_quietly(fh: BinaryIO) -> None:
+    """Close a file census gives up writing (its buffered bytes may fail to go, as the rest
+    did)."""
+    with contextlib.suppress(OSError):
+        fh.close()
 
 
 class StoredText:
