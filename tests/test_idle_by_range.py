@@ -571,7 +571,7 @@ def test_the_gathered_timeline_goes_to_files_that_go_away(tmp_path: Path, monkey
 
     plain = _plain(_real_exports()[0], tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setenv("TMPDIR", str(tmp_path))  # not /dev/shm (census.load.pool.spill_root)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the spill folders (census.load.pool)
     seen: list[tuple[str | None, list]] = []  # (spill folder, piece paths) at close
     close = timeline.TimelineParts.close
 

@@ -154,37 +154,26 @@ def test_a_later_pass_sweeps_a_dead_census_spill_folder_and_nothing_else(tmp_pat
     assert sorted(tmp_path.iterdir()) == sorted(keep)
 
 
-def test_spill_folders_go_to_the_memory_file_system_unless_a_temporary_folder_is_set(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """With no $TMPDIR/$TEMP/$TMP, a spill folder goes to /dev/shm when it has room for twice
-    what the pass may write (and 1 GiB); else, or with one set, to the temporary folder."""
+def test_spill_folders_go_to_the_temporary_folder(tmp_path: Path, monkeypatch) -> None:
+    """A spill folder goes to the temporary folder ($TMPDIR, else the system's), never to a
+    memory file system census picks itself (/dev/shm): what it spills stays the page cache's."""
     import tempfile
 
     import census.load.pool as pool
 
-    shm = tmp_path / "shm"
-    shm.mkdir()
-    monkeypatch.setattr(pool, "MEMORY_FS", str(shm))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    for name in ("TMPDIR", "TEMP", "TMP"):
-        monkeypatch.delenv(name, raising=False)
-    st = os.statvfs(shm)
-    free = st.f_bavail * st.f_frsize
-    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", min(free, 1 << 20))
-    assert pool.spill_root() == str(shm)
-    assert pool.spill_root(free // 2) == str(shm)
-    assert pool.spill_root(free // 2 + 1) == str(tmp_path)  # not room for twice that
-    folder = pool.make_spill_folder()
-    assert Path(folder).parent == shm and Path(folder).name.startswith(f"census-{os.getpid()}-")
-    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", free + 1)
-    assert pool.spill_root() == str(tmp_path)
-    monkeypatch.setattr(pool, "MEMORY_FS_MIN_FREE", 0)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read $TMPDIR again
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    assert pool.spill_root() == str(tmp_path)
-    monkeypatch.delenv("TMPDIR")
-    monkeypatch.setattr(pool, "MEMORY_FS", str(tmp_path / "none"))  # no such folder
-    assert pool.spill_root() == str(tmp_path)
+    monkeypatch.setattr(pool, "_swept", set())
+    folder = Path(pool.make_spill_folder())
+    assert folder.parent == tmp_path and folder.name.startswith(f"census-{os.getpid()}-")
+    for name in ("TMPDIR", "TEMP", "TMP"):  # the system's: /dev/shm has room, and is not taken
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    folder = Path(pool.make_spill_folder())
+    try:
+        assert folder.parent == Path(tempfile.gettempdir()) != Path("/dev/shm")
+    finally:
+        folder.rmdir()
 
 
 # An arm's whole process group is stopped, however census ends

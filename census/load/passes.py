@@ -82,9 +82,10 @@ def run_passes(
     runner = Runner(conn, path, size, progress, aside)
     if size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS):
         return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
-    # the memory pass's busy intervals (17 bytes each) and the gathered timeline (16 bytes an
-    # interval at most) go to files (census.load.memory, census.load.timeline)
-    folder = make_spill_folder(16 * rows + 17 * _memory_rows(conn, schema))
+    # the memory pass's busy intervals, the gathered timeline, the launch totals and the API
+    # map's bitmaps go to files (census.load.memory, census.load.timeline, launch_totals,
+    # call_map)
+    folder = make_spill_folder()
     try:
         with spilling(folder):
             done = _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
@@ -96,11 +97,6 @@ def run_passes(
     else:
         done.timeline.folder = folder  # removed by whoever splits the idle time (close())
     return done
-
-
-def _memory_rows(conn: sqlite3.Connection, schema: sc.Schema) -> int:
-    return sum((rowid_range(conn, t) or RowidRange(0, 0)).rows
-               for t in (sc.MEMCPY, sc.MEMSET) if schema.has(t))  # fmt: skip
 
 
 def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:

@@ -172,36 +172,20 @@ def _watch_parent(parent: int) -> None:
 _SPILL_NAME = re.compile(r"census-(\d{1,10})-([0-9a-f]{8})-[a-z0-9_]{8}")
 
 
-MEMORY_FS = "/dev/shm"  # Linux's memory file system (tmpfs), where there is one
-MEMORY_FS_MIN_FREE = 1 << 30  # bytes it must have free, at least, to take a spill folder
-_TEMP_ENV = ("TMPDIR", "TEMP", "TMP")
-
-
-def spill_root(need_bytes: int = 0) -> str:
-    """Where spill folders go: the temporary folder when one is set ($TMPDIR, $TEMP, $TMP);
-    else /dev/shm where it exists with twice `need_bytes` (and 1 GiB) free: written there the
-    spilled intervals skip the disk file system's writes (ten times faster on this bench's
-    ext4, docs/performance.md) and take the same memory as the page cache would; else the
-    temporary folder."""
-    if not any(os.environ.get(k) for k in _TEMP_ENV) and os.access(MEMORY_FS, os.W_OK | os.X_OK):
-        with contextlib.suppress(OSError):
-            st = os.statvfs(MEMORY_FS)
-            if st.f_bavail * st.f_frsize >= max(2 * need_bytes, MEMORY_FS_MIN_FREE):
-                return MEMORY_FS
-    return tempfile.gettempdir()
-
-
 _swept: set[str] = set()  # the folders this process (or the one it was forked from) swept
 
 
-def make_spill_folder(need_bytes: int = 0) -> str:
-    """A new spill folder of this process (spill_root's), after sweeping dead ones: once per
-    folder and process (a summary makes five; a temporary folder of 10,000 entries took 6 ms
-    to read each time)."""
-    root = spill_root(need_bytes)
-    for folder in {root, tempfile.gettempdir()} - _swept:
-        sweep_spill_folders(folder)
-        _swept.add(folder)
+def make_spill_folder() -> str:
+    """A new spill folder of this process in the temporary folder ($TMPDIR, else the system's),
+    after sweeping dead ones: once per process (a summary makes five; a temporary folder of
+    10,000 entries took 6 ms to read each time). Not a memory file system by choice: what
+    census spills (at 3x10^7 kernels up to ~1 GB at once) is then the page cache's, which the
+    system can take back, not memory held outside census's processes (/dev/shm: measured no
+    faster; where $TMPDIR is a tmpfs, the spill is in memory all the same)."""
+    root = tempfile.gettempdir()
+    if root not in _swept:
+        sweep_spill_folders(root)
+        _swept.add(root)
     return tempfile.mkdtemp(prefix=f"census-{owner_tag()}-", dir=root)
 
 
