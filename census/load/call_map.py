@@ -11,7 +11,6 @@ bitmap that would not be smaller) keeps the columns (census.load.api_calls.ApiMa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -121,8 +120,7 @@ class SpilledBits:
         return self.size
 
     def _read(self, at: int, count: int) -> np.ndarray:
-        with open(self.path, "rb") as fh:
-            return np.frombuffer(os.pread(fh.fileno(), count, at), np.uint8)
+        return np.fromfile(self.path, np.uint8, min(count, self.size - at), offset=at)
 
     def __getitem__(self, offsets: np.ndarray) -> np.ndarray:
         if not len(offsets):

@@ -81,7 +81,7 @@ class StepIndex:
         b = int(np.searchsorted(starts, start[-1], side="right"))  # and by the last interval
         # the holes [reach of range j, start of range j + 1) for j from a - 1 (the one before
         # the first range, from the earliest time, where a is 0) to b - 1 (the one after)
-        lo = np.concatenate(([INT_NULL], reach[max(a - 1, 0) : b])[a > 0 :])
+        lo = reach[a - 1 : b] if a else np.r_[INT_NULL, reach[:b]]
         hi = np.append(starts[a:b], starts[b] if b < len(starts) else INT_MAX)
         # the intervals starting in each (past its lower end: an end touches)
         first = np.searchsorted(start, lo, side="right")

@@ -101,12 +101,13 @@ def run_passes(
 
 def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:
     api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
-    if spill_folder() is not None:  # the calls' bitmaps read from files by the GPU passes
-        api = api.spilled(spill_folder() or "")
+    folder = spill_folder()
+    if folder is not None:  # the calls' bitmaps read from files by the GPU passes
+        api = api.spilled(folder)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
-    with set_aside(launch, spill_folder()):  # read back once the workers are done
+    with set_aside(launch, folder):  # read back once the workers are done
         gpu = _gpu_passes(runner, ctx, batch_rows)
         if gpu.missing and schema.has(sc.RUNTIME):
             missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}

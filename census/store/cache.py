@@ -133,11 +133,10 @@ def spooled(text: Iterable[str]) -> Iterable[str]:
         for piece in pieces(text):
             fh.write(piece.encode("utf-8"))
         fh.flush()
-    except OSError:
+    except BaseException as exc:
         _close_quietly(fh)
-        return text
-    except BaseException:
-        _close_quietly(fh)
+        if isinstance(exc, OSError):
+            return text
         raise
     return StoredText(fh, 0)
 
@@ -152,13 +151,11 @@ def _stored(entry: Path, meta: dict, text: Iterable[str]) -> StoredText | None:
             fh = tmp.open("w+b")
             start = _write_digested(fh, meta, text)
             fh.flush()  # whole, digest included, before it is renamed into place
-    except OSError:
+    except BaseException as exc:
         if fh is not None:
             _close_quietly(fh)
-        return None
-    except BaseException:
-        if fh is not None:
-            _close_quietly(fh)
+        if isinstance(exc, OSError):
+            return None
         raise
     return StoredText(fh, start)
 
