@@ -26,7 +26,7 @@ from census.definitions import (
 )
 from census.load.aggregates import Aggregates, MemoryGroups, Profile
 from census.load.figures import Figures, add_rows, rows
-from census.load.intervals import NO_STEP
+from census.load.intervals import NO_STEP, unique
 from census.load.phases import Segments
 from census.model import (
     ApiStat,
@@ -201,7 +201,7 @@ def _cells(segments: Segments) -> _Cells:
     n = len(segments)
     step, code, names = segments.step, segments.code, segments.names
     k = len(names)
-    cell = np.concatenate([step * k + code, np.unique(step) * k])
+    cell = np.concatenate([step * k + code, unique(step) * k])
     ids, first, inverse = np.unique(cell, return_index=True, return_inverse=True)
     cell_step, cell_code = np.divmod(ids, k)
     order = np.lexsort((first, cell_code == 0, cell_step))

@@ -27,10 +27,10 @@ class Options:
     scheduler: str | None = None  # a rank folder's exports read on Dask (--scheduler); not a key
 
     def __post_init__(self) -> None:
-        from census.load.patterns import compile_pattern
+        from census.load.patterns import check_pattern
 
         for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
-            compile_pattern(option, pattern)
+            check_pattern(option, pattern)
         if self.skip_first < 0:
             raise UsageError("--skip-first must be 0 or more")
 

@@ -234,3 +234,34 @@ def test_a_gate_value_in_digits_other_than_ascii_is_refused(tmp_path: Path, valu
         "e.g. 'kernel_count>+0' or 'd2d_bytes>+5%'"
     )
     assert parse_gate("kernel_count > +100").value == 100.0
+
+
+def test_the_default_patterns_match_as_the_regex_engine_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """census's own patterns search ASCII texts with `re` (no import of `regex`): on texts at
+    their edges (digits, underscores, case, punctuation) they find what `regex` finds; with one
+    text past ASCII (a combining mark, where the two engines' `\b` differ) every text goes to
+    `regex`, which then finds what it finds alone."""
+    import regex
+
+    from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
+    from census.load import patterns
+
+    ascii_texts = ["step", "step 3", "step_3", "step3", "step-1", "Step 1", " step",
+                   "ProfilerStep#7", "ProfilerStep", "forward", "forward.", "forward_pass",
+                   "backward 2", "backwards", "optimizer.step", "optimizers", "", "optimizer",
+                   "step\t", "forward\n"]  # fmt: skip
+    others = ["forward\u0301", "step\u0301", "step\u00e9", "backward\u00a0x", "step\u0663"]
+    calls = []
+    real = patterns.compile_pattern
+    monkeypatch.setattr(patterns, "compile_pattern", lambda *a: calls.append(a) or real(*a))
+    for pattern in (DEFAULT_STEPS_REGEX, DEFAULT_PHASES_REGEX):
+        for texts, engine in ((ascii_texts, 0), (ascii_texts + others, 1)):
+            want = [t for t in texts if regex.compile(pattern).search(t)]
+            assert patterns.matching("--steps", pattern, iter(texts)) == want
+            assert len(calls) == engine
+            calls.clear()
+    assert patterns.matching("--phases", DEFAULT_PHASES_REGEX, ["forward\u0301"]) == []
+    assert patterns.matching("--steps", r"^step", ["step"]) == ["step"]
+    assert len(calls) == 2  # a pattern of the user's goes to `regex`, ASCII or not

@@ -21,7 +21,7 @@ import numpy as np
 from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
 from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
-from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex
+from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex, unique
 from census.load.launch_totals import LaunchTotals
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
@@ -243,7 +243,7 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
             duplicated |= bool(np.any(corr[1:] == corr[:-1]))
         api.corr[p], api.step[p] = narrow(corr), step
     unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
-    duplicated |= len(np.unique(unkeyed)) < len(unkeyed)
+    duplicated |= len(unique(unkeyed)) < len(unkeyed)
     timeline = TimelineParts()
     for part in parts:
         launch.merge(part.launch)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from census.load.intervals import NO_STEP
+from census.load.intervals import NO_STEP, unique
 
 _RUN_BYTES = 12  # a run: its first correlationId (int64) and its step (int32)
 _COLUMN_BYTES = 8  # a call in the columns: a uint32 correlationId and an int32 step
@@ -129,7 +129,7 @@ class SpilledBits:
         if hi - lo < SPAN_BYTES:
             return self._read(lo, hi - lo + 1)[offsets - lo]
         block = offsets >> 16
-        touched = np.unique(block)
+        touched = unique(block)
         data = np.concatenate([self._read(int(b) << 16, 1 << 16) for b in touched.tolist()])
         return data[(np.searchsorted(touched, block) << 16) + (offsets & 0xFFFF)]
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from census.load.idle import idle_gaps
 from census.load.idle_windows import Window, windows
-from census.load.intervals import Covered, exact_sums
+from census.load.intervals import Covered, exact_sums, unique
 from census.load.steps import StepRange, nvtx_text
 from census.load.timeline import Intervals, TimelineParts, union
 from census.sources import schema as sc
@@ -51,7 +51,7 @@ def step_threads(conn: sqlite3.Connection, schema: sc.Schema, steps: list[StepRa
         texts, text, starts, ends = _ranges(conn, schema, tid, mine)
         if not len(starts):
             continue
-        cuts = np.unique(np.concatenate([starts, ends]))
+        cuts = unique(np.concatenate([starts, ends]))
         inner = innermost(starts, ends, cuts[:-1])
         owner = np.where(inner >= 0, text[np.maximum(inner, 0)], -1)
         threads[(proc, tid)] = Thread(proc, texts, cuts, owner)
@@ -64,7 +64,7 @@ def window_ranges(threads: Threads, w: Window, busy: Intervals, gaps: Intervals 
     disjoint, or None (then the gaps are taken per thread)."""
     steps = w.steps
     out: dict[str, int] = {}
-    for tid in np.unique(steps.tid).tolist():
+    for tid in unique(steps.tid).tolist():
         t = threads.get((w.proc, tid))
         if t is None:  # no thread (NO_TID), or one with no ranges
             continue

@@ -9,7 +9,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from census.load.intervals import INT_NULL
+from census.load.intervals import INT_NULL, unique
 from census.load.phases import Segments
 
 CHUNK_STEPS = 256  # steps classified at a time: the temporary arrays stay small
@@ -52,7 +52,7 @@ def windows(steps: list, segments: Iterable) -> list[Window]:
     by_idx = np.argsort(st["idx"], kind="stable")
     seg_step = by_idx[np.searchsorted(st["idx"], sg.step, sorter=by_idx)]
     out = []
-    for proc in np.unique(st["proc"]).tolist():
+    for proc in unique(st["proc"]).tolist():
         mine = np.flatnonzero(st["proc"] == proc)
         mine = mine[np.argsort(st["start_ns"][mine], kind="stable")]
         start, end = st["start_ns"][mine], st["end_ns"][mine]

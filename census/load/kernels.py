@@ -40,6 +40,7 @@ from census.load.intervals import (
     distinct,
     factorize,
     sweep,
+    unique,
 )
 from census.load.timeline import TimelineParts
 from census.load.unions import Unions
@@ -340,7 +341,7 @@ def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
 def note_missing(missing: dict, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
     """Remember the keys of GPU rows that found no API call."""
     lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
-    for p in np.unique(proc[lost]).tolist():
+    for p in unique(proc[lost]).tolist():
         missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
 
 

@@ -27,7 +27,7 @@ from census.load.api_calls import (
 from census.load.api_names import ApiNames, read_api_names
 from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
 from census.load.figures import KERNEL_SUMS, Spans, Sums
-from census.load.intervals import StepIndex
+from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
@@ -110,7 +110,7 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
     with set_aside(launch, folder):  # read back once the workers are done
         gpu = _gpu_passes(runner, ctx, batch_rows)
         if gpu.missing and schema.has(sc.RUNTIME):
-            missing = {p: np.unique(np.concatenate(c)) for p, c in gpu.missing.items()}
+            missing = {p: unique(np.concatenate(c)) for p, c in gpu.missing.items()}
             more = read_other_calls(conn, names, steps, missing)
             if more:  # GPU work issued by calls that are not launches, memcpys or memsets
                 ctx = replace(ctx, api=api.extended(more))

@@ -22,6 +22,7 @@ from typing import NamedTuple, overload
 import numpy as np
 
 from census.definitions import OUTSIDE_PHASES
+from census.load.intervals import unique
 from census.load.steps import StepRange, matching_ranges
 from census.sources import schema as sc
 
@@ -140,7 +141,7 @@ def _inside(proc, start, end, ph_proc, ph_start) -> tuple[np.ndarray, np.ndarray
     lo = np.zeros(len(proc), np.int64)
     hi = np.zeros(len(proc), np.int64)
     procs = ph_proc[order]
-    for p in np.unique(proc).tolist():
+    for p in unique(proc).tolist():
         a, b = np.searchsorted(procs, p, "left"), np.searchsorted(procs, p, "right")
         starts = ph_start[order[a:b]]
         mine = proc == p

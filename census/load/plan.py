@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.load.intervals import INT_NULL
+from census.load.intervals import INT_NULL, unique
 from census.load.pages import Batch, TablePages, Unreadable, open_table
 from census.sources.readonly import opened_file
 
@@ -66,7 +66,7 @@ def page_plan(
         m = re.fullmatch(_NAME + r"\s+IN\s+\(([-0-9,\s]+)\)", cond, re.IGNORECASE)
         if m is None or not all(int(v) in _INT64 for v in m[2].split(",")):
             return None
-        keep = (m[1], np.unique(np.array([int(v) for v in m[2].split(",")], np.int64)))
+        keep = (m[1], unique(np.array([int(v) for v in m[2].split(",")], np.int64)))
     pages = _open(conn, table)
     if pages is None or any(pages.index(c) is None for c in {*raw, *(keep[:1] if keep else ())}):
         return None

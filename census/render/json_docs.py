@@ -7,13 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from census import CENSUS_VERSION
-from census.compare.arm_findings import ArmTail
-from census.compare.diff import BUCKETS, KernelDelta
-from census.compare.stats import Equivalence, PhaseStats
-from census.compare.tails import Tail
 from census.definitions import (
     DEFINITIONS,
     HOST_AHEAD_RULE,
@@ -27,6 +23,12 @@ from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
 from census.render import json_rows
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 from census.step_table import int_sum
+
+if TYPE_CHECKING:  # (the compare stage's modules load only where a diff or arms need them)
+    from census.compare.arm_findings import ArmTail
+    from census.compare.diff import KernelDelta
+    from census.compare.stats import Equivalence, PhaseStats
+    from census.compare.tails import Tail
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
@@ -181,6 +183,8 @@ def _kernel(k: KernelDelta) -> dict[str, Any]:
 
 def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
     """The `census diff --format json` contract (`rows_as_text`: as summary_json's)."""
+    from census.compare.diff import BUCKETS
+
     d = view.diff
     return {
         "labels": {"a": d.labels[0], "b": d.labels[1]},
