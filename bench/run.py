@@ -6,8 +6,10 @@ files, with the page cache warm:
   floor      the minimal SQL scans census needs: one plain pass over each table census reads,
              reading every column it reads (COUNT and MAX of each), one connection, in turn;
              `start, end only` is the same pass reading two columns, for reference
+  aggregation the three SQL statements for the totals nsys's reports give (bench/peers.py)
   nsys       `nsys stats` with the kernel, API and memory-size reports (2022.4 names, or the
              current ones with --nsys-new-names)
+  nsys-ai    `nsys-ai summary`, cold and warm, and `nsys-ai diff` once (bench/peers.py)
   summary    `census summary --json`, cold (empty cache), then again (cached); and cold with
              CENSUS_READER=sql (every column read as group_concat text, as before the page
              reader), and with --no-idle
@@ -25,6 +27,7 @@ is the peak, over 20 ms samples, of the summed PSS (proportional set size: share
 between the processes sharing them) of the process and all its descendants.
 
     python bench/run.py --sizes 1e5 1e6 1e7 [--repeat 3] [--pairs 6] [--nsys PATH]
+                        [--nsys-ai PATH] [--nsys-ai-limit SECONDS]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+import peers  # noqa: E402
 from generate import generate  # noqa: E402
 
 # Every column census reads, per table (census/columns.py reads them as integers).
@@ -165,7 +169,7 @@ def kernels_in(path: Path) -> int:
     return n
 
 
-def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
+def bench_size(size: str, args, nsys: str | None, reports: str, nsys_ai: str | None) -> dict:
     n = int(float(size))
     files = {}
     for label, src in zip(("eager", "compiled"), samples(), strict=True):
@@ -191,11 +195,19 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
     }
     runs: dict[str, list[dict]] = {}
     narrow = {t: ("start", '"end"') for t in COLUMNS}
+    links = peers.linked(scratch, files) if nsys_ai else {}
     for r in range(args.repeat):
         warm(e)
         runs.setdefault("floor", []).append({"wall": floor(e, COLUMNS)})
         warm(e)
         runs.setdefault("floor_narrow", []).append({"wall": floor(e, narrow)})
+        warm(e)
+        runs.setdefault("aggregation", []).append({"wall": peers.aggregation_floor(e)})
+        if nsys_ai:  # cold (no cache of its own), then warm (the cache that run built)
+            peers.drop_caches(links)
+            for key in ("nsysai", "nsysai_warm"):
+                warm(e)
+                runs.setdefault(key, []).append(measure(peers.summary_cmd(nsys_ai, links["eager"])))
         if nsys_cmd:
             warm(e)
             runs.setdefault("nsys", []).append(measure(_prefixed(nsys_cmd, scratch)))
@@ -215,6 +227,15 @@ def bench_size(size: str, args, nsys: str | None, reports: str) -> dict:
     if nsys_cmd:
         warm(e)
         runs["nsys"][0].update(measure(_prefixed(nsys_cmd, scratch), memory=True))
+    if nsys_ai:
+        peers.drop_caches(links)
+        warm(e)
+        runs["nsysai"][0].update(measure(peers.summary_cmd(nsys_ai, links["eager"]), memory=True))
+        peers.drop_caches(links)
+        warm(e, c)
+        diff = peers.measure_limited(peers.diff_cmd(nsys_ai, links["eager"], links["compiled"]),
+                                     args.nsys_ai_limit)  # fmt: skip
+        runs["nsysai_diff"] = [diff]
     for name, (cmd, inputs, extra) in commands.items():
         cache = tempfile.mkdtemp(prefix="census-bench-cache-")
         warm(*inputs)
@@ -271,19 +292,23 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=6, help="summary / --no-idle pairs")
     p.add_argument("--out", type=Path, default=HERE / "out")
     p.add_argument("--nsys", default=None)
+    p.add_argument("--nsys-ai", default=None, help="nsys-ai (default: bench/.nsys-ai, PATH)")
+    p.add_argument("--nsys-ai-limit", type=float, default=600,
+                   help="seconds after which nsys-ai's diff is stopped")  # fmt: skip
     p.add_argument(
         "--nsys-new-names", action="store_true", help="cuda_gpu_kern_sum,... (nsys >= 2023)"
     )
     args = p.parse_args()
     nsys = find_nsys(args.nsys)
+    nsys_ai = peers.find_nsys_ai(args.nsys_ai)
     compile_census()
     reports = (
         "cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum"
         if args.nsys_new_names
         else "gpukernsum,cudaapisum,gpumemsizesum"
     )
-    rows = [bench_size(size, args, nsys, reports) for size in args.sizes]
-    table = format_table(rows, nsys, args.repeat)
+    rows = [bench_size(size, args, nsys, reports, nsys_ai) for size in args.sizes]
+    table = format_table(rows, nsys, args.repeat) + "\n\n" + peers.table(rows, nsys_ai)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.md").write_text(table + "\n", encoding="utf-8")

@@ -1,0 +1,148 @@
+"""The bench's peers beside census: the SQL aggregation statements and nsys-ai.
+
+aggregation  the three statements sqlite3 needs for the totals nsys's own reports give (#25's
+             "SQL aggregation floor"): kernels grouped by name (count, time), the runtime API
+             calls that launched a kernel joined to it on correlationId and grouped by API name
+             (count, time), memcpys grouped by kind (count, bytes, time); one connection, in turn
+nsys-ai      `nsys-ai summary FILE` (its kernel summary) and `nsys-ai diff A B --no-ai --format
+             json` (its two-run diff), from bench/.nsys-ai (bash bench/install_nsys_ai.sh) or
+             --nsys-ai PATH. nsys-ai keeps a Parquet cache beside each profile it opens
+             (NAME.nsys-cache): it is given links to the inputs in a scratch folder, so its
+             cache goes there; "cold" runs start with no cache, "warm" ones with the cache the
+             run before built. A diff is run once (163 s at 10^6 on this machine) and stopped
+             after --nsys-ai-limit seconds (its whole process group), shown as "> LIMIT s".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+AGGREGATION = (
+    'SELECT shortName, COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL '
+    "GROUP BY shortName",
+    'SELECT r.nameId, COUNT(*), SUM(r."end" - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r '
+    "JOIN CUPTI_ACTIVITY_KIND_KERNEL AS k ON k.correlationId = r.correlationId GROUP BY r.nameId",
+    'SELECT copyKind, COUNT(*), SUM(bytes), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY '
+    "GROUP BY copyKind",
+)
+
+
+def aggregation_floor(path: Path) -> float:
+    """Seconds for the three aggregation statements, one connection, one after another."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    t0 = time.perf_counter()
+    for sql in AGGREGATION:
+        conn.execute(sql).fetchall()
+    conn.close()
+    return time.perf_counter() - t0
+
+
+def find_nsys_ai(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    local = HERE / ".nsys-ai" / "bin" / "nsys-ai"
+    return str(local) if local.exists() else shutil.which("nsys-ai")
+
+
+def linked(scratch: Path, files: dict[str, Path]) -> dict[str, Path]:
+    """Links to the inputs in `scratch`, where nsys-ai will keep its caches."""
+    out = {}
+    for label, target in files.items():
+        link = scratch / f"{label}.sqlite"
+        link.symlink_to(target)
+        out[label] = link
+    return out
+
+
+def drop_caches(links: dict[str, Path]) -> None:
+    """nsys-ai's caches of the linked inputs (NAME.nsys-cache and its build lock)."""
+    for link in links.values():
+        for cache in link.parent.glob(f"{link.stem}.nsys-cache*"):
+            if cache.is_dir():
+                shutil.rmtree(cache)
+            else:
+                cache.unlink()
+
+
+def summary_cmd(nsys_ai: str, link: Path) -> list[str]:
+    return [nsys_ai, "summary", str(link)]
+
+
+def diff_cmd(nsys_ai: str, before: Path, after: Path) -> list[str]:
+    return [nsys_ai, "diff", str(before), str(after), "--no-ai", "--format", "json"]
+
+
+def measure_limited(cmd: list[str], limit: float) -> dict:
+    """Wall and CPU seconds (user + system of its tree, from wait4) of one command, or
+    {"over": limit} when it ran past `limit` seconds: its process group is then killed."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    fired = threading.Event()
+
+    def stop() -> None:
+        fired.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(limit, stop)
+    timer.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if fired.is_set():
+        return {"over": limit}
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}")
+    return {"wall": time.perf_counter() - t0, "cpu": usage.ru_utime + usage.ru_stime}
+
+
+MIB = 2**20
+_TIMES = ("floor_wall", "aggregation_wall", "nsys_wall", "nsysai_wall", "nsysai_warm_wall")
+
+
+def table(rows: list[dict], nsys_ai: str | None) -> str:
+    """census beside every peer on the same file: the SQL scan floor, the SQL aggregation
+    statements, nsys stats and nsys-ai, as census's time over theirs."""
+    head = (
+        "| kernels | SQL floor (scan) | SQL aggregation (3 statements) | nsys stats "
+        "| nsys-ai summary, cold | nsys-ai summary, warm | nsys-ai PSS | census summary "
+        "| / floor | / aggregation | / nsys stats | / nsys-ai cold | / nsys-ai warm "
+        "| cached summary / nsys-ai warm | census diff | nsys-ai diff | diff / nsys-ai diff |\n"
+        "|" + " ---: |" * 17
+    )
+    lines = [head, *("| " + " | ".join(_cells(r)) + " |" for r in rows), ""]
+    lines.append(
+        f"nsys-ai: {nsys_ai or 'not found'} (`summary`, cold: no cache of its own; warm: the "
+        "cache it built; `diff --no-ai --format json` once, cold); the SQL aggregation: "
+        "bench/peers.py; the other columns as in the table above"
+    )
+    return "\n".join(lines)
+
+
+def _cells(r: dict) -> list[str]:
+    summary, diff = r["summary_wall"], r.get("nsysai_diff_wall")
+    limit = r.get("nsysai_diff_over")
+    return [
+        f"{r['kernels']:,}",
+        *(f"{r[k]:.2f} s" if k in r else "n/a" for k in _TIMES),
+        f"{r['nsysai_pss'] / MIB:,.0f} MiB" if "nsysai_pss" in r else "n/a",
+        f"{summary:.2f} s",
+        *(f"{summary / r[k]:.2f}x" if k in r else "n/a" for k in _TIMES),
+        (f"{r['summary_cached_wall'] / r['nsysai_warm_wall']:.3f}x"
+         if "nsysai_warm_wall" in r else "n/a"),
+        f"{r['diff_wall']:.2f} s",
+        f"{diff:.2f} s" if diff else f"> {limit:.0f} s" if limit else "n/a",
+        (f"{r['diff_wall'] / diff:.3f}x" if diff
+         else f"< {r['diff_wall'] / limit:.3f}x" if limit else "n/a"),
+    ]  # fmt: skip
