@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
 from census.load.aggregates import load_profile
-from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep
+from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep, unique
 from census.sources.samples import sample_path
 from census.store.codec import from_record, to_record
 from tests.helpers.exports import real_exports, unpacked
@@ -184,6 +184,20 @@ def test_covered_ns_is_the_clipped_union(rows, windows) -> None:
         sum(max(0, min(e, wb) - max(s, wa)) for s, e in merged) for wa, wb in zip(a, b, strict=True)
     ]
     assert got == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["int8", "int16", "int32", "int64", "uint8", "uint32", "uint64", "bool"]),
+       st.lists(st.integers(0, 2**64 - 1), max_size=40), st.booleans())  # fmt: skip
+def test_unique_is_numpys_unique_for_every_integer_dtype(dtype, raw, square) -> None:
+    """intervals.unique (np.unique without the import of numpy.ma) on any integer dtype, its
+    extremes included, empty, repeated, and 2-D: np.unique's values, dtype and shape."""
+    values = np.array(raw, np.uint64).astype(dtype)  # wraps: every bit pattern of the dtype
+    if square and len(values) >= 4:
+        values = values[:4].reshape(2, 2)
+    got, want = unique(values), np.unique(values)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got, want)
 
 
 def test_step_at_takes_the_latest_started_step_if_still_open() -> None:
