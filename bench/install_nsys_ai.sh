@@ -2,7 +2,8 @@
 # nsys-ai 0.3.0 in its own virtual environment under bench/.nsys-ai, for bench/run.py.
 # nsys-ai reads a .sqlite export through DuckDB's sqlite_scanner extension, which DuckDB
 # downloads on first use; offline that download fails (nsys-ai then waits and falls back to
-# sqlite3), so the extension is installed here from its PyPI wheel, with the DuckDB it matches.
+# sqlite3), so the extension is installed from its PyPI wheel, with the DuckDB it matches, into
+# DuckDB's extension folder for that version (~/.duckdb/extensions/v1.5.5: outside the venv).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 python3 -m venv "$here/.nsys-ai"

@@ -2,8 +2,11 @@
 
 aggregation  the three statements sqlite3 needs for the totals nsys's own reports give (#25's
              "SQL aggregation floor"): kernels grouped by name (count, time), the runtime API
-             calls that launched a kernel joined to it on correlationId and grouped by API name
-             (count, time), memcpys grouped by kind (count, bytes, time); one connection, in turn
+             calls that launched a kernel (a semi-join on correlationId: a call counts once
+             however many kernels it launched) grouped by API name (count, time), memcpys and
+             memsets grouped by kind (count, bytes, time); one connection, in turn. Like the
+             scan floor, a lower bound: it matches calls to kernels on correlationId alone,
+             where census also matches the process (the bench's files have one)
 nsys-ai      `nsys-ai summary FILE` (its kernel summary) and `nsys-ai diff A B --no-ai --format
              json` (its two-run diff), from bench/.nsys-ai (bash bench/install_nsys_ai.sh) or
              --nsys-ai PATH. nsys-ai keeps a Parquet cache beside each profile it opens
@@ -21,28 +24,35 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+KERNEL, RUNTIME = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 AGGREGATION = (
-    'SELECT shortName, COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL '
-    "GROUP BY shortName",
-    'SELECT r.nameId, COUNT(*), SUM(r."end" - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME AS r '
-    "JOIN CUPTI_ACTIVITY_KIND_KERNEL AS k ON k.correlationId = r.correlationId GROUP BY r.nameId",
-    'SELECT copyKind, COUNT(*), SUM(bytes), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY '
-    "GROUP BY copyKind",
-)
+    ((KERNEL,), f'SELECT shortName, COUNT(*), SUM("end" - start) FROM {KERNEL} GROUP BY shortName'),
+    ((RUNTIME, KERNEL),
+     f'SELECT nameId, COUNT(*), SUM("end" - start) FROM {RUNTIME} '
+     f"WHERE correlationId IN (SELECT correlationId FROM {KERNEL}) GROUP BY nameId"),
+    ((MEMCPY, MEMSET),
+     f'SELECT copyKind, COUNT(*), SUM(bytes), SUM("end" - start) FROM {MEMCPY} GROUP BY copyKind '
+     f'UNION ALL SELECT -1, COUNT(*), SUM(bytes), SUM("end" - start) FROM {MEMSET}'),
+)  # fmt: skip
 
 
 def aggregation_floor(path: Path) -> float:
-    """Seconds for the three aggregation statements, one connection, one after another."""
+    """Seconds for the three aggregation statements (those whose tables the file has), one
+    connection, one after another."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t0 = time.perf_counter()
-    for sql in AGGREGATION:
-        conn.execute(sql).fetchall()
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for tables, sql in AGGREGATION:
+        if have.issuperset(tables):
+            conn.execute(sql).fetchall()
     conn.close()
     return time.perf_counter() - t0
 
@@ -59,7 +69,7 @@ def linked(scratch: Path, files: dict[str, Path]) -> dict[str, Path]:
     out = {}
     for label, target in files.items():
         link = scratch / f"{label}.sqlite"
-        link.symlink_to(target)
+        link.symlink_to(target.resolve())
         out[label] = link
     return out
 
@@ -84,27 +94,36 @@ def diff_cmd(nsys_ai: str, before: Path, after: Path) -> list[str]:
 
 def measure_limited(cmd: list[str], limit: float) -> dict:
     """Wall and CPU seconds (user + system of its tree, from wait4) of one command, or
-    {"over": limit} when it ran past `limit` seconds: its process group is then killed."""
+    {"over": limit} when it ran past `limit` seconds: its process group (its own session) is
+    then killed, as it is when the bench is interrupted."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
-    fired = threading.Event()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True)  # fmt: skip
+        timer = threading.Timer(limit, _kill_group, (proc.pid,))
+        timer.daemon = True
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            _kill_group(proc.pid)
+            raise
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        if proc.returncode == -signal.SIGKILL and wall >= limit:
+            return {"over": limit}
+        if proc.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-2000:]
+            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{tail}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime}
 
-    def stop() -> None:
-        fired.set()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
 
-    timer = threading.Timer(limit, stop)
-    timer.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if fired.is_set():
-        return {"over": limit}
-    if proc.returncode != 0:
-        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}")
-    return {"wall": time.perf_counter() - t0, "cpu": usage.ru_utime + usage.ru_stime}
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 MIB = 2**20
@@ -142,7 +161,7 @@ def _cells(r: dict) -> list[str]:
         (f"{r['summary_cached_wall'] / r['nsysai_warm_wall']:.3f}x"
          if "nsysai_warm_wall" in r else "n/a"),
         f"{r['diff_wall']:.2f} s",
-        f"{diff:.2f} s" if diff else f"> {limit:.0f} s" if limit else "n/a",
-        (f"{r['diff_wall'] / diff:.3f}x" if diff
+        f"{diff:.2f} s" if diff is not None else f"> {limit:g} s" if limit is not None else "n/a",
+        (f"{r['diff_wall'] / diff:.3f}x" if diff is not None
          else f"< {r['diff_wall'] / limit:.3f}x" if limit else "n/a"),
     ]  # fmt: skip
