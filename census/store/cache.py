@@ -22,7 +22,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from census.paths import atomic_target, cache_dir, sweep_stale_parts, trim_heap, write_atomic
 from census.sources.readonly import has_live_wal
@@ -130,8 +130,7 @@ def spooled(text: Iterable[str]) -> Iterable[str]:
     except OSError:
         return text
     try:
-        for piece in pieces(text):
-            fh.write(piece.encode("utf-8"))
+        _write_encoded(fh, text)
         fh.flush()
     except BaseException as exc:
         _close_quietly(fh)
@@ -194,13 +193,19 @@ def _write_digested(fh: BinaryIO, meta: dict, text: Iterable[str]) -> int:
     header = json.dumps({"meta": meta, "sha256": placeholder.decode()}).encode("utf-8")
     fh.write(header + b"\n")
     digest = hashlib.sha256()
-    for piece in pieces(text):
-        data = piece.encode("utf-8")
-        digest.update(data)
-        fh.write(data)
+    _write_encoded(fh, text, digest)
     fh.seek(header.rindex(placeholder))  # the last key's value: after the meta's
     fh.write(digest.hexdigest().encode())
     return len(header) + 1
+
+
+def _write_encoded(fh: BinaryIO, text: Iterable[str], digest: Any = None) -> None:
+    """The text into `fh` as UTF-8, a piece at a time (and into `digest`, a hashlib hash)."""
+    for piece in pieces(text):
+        data = piece.encode("utf-8")
+        if digest is not None:
+            digest.update(data)
+        fh.write(data)
 
 
 def cached_bytes(paths: list[Path], options: list, kind: str) -> tuple[dict, bytes] | None:
