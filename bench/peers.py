@@ -13,19 +13,14 @@ nsys-ai      `nsys-ai summary FILE` (its kernel summary) and `nsys-ai diff A B -
              (NAME.nsys-cache): it is given links to the inputs in a scratch folder, so its
              cache goes there; "cold" runs start with no cache, "warm" ones with the cache the
              run before built. A diff is run once (163 s at 10^6 on this machine) and stopped
-             after --nsys-ai-limit seconds (its whole process group), shown as "> LIMIT s".
+             after --nsys-ai-limit seconds (its whole process group: run.measure), shown as
+             "> LIMIT s".
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shutil
-import signal
 import sqlite3
-import subprocess
-import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -45,12 +40,17 @@ AGGREGATION = (
 
 
 def aggregation_floor(path: Path) -> float:
-    """Seconds for the three aggregation statements (those whose tables the file has), one
-    connection, one after another."""
+    """Seconds for the three aggregation statements."""
+    return timed_statements(path, AGGREGATION)
+
+
+def timed_statements(path: Path, statements) -> float:
+    """Seconds for the statements, (tables, sql) each, whose tables the file has: one
+    read-only connection, one after another, every row fetched."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     t0 = time.perf_counter()
     have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for tables, sql in AGGREGATION:
+    for tables, sql in statements:
         if have.issuperset(tables):
             conn.execute(sql).fetchall()
     conn.close()
@@ -90,40 +90,6 @@ def summary_cmd(nsys_ai: str, link: Path) -> list[str]:
 
 def diff_cmd(nsys_ai: str, before: Path, after: Path) -> list[str]:
     return [nsys_ai, "diff", str(before), str(after), "--no-ai", "--format", "json"]
-
-
-def measure_limited(cmd: list[str], limit: float) -> dict:
-    """Wall and CPU seconds (user + system of its tree, from wait4) of one command, or
-    {"over": limit} when it ran past `limit` seconds: its process group (its own session) is
-    then killed, as it is when the bench is interrupted."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True)  # fmt: skip
-        timer = threading.Timer(limit, _kill_group, (proc.pid,))
-        timer.daemon = True
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:
-            _kill_group(proc.pid)
-            raise
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        if proc.returncode == -signal.SIGKILL and wall >= limit:
-            return {"over": limit}
-        if proc.returncode != 0:
-            err.seek(0)
-            tail = err.read().decode(errors="replace")[-2000:]
-            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{tail}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime}
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 MIB = 2**20

@@ -33,8 +33,10 @@ between the processes sharing them) of the process and all its descendants.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -42,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -108,27 +111,60 @@ def _pss(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None, memory: bool = False) -> dict:
+def measure(cmd: list[str], env: dict[str, str] | None = None, memory: bool = False,
+            limit: float | None = None) -> dict:  # fmt: skip
     """Wall seconds and CPU seconds of the tree of one command; with `memory`, its peak tree PSS
-    instead (sampling /proc costs CPU, so timed runs do not sample)."""
+    instead (sampling /proc costs CPU, so timed runs do not sample); with `limit`, {"over":
+    limit} where it ran past `limit` seconds: it runs in a session of its own, whose process
+    group is then killed, as it is when the bench is interrupted."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    sampler = TreeSampler(proc.pid)
-    if memory:
-        sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if memory:
-        sampler.done.set()
-        sampler.join()
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{err[-2000:]}")
+    with tempfile.TemporaryFile() as err:  # (a pipe would block a command that writes much)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                                start_new_session=limit is not None)  # fmt: skip
+        sampler = TreeSampler(proc.pid)
+        if memory:
+            sampler.start()
+        with _killed_after(proc.pid, limit):
+            _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        if memory:
+            sampler.done.set()
+            sampler.join()
+        if limit is not None and proc.returncode == -signal.SIGKILL and wall >= limit:
+            return {"over": limit}
+        if proc.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-2000:]
+            raise SystemExit(f"benchmark command failed: {' '.join(cmd)}\n{tail}")
     if memory:
         return {"pss": sampler.peak}
     # wait4's usage covers the process and every descendant it waited for
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime}
+
+
+@contextlib.contextmanager
+def _killed_after(pid: int, limit: float | None) -> Iterator[None]:
+    """Kill the process group of `pid` after `limit` seconds (None: never), or as soon as the
+    block raises (an interrupted bench)."""
+    if limit is None:
+        yield
+        return
+    timer = threading.Timer(limit, _kill_group, (pid,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    except BaseException:
+        _kill_group(pid)
+        raise
+    finally:
+        timer.cancel()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def warm(*paths: Path) -> None:
@@ -138,15 +174,10 @@ def warm(*paths: Path) -> None:
 
 
 def floor(path: Path, columns: dict[str, tuple[str, ...]]) -> float:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    t0 = time.perf_counter()
-    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    for table, cols in columns.items():
-        if table in have:
-            reads = ", ".join(f"MAX({c})" for c in cols)
-            conn.execute(f'SELECT COUNT(*), {reads} FROM "{table}"').fetchone()
-    conn.close()
-    return time.perf_counter() - t0
+    """Seconds for one plain pass over each table, reading every column given."""
+    return peers.timed_statements(path, [
+        ((table,), f'SELECT COUNT(*), {", ".join(f"MAX({c})" for c in cols)} FROM "{table}"')
+        for table, cols in columns.items()])  # fmt: skip
 
 
 def samples() -> tuple[Path, Path]:
@@ -233,8 +264,9 @@ def bench_size(size: str, args, nsys: str | None, reports: str, nsys_ai: str | N
         runs["nsysai"][0].update(measure(peers.summary_cmd(nsys_ai, links["eager"]), memory=True))
         peers.drop_caches(links)
         warm(e, c)
-        diff = peers.measure_limited(peers.diff_cmd(nsys_ai, links["eager"], links["compiled"]),
-                                     args.nsys_ai_limit)  # fmt: skip
+        diff = measure(
+            peers.diff_cmd(nsys_ai, links["eager"], links["compiled"]), limit=args.nsys_ai_limit
+        )
         runs["nsysai_diff"] = [diff]
     for name, (cmd, inputs, extra) in commands.items():
         cache = tempfile.mkdtemp(prefix="census-bench-cache-")
