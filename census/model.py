@@ -261,8 +261,9 @@ class ArmEnv:
 
 @dataclass(frozen=True)
 class RankRecord:
-    """One rank's own figures in an arm run under torchrun (the arm's step time per step is the
-    slowest rank's)."""
+    """One rank's own figures in an arm of several ranks (the arm's step time per step is the
+    slowest rank's), and its place in the job as its launcher said (census.capture.launcher):
+    None where the record did not say (one written before census kept it)."""
 
     rank: int
     median_ns: float  # this rank's median step time
@@ -271,6 +272,14 @@ class RankRecord:
     peak_allocated_bytes: int | None
     peak_reserved_bytes: int | None
     env: ArmEnv | None = None
+    host: str | None = None
+    local_rank: int | None = None
+    node: int | None = None  # the node's index, where the launcher says it
+    pid: int | None = None
+    gpu_index: int | None = None  # torch's index of its GPU, among the GPUs it saw
+    gpu_uuid: str | None = None
+    launcher: str | None = None  # census.capture.launcher.PRECEDENCE's name
+    launcher_note: str | None = None  # another launcher's variables disagreed
 
 
 @dataclass(frozen=True)
@@ -293,7 +302,9 @@ class Arm:
     # census.count(name) inside the measured window, per rank (rank order; one entry per rank)
     counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
     env: ArmEnv | None = None  # what the arm ran beside (None: not recorded)
-    ranks: tuple[RankRecord, ...] = ()  # under torchrun, each rank's own figures; () for one
+    ranks: tuple[RankRecord, ...] = ()  # with several ranks, each rank's own; () for one
+    wall_ns: int | None = None  # the arm's process, start to end (None: not kept)
+    census_ns: int | None = None  # census's own time on the arm: its records read and merged
 
     @property
     def median_ns(self) -> float:

@@ -161,3 +161,30 @@ def test_ctrl_c_during_a_capture_leaves_no_folder(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     assert list(tmp_path.iterdir()) == []
+
+
+LOOP = """
+import sys, census
+from pathlib import Path
+out = Path(sys.argv[1])
+stop = sys.argv[2] == "stop"
+n = sum(1 for _ in census.steps(range(100), warmup=2, active=3, stop=stop))
+out.write_text(out.read_text() + f"{n} " if out.exists() else f"{n} ")
+"""
+
+
+@pytest.mark.parametrize(("stop", "runs"), [("stop", "5 " * 5), ("keep", "100 " * 5)])
+def test_an_arm_runs_its_loop_for_the_measured_steps_alone(tmp_path: Path, stop, runs) -> None:
+    """Under census ab the loop ends after warm-up + measured steps (2 + 3 of 100), in the warm
+    arm and every measured one; `stop=False` keeps the rest of the loop; outside census the loop
+    runs whole."""
+    script, count = tmp_path / "loop.py", tmp_path / "count"
+    script.write_text(LOOP)
+    command = f"{sys.executable} {script} {count} {stop}"
+    r = run_ab(tmp_path, "--a", command, "--b", command, "--arms", "4")
+    assert r.exit_code == 0, r.output
+    assert count.read_text() == runs
+    count.unlink()
+    subprocess.run([sys.executable, str(script), str(count), stop], check=True,
+                   env={k: v for k, v in os.environ.items() if not k.startswith("CENSUS_")})  # fmt: skip
+    assert count.read_text() == "100 "

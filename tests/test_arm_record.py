@@ -19,7 +19,8 @@ import pytest
 import census
 from census.capture import steps as steps_module
 from census.capture.ab import _arm_record
-from census.capture.arms import ArmsSpec, check_record, run_arms
+from census.capture.arms import ArmsSpec, run_arms
+from census.capture.records import check_record
 from census.capture.timing import (
     Reading,
     env_between,
@@ -286,8 +287,10 @@ DAMAGED = ", rank 1: its step-times record ($CENSUS_STEP_TIMES) is damaged: "
 @pytest.mark.parametrize(
     ("records", "why"),
     [
-        ((RANK0,), ": rank 1 of 2 wrote no step-times record (every rank must run its loop in "
-                   "census.steps())"),
+        ((RANK0,), ": rank 1 of 2 wrote no step-times record: every rank must run its loop in "
+                   "census.steps(), and every node must see the experiment folder (-o; "
+                   "docs/cluster.md)"),
+        ((RANK0, RANK1, {**RANK1, "rank": 2, "world_size": 7}), ": ranks 3-6 of 7 wrote no"),
         ((RANK0, RANK1, {**RANK1, "rank": 2, "world_size": 4}), ": rank 3 of 4 wrote no"),
         ((RANK0, {**RANK1, "step_time_ns": [5, 5], "phase_time_ns": {}, "values": {}}),
          ": rank 1 recorded 2 measured steps, "

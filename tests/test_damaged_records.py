@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.capture.arms import check_record
+from census.capture.records import check_record
 from census.cli import app
 from tests.helpers.files import fixture_file
 

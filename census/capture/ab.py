@@ -1,10 +1,13 @@
 """`census ab`, its capture stage: run an A/B experiment's arms and its captures into one folder.
 
 The folder (written atomically, like a capture) holds `ab.json` (the arms and what was run) and,
-when captured, the capture folders `a/` and `b/`. Nothing computed from them is stored: reading
-it back (census.sources.experiment, census.api.load_experiment) recomputes the statistics from
-the arms and the census diff from the captures. `--force` replaces only an experiment census
-made: an `ab.json` that is census's record, beside nothing but its captures `a/` and `b/`.
+when captured, the capture folders `a/` and `b/`. It is assembled in a hidden folder beside it
+from the start, where the arms' ranks write their step-times records: under a launcher of
+several nodes the output folder must be on a filesystem that every node sees. Nothing computed
+from them is stored: reading it back (census.sources.experiment, census.api.load_experiment)
+recomputes the statistics from the arms and the census diff from the captures. `--force`
+replaces only an experiment census made: an `ab.json` that is census's record, beside nothing
+but its captures `a/` and `b/`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from census.capture.arms import ArmRule
 
 RECORD = "ab.json"
+RECORDS = "records"  # the arms' step-times records while they run; removed once read
 
 
 @dataclass(frozen=True)
@@ -75,11 +79,12 @@ def run_ab(
             nsys = find_nsys(spec.nsys)
         except ToolMissingError:
             note = "nsys is not installed"
-    arms = run_arms(
-        ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active), progress, rule
-    )
+    # assembled in the experiment's output folder from the start: the ranks write their records
+    # into it, which every node must see (census.capture.arms)
     work = make_work_folder(spec.out_dir, spec.name)
     try:
+        arms = run_arms(ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active,
+                                 records=work / RECORDS), progress, rule)  # fmt: skip
         if nsys:
             _capture_sides(spec, nsys, work, progress, has_steps)
         record = {"labels": list(spec.labels), "commands": {k: list(v) for k, v in
@@ -188,4 +193,5 @@ def _arm_record(arm: Arm) -> dict:
             "values": {name: list(row) for name, row in arm.values.items()},
             "counts": {name: list(per_rank) for name, per_rank in arm.counts.items()},
             "env": None if arm.env is None else asdict(arm.env),
-            "ranks": [asdict(r) for r in arm.ranks]}  # fmt: skip
+            "ranks": [asdict(r) for r in arm.ranks], "wall_ns": arm.wall_ns,
+            "census_ns": arm.census_ns}  # fmt: skip

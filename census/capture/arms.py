@@ -9,8 +9,13 @@ An arm runs silently in its own process group (census.capture.process), which is
 the arm ends: nothing it started outlives it, and only the tail of its output is kept, for the
 error when it fails. Its record is checked field by field before any number of it is used.
 
-Under torchrun every rank writes its own record (`PATH.rankN`, census.capture.steps); ranks 0 to
-WORLD_SIZE − 1 must all have written one, of as many steps, on one clock. The arm is their merge:
+Under a launcher of several ranks (torchrun, srun, mpirun: census.capture.launcher) every rank
+writes its own record (`PATH.rankN`, census.capture.steps) into the records folder, which every
+node must see (census ab's experiment folder); ranks 0 to world size − 1 must all have written
+one, of as many steps, on one clock. A rank that wrote none stops the experiment with one line
+naming the ranks, their hosts where the arm's output says them (census.capture.steps.CANNOT_WRITE)
+and the cause. Each rank's step times are durations on its own host's clock: no absolute time of
+one rank is ever compared with another's. The arm is their merge:
 - `step_time_ns`: per step, the slowest rank's time (no rank's next step starts before the
   slowest has joined the collectives: the step took that long for all);
 - `phase_time_ns`: per step, the phase times of the rank slowest in that step (the first of
@@ -25,29 +30,31 @@ WORLD_SIZE − 1 must all have written one, of as many steps, on one clock. The 
   other load: torchrun starts each rank in a process group of its own, so each rank's
   `other_cpu_cores` (rank 0's here, and every rank's in `ranks`) is taken less the CPU cores of
   every other rank's process group (its `group_cpu_cores`, once per group);
-- `ranks`: each rank's own figures (census.model.RankRecord); () for a single process.
+- `ranks`: each rank's own figures and place in the job (census.model.RankRecord: host, local
+  rank, node, pid, GPU, launcher); () for a single process.
+- `wall_ns`: the arm's process from start to end; `census_ns`: census's own time reading,
+  checking and merging the arm's records.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import glob
-import json
 import os
-import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from census.capture.process import run_group
-from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
+from census.capture.records import ENV_NUMBERS, cannot_write, missing_ranks, read_records
+from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP
 from census.capture.timing import THROTTLE_REASONS
 from census.errors import CaptureError
 from census.model import Arm, ArmEnv, RankRecord, percentile
 from census.paths import owner_tag
-from census.units import clip
 
 BLOCKS = (("a", "b", "b", "a"), ("b", "a", "a", "b"))
 
@@ -68,6 +75,9 @@ class ArmsSpec:
     warmup: int | None = None
     active: int | None = None  # measured steps per arm
     env: tuple[tuple[str, str], ...] = ()
+    # where the ranks write their records: a folder every node sees (census ab: the experiment's
+    # folder being made); None: a temporary folder of this machine (one node only)
+    records: Path | None = None
 
 
 LOOK_EVERY = 8  # a rule is asked after each ABBA BAAB pair of blocks
@@ -95,9 +105,7 @@ def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None,
     upto = f" (up to {spec.arms})" if rule else f"/{spec.arms}"
     if rule:
         rule.start()
-    # census-PID-HOST-*, as a pass's spill folder: left by a census killed outright, it is
-    # removed by the next pass that spills (census.load.pool)
-    with tempfile.TemporaryDirectory(prefix=f"census-{owner_tag()}-") as tmp:
+    with _records_folder(spec.records) as tmp:
         for index, side in enumerate(order):
             if rule and index > 1 and (index - 1) % LOOK_EVERY == 0 and not rule(out):
                 break
@@ -113,22 +121,61 @@ def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None,
     return out
 
 
-def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> Arm:
-    command = list(spec.commands[side])
-    env = {**os.environ, **dict(spec.env), ENV_STEP_TIMES: str(times)}
+@contextlib.contextmanager
+def _records_folder(folder: Path | None):
+    """`folder` (made, and its records removed once the arms are done), else a temporary one:
+    census-PID-HOST-*, as a pass's spill folder, so that one left by a census killed outright
+    is removed by the next pass that spills (census.load.pool)."""
+    if folder is None:
+        with tempfile.TemporaryDirectory(prefix=f"census-{owner_tag()}-") as tmp:
+            yield tmp
+        return
+    folder = folder.absolute()  # a rank may run in another folder
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    finally:
+        for record in folder.glob("arm*.json*"):
+            with contextlib.suppress(OSError):
+                record.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def arm_env_vars(spec: ArmsSpec, times: Path) -> dict[str, str]:
+    """What census sets for an arm: where its records go, its steps, that census runs it; under
+    Open MPI's mpirun, which forwards no variable unasked, the list of those to forward."""
+    env = {**dict(spec.env), ENV_STEP_TIMES: str(times), ENV_RUN: "arm"}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
         env[ENV_ACTIVE] = str(spec.active)
+    forwarded = os.environ.get(OMPI_FORWARD, "")
+    ours = ";".join(name for name in env if name.startswith("CENSUS_"))
+    env[OMPI_FORWARD] = f"{forwarded};{ours}" if forwarded else ours
+    return env
+
+
+# Open MPI's mpirun forwards the variables this MCA parameter names (`-x NAME` each, otherwise)
+OMPI_FORWARD = "OMPI_MCA_mca_base_env_list"
+
+
+def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> Arm:
+    command = list(spec.commands[side])
+    env = {**os.environ, **arm_env_vars(spec, times)}
     named = label if label == side.upper() else f"{side.upper()}, {label}"
     what = f"arm {index} ({named}{', the discarded warm arm' if index == 0 else ''})"
-    run_group(command, env, what)  # silently: a failed arm's tail is printed as lines
-    records = read_records(times, what, command) or []
-    _check_ranks_agree(records, what, command)
-    return arm_from_records(side, index, records)
+    started = time.monotonic_ns()
+    tail = run_group(command, env, what)  # silently: a failed arm's tail is printed as lines
+    ended = time.monotonic_ns()
+    records = read_records(times, what, command, tail) or []
+    _check_ranks_agree(records, what, command, tail)
+    arm = arm_from_records(side, index, records)
+    return dataclasses.replace(arm, wall_ns=ended - started,
+                               census_ns=time.monotonic_ns() - ended)  # fmt: skip
 
 
-def _check_ranks_agree(records: list[dict], what: str, command: list[str]) -> None:
+def _check_ranks_agree(records: list[dict], what: str, command: list[str], tail: str) -> None:
     """A CaptureError unless the ranks' records hold steps, as many each, on one clock."""
     steps = [len(r.get("step_time_ns") or ()) for r in records]
     for rank, n in enumerate(steps):
@@ -136,15 +183,34 @@ def _check_ranks_agree(records: list[dict], what: str, command: list[str]) -> No
             raise CaptureError(f"{what}: rank {rank} recorded {n} measured steps, rank 0 "
                                f"{steps[0]}: every rank must run the same steps", command)  # fmt: skip
     if not steps or not steps[0]:
+        unwritten = cannot_write(tail)
+        if not records and unwritten:
+            world = max(w for _, w, _, _ in unwritten)
+            ranks = sorted({r for r, *_ in unwritten})
+            raise CaptureError(f"{what}: {missing_ranks(ranks, world, [], unwritten)}", command)
         raise CaptureError(
             f"{what} recorded no steps: wrap the training loop in census.steps() "
-            f"(`for batch in census.steps(loader): ...`): {' '.join(command)}",
+            f"(`for batch in census.steps(loader): ...`){_launcher_hint(command)}: "
+            f"{' '.join(command)}",
             command,
         )
     for rank, r in enumerate(records):
         if r["clock"] != records[0]["clock"]:
             raise CaptureError(f"{what}: rank {rank} timed its steps by {r['clock']}, rank 0 "
                                f"by {records[0]['clock']}: every rank must use one clock", command)  # fmt: skip
+
+
+def _launcher_hint(command: list[str]) -> str:
+    """Where the arm's launcher may have kept census's variables from the ranks."""
+    from census.capture.launcher import MPI_LAUNCHERS, SLURM_LAUNCHERS
+
+    name = Path(command[0]).name if command else ""
+    if name in MPI_LAUNCHERS:
+        return (f", and have {name} pass census's variables to the ranks (Open MPI: `-x "
+                f"{ENV_STEP_TIMES} -x {ENV_WARMUP} -x {ENV_ACTIVE} -x {ENV_RUN}`)")  # fmt: skip
+    if name in SLURM_LAUNCHERS:
+        return ", and let srun pass the environment to the ranks (no `--export=NONE`)"
+    return ""
 
 
 def arm_from_records(side: str, index: int, records: list[dict]) -> Arm:
@@ -228,11 +294,13 @@ def _merged_env(envs: list[ArmEnv | None]) -> ArmEnv | None:
 
 
 def _rank_record(rank: int, record: dict, env: ArmEnv | None) -> RankRecord:
-    dynamo = record.get("dynamo") or {}
+    dynamo, gpu = record.get("dynamo") or {}, record.get("gpu") or {}
     return RankRecord(rank, percentile(record["step_time_ns"], 50),
                       dynamo.get("frames_compiled"), dynamo.get("graph_breaks"),
                       record.get("peak_allocated_bytes"), record.get("peak_reserved_bytes"),
-                      env)  # fmt: skip
+                      env, record.get("host"), record.get("local_rank"), record.get("node"),
+                      record.get("pid"), gpu.get("index"), gpu.get("uuid"),
+                      record.get("launcher"), record.get("launcher_note"))  # fmt: skip
 
 
 def arm_env(env: dict | None) -> ArmEnv | None:
@@ -242,179 +310,3 @@ def arm_env(env: dict | None) -> ArmEnv | None:
     cpu, other, load1 = (None if env.get(k) is None else float(env[k]) for k in ENV_NUMBERS)
     return ArmEnv(cpu, other, load1, env.get("gpu_sm_clock_mhz"),
                   tuple(env.get("gpu_throttle") or ()))  # fmt: skip
-
-
-# -- the record an arm writes -------------------------------------------------------------------
-RECORD_BYTES = 64 << 20  # a million steps' record is about 30 MB
-MAX_NS = 1 << 62  # 146 years: beyond it a number is not a time
-CLOCKS = ("cuda_events", "host")
-ENV_NUMBERS = ("cpu_share", "other_cpu_cores", "load1")
-
-
-def read_records(path: Path, what: str, command: list[str]) -> list[dict] | None:
-    """The run's step-times records in rank order, each checked (check_record): its one record
-    at `path`, or under torchrun every rank's (`path.rankN`); None when it wrote none. A
-    CaptureError naming the rank when one of ranks 0 to WORLD_SIZE − 1 wrote none."""
-    prefix = path.name + RANK_SUFFIX
-    ranked = {int(p.name[len(prefix) :]): p for p in path.parent.glob(glob.escape(prefix) + "*")
-              if p.name[len(prefix) :].isascii() and p.name[len(prefix) :].isdigit()}  # fmt: skip
-    if not ranked:
-        record = _read_one(path, what, command)
-        return None if record is None else [record]
-    records = {rank: _read_one(ranked[rank], f"{what}, rank {rank}", command)
-               for rank in sorted(ranked)}  # fmt: skip
-    world = max(max(records) + 1, *((r or {}).get("world_size") or 1 for r in records.values()))
-    missing = next((rank for rank in range(world) if records.get(rank) is None), None)
-    if missing is not None:
-        raise CaptureError(f"{what}: rank {missing} of {world} wrote no step-times record "
-                           "(every rank must run its loop in census.steps())", command)  # fmt: skip
-    for rank, record in records.items():
-        said = (record.get("rank"), record.get("world_size"))  # type: ignore[union-attr]
-        if said != (rank, world):
-            raise _bad_record(f"{what}, rank {rank}", command, f"it says rank {said[0]} of "
-                              f"{said[1]}, in the file of rank {rank} of {world}")  # fmt: skip
-    return [records[rank] for rank in range(world)]  # type: ignore[misc]
-
-
-def read_record(path: Path, what: str, command: list[str]) -> dict | None:
-    """The run's step-times record, checked (read_records): under torchrun rank 0's, every
-    rank's checked; None when it wrote none."""
-    records = read_records(path, what, command)
-    return records[0] if records else None
-
-
-def _read_one(path: Path, what: str, command: list[str]) -> dict | None:
-    """The step-times record at `path` (census.capture.timing), checked field by field: None
-    when there is none; a CaptureError naming the arm and the first bad field when it is not a
-    record census.steps writes."""
-    try:
-        size = path.stat().st_size
-        if size > RECORD_BYTES:
-            raise _bad_record(
-                what, command, f"{size:,} bytes, more than a record's {RECORD_BYTES:,}"
-            )
-        record = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise _bad_record(what, command, f"not JSON ({clip(str(exc), 120)})") from None
-    try:
-        check_record(record)
-    except ValueError as exc:
-        raise _bad_record(what, command, str(exc)) from None
-    return record
-
-
-def _bad_record(what: str, command: list[str], why: str) -> CaptureError:
-    return CaptureError(f"{what}: its step-times record (${ENV_STEP_TIMES}) is damaged: {why}",
-                        command)  # fmt: skip
-
-
-def check_record(record: Any) -> None:
-    """ValueError naming the first field of `record` that census.steps would not have written."""
-    if not isinstance(record, dict):
-        raise ValueError(f"it is {shown(record)}, not a JSON object")
-    steps = _field(record, "step_time_ns", list)
-    if not steps:
-        return  # no steps: said as such by the caller
-    for i, t in enumerate(steps):
-        check_count(t, f"step_time_ns[{i}]", positive=True)
-    if record.get("clock") not in CLOCKS:
-        raise ValueError(f'clock is {shown(record.get("clock"))}, not "cuda_events" or "host"')
-    host = _field(record, "host_step_time_ns", list, optional=True) or []
-    for i, t in enumerate(host):
-        check_count(t, f"host_step_time_ns[{i}]")
-    if host and len(host) != len(steps):
-        raise ValueError(f"host_step_time_ns has {len(host)} steps, step_time_ns {len(steps)}")
-    for name, times in (_field(record, "phase_time_ns", dict, optional=True) or {}).items():
-        if not isinstance(times, list) or len(times) != len(steps):
-            raise ValueError(f"phase_time_ns[{shown(name)}] is not a list of {len(steps)} times")
-        for i, t in enumerate(times):
-            check_count(t, f"phase_time_ns[{shown(name)}][{i}]")
-    for key in ("peak_allocated_bytes", "peak_reserved_bytes"):
-        if record.get(key) is not None:
-            check_count(record[key], key)
-    dynamo = _field(record, "dynamo", dict, optional=True) or {}
-    for key in ("frames_compiled", "graph_breaks"):
-        if key in dynamo:
-            check_count(dynamo[key], f"dynamo.{key}")
-    _check_calls(record, len(steps))
-
-
-def _check_calls(record: dict, steps: int) -> None:
-    """census.record's values, census.count's sums, the env, the rank and the world size."""
-    for name, row in (_field(record, "values", dict, optional=True) or {}).items():
-        if not isinstance(row, list) or len(row) != steps:
-            raise ValueError(f"values[{shown(name)}] is not a list of {steps} values")
-        for i, v in enumerate(row):
-            if v is not None and not _finite(v):
-                raise ValueError(f"values[{shown(name)}][{i}] is {shown(v)}, not a finite "
-                                 "number or null")  # fmt: skip
-    for name, total in (_field(record, "counts", dict, optional=True) or {}).items():
-        check_count(total, f"counts[{shown(name)}]")
-    if record.get("env") is not None:
-        check_env(record["env"], "env")
-    world, rank = record.get("world_size"), record.get("rank")
-    if world is not None:
-        check_count(world, "world_size", positive=True)
-    if rank is not None:
-        check_count(rank, "rank")
-        if world is not None and rank >= world:
-            raise ValueError(f"rank is {rank}, not below world_size {world}")
-
-
-def check_env(env: Any, name: str) -> None:
-    """ValueError naming the first field of the record's `env` (called `name`) that
-    census.capture.timing would not have written."""
-    if not isinstance(env, dict):
-        raise ValueError(f"{name} is {shown(env)}, not a JSON object")
-    for key in ENV_NUMBERS:
-        if env.get(key) is not None:
-            check_number(env[key], f"{name}.{key}")
-    if env.get("gpu_sm_clock_mhz") is not None:
-        check_count(env["gpu_sm_clock_mhz"], f"{name}.gpu_sm_clock_mhz")
-    if env.get("pgid") is not None:
-        check_count(env["pgid"], f"{name}.pgid")
-    if env.get("group_cpu_cores") is not None:
-        check_number(env["group_cpu_cores"], f"{name}.group_cpu_cores")
-    reasons = env.get("gpu_throttle")
-    known = THROTTLE_REASONS.values()
-    if reasons is not None and (not isinstance(reasons, list) or
-                                any(r not in known for r in reasons)):  # fmt: skip
-        raise ValueError(f"{name}.gpu_throttle is {shown(reasons)}, not a list of NVML "
-                         f"throttle reasons ({', '.join(known)})")  # fmt: skip
-
-
-def _field(record: dict, key: str, kind: type, optional: bool = False) -> Any:
-    value = record.get(key)
-    if value is None and (optional or key not in record):
-        return None
-    if not isinstance(value, kind):
-        what = "a JSON list" if kind is list else "a JSON object"
-        raise ValueError(f"{key} is {shown(value)}, not {what}")
-    return value
-
-
-def check_count(value: Any, name: str, positive: bool = False) -> None:
-    """An integer in [0, 2^62) (above 0 when `positive`): not a boolean, a real, NaN or a text."""
-    low = 1 if positive else 0
-    if type(value) is not int or not low <= value < MAX_NS:
-        kind = "a positive integer" if positive else "an integer, 0 or more"
-        raise ValueError(f"{name} is {shown(value)}, not {kind}")
-
-
-def check_number(value: Any, name: str, positive: bool = False) -> None:
-    """A finite number, 0 or more (above 0 when `positive`): not a boolean, NaN or a text."""
-    if not _finite(value) or value < 0 or (positive and value == 0):
-        kind = "a positive number" if positive else "a finite number, 0 or more"
-        raise ValueError(f"{name} is {shown(value)}, not {kind}")
-
-
-def _finite(value: Any) -> bool:
-    """An int or a float that is a finite double (NaN fails every comparison)."""
-    return type(value) in (int, float) and abs(value) <= sys.float_info.max
-
-
-def shown(value: Any) -> str:
-    """A value as the record spells it (NaN, Infinity, true), clipped."""
-    return clip(json.dumps(value), 40)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
-from census.capture.arms import read_record
 from census.capture.process import run_group
-from census.capture.steps import ENV_ACTIVE, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
+from census.capture.records import read_record
+from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
 from census.paths import check_output_folder, make_work_folder, replace_folder
 
@@ -129,8 +129,10 @@ def distributed_profile_command(
     return [*launch.launcher, "--no-python", *per_rank]
 
 
-def step_env(spec: CaptureSpec) -> dict[str, str]:
-    env = dict(spec.env)
+def step_env(spec: CaptureSpec, run: str = "capture") -> dict[str, str]:
+    """What census sets for the captured program (or its calibration run, `run`): its steps,
+    and that census runs it (census.steps then ends the loop after the measured steps)."""
+    env = {**spec.env, ENV_RUN: run}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
@@ -285,7 +287,7 @@ def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = Tru
 def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without nsys; census.steps records each step's wall time."""
     times = work / "calibration.json"
-    env = {**os.environ, **step_env(spec), ENV_STEP_TIMES: str(times)}
+    env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
     what = "calibration run (without nsys)"
     run_command(list(spec.command), env, what)
     try:

@@ -2,12 +2,18 @@
 
 `census.steps(loader, warmup=K, active=N)` leaves the first K steps out of the capture (warm-up,
 compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ranges, then stops
-the range. torch is used only if the training script already imported it.
+the range. torch is used only if the training script already imported it. In a program census
+runs ($CENSUS_RUN set: `census capture`, its calibration run, `census ab`'s arms) the loop ends
+once the measured steps are over, when their number is known (`stop=False` keeps the rest of
+the loop); anywhere else the loop runs whole.
 
 In a timed run ($CENSUS_STEP_TIMES: calibration, `census ab` arms) `census.record(name, value)`
 and `census.count(name, n)` called inside a measured step are kept in its record
-(census.capture.timing: `values`, `counts`); anywhere else they return at once. Under torchrun
-(RANK set, WORLD_SIZE above 1) every rank writes its own record, to `$CENSUS_STEP_TIMES.rankN`.
+(census.capture.timing: `values`, `counts`); anywhere else they return at once. Under a launcher
+of several ranks (census.capture.launcher: torchrun, srun, mpirun) every rank writes its own
+record, to `$CENSUS_STEP_TIMES.rankN`, atomically, with its place in the job (write_record). A
+record that cannot be written (a node that does not see the experiment folder) is one line on
+stderr (CANNOT_WRITE), never an exception: the training goes on, and census ab names the rank.
 """
 
 from __future__ import annotations
@@ -17,17 +23,23 @@ import ctypes
 import functools
 import json
 import os
+import socket
 import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
+from census.capture.launcher import RankEnv, rank_env
 from census.capture.timing import StepTimer
 
 DOMAIN = "census"
 ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
 ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
-RANK_SUFFIX = ".rank"  # under torchrun, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
+ENV_RUN = "CENSUS_RUN"  # set by census for the programs it runs: "capture", "calibration", "arm"
+RANK_SUFFIX = ".rank"  # with several ranks, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
+# The line a rank prints when it cannot write its record; census ab finds it in the arm's output
+# (census.capture.arms) to name the rank's host and the cause.
+CANNOT_WRITE = "census: rank {rank} of {world} on {host} could not write its step-times record"
 T = TypeVar("T")
 # the timer of the measured step running now, for census.phase, census.record and census.count
 _ACTIVE: StepTimer | None = None
@@ -133,15 +145,16 @@ def steps(
     warmup: int | None = None,
     active: int | None = None,
     domain: str = DOMAIN,
+    stop: bool = True,
 ) -> Iterator[T]:
     """Yield items; items warmup..warmup+active-1 run inside `step N` ranges and the capture.
 
     `warmup` and `active` default to $CENSUS_WARMUP and $CENSUS_ACTIVE (set by `census capture`
-    and `census ab`), then to 0 and "every remaining step". With $CENSUS_STEP_TIMES set, the
-    measured steps are timed (census.capture.timing) and the record is written there.
+    and `census ab`), then to 0 and "every remaining step". In a program census runs, the loop
+    ends after the measured steps when their number is known, unless `stop` is False. With
+    $CENSUS_STEP_TIMES set, the measured steps are timed and the record is written there.
     """
-    warmup = _env_int(ENV_WARMUP, 0) if warmup is None else warmup
-    active = _env_int(ENV_ACTIVE, None) if active is None else active
+    warmup, active, end = _window(warmup, active, stop)
     times_path = os.environ.get(ENV_STEP_TIMES)
     timer = StepTimer(_torch_cuda()) if times_path else None
     started = stopped = False
@@ -158,6 +171,8 @@ def steps(
                 stopped = True
                 if timer:
                     timer.close_window()
+            if end is not None and i >= end:
+                return  # census runs this program for its measured steps alone
             if not in_window:
                 yield item
                 continue
@@ -174,20 +189,68 @@ def steps(
         if started and not stopped:
             profiler_stop()
         if timer:
-            _write_record(timer, times_path)  # type: ignore[arg-type]
+            write_record(timer, times_path)  # type: ignore[arg-type]
+
+
+def _window(
+    warmup: int | None, active: int | None, stop: bool
+) -> tuple[int, int | None, int | None]:
+    """The warm-up and measured steps (census's variables where not given), and the step at
+    which a program census runs ends its loop (None: it runs whole)."""
+    warmup = _env_int(ENV_WARMUP, 0) if warmup is None else warmup
+    active = _env_int(ENV_ACTIVE, None) if active is None else active
+    end = warmup + active if stop and active is not None and os.environ.get(ENV_RUN) else None
+    return warmup, active, end
 
 
 def rank_and_world() -> tuple[int, int]:
-    """torchrun's RANK and WORLD_SIZE when RANK is set and WORLD_SIZE is above 1; else 0, 1."""
-    rank, world = _env_int("RANK", None), _env_int("WORLD_SIZE", 1) or 1
-    return (rank, world) if rank is not None and world > 1 else (0, 1)
+    """This process's rank and world size, as its launcher says (census.capture.launcher)."""
+    env = rank_env()
+    return env.rank, env.world
 
 
-def _write_record(timer: StepTimer, path: str) -> None:
-    rank, world = rank_and_world()
-    record = {**timer.record(), "rank": rank, "world_size": world}
-    with open(f"{path}{RANK_SUFFIX}{rank}" if world > 1 else path, "w", encoding="utf-8") as fh:
-        json.dump(record, fh)
+def record_path(path: str, env: RankEnv) -> str:
+    """Where a rank's record goes: `path` for a single process, else `path.rankN`."""
+    return f"{path}{RANK_SUFFIX}{env.rank}" if env.world > 1 else path
+
+
+def write_record(timer: StepTimer, path: str) -> bool:
+    """Write the timer's record to record_path, atomically (a whole record or none), with this
+    process's place in the job: `rank`, `world_size`, `local_rank`, `node` (its launcher's,
+    census.capture.launcher; null where it says none), `host`, `pid`, `launcher` and
+    `launcher_note`. Whether it was written: a record that cannot be written is one line on
+    stderr (CANNOT_WRITE, `: REASON: PATH; ...`), never an exception, and the training goes on."""
+    env = rank_env()
+    target = record_path(path, env)
+    host = socket.gethostname()
+    # a census.record or census.count given what is not a number raises here, as it names the
+    # user's call; nothing census does beyond it may stop the training
+    record = {**timer.record(), "rank": env.rank, "world_size": env.world,
+              "local_rank": env.local_rank, "node": env.node, "host": host, "pid": os.getpid(),
+              "launcher": env.launcher, "launcher_note": env.note}  # fmt: skip
+    part = f"{target}.{os.getpid()}.part"
+    try:
+        try:
+            with open(part, "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(part, target)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+    except (OSError, ValueError) as exc:  # ValueError: a path with a NUL
+        why = str(getattr(exc, "strerror", None) or exc).replace(":", ",")
+        _say(f"{CANNOT_WRITE.format(rank=env.rank, world=env.world, host=host)}: {why}: "
+             f"{target}; every node must see the experiment folder (census ab -o); the training "
+             "goes on")  # fmt: skip
+        return False
+    return True
+
+
+def _say(line: str) -> None:
+    """One line on stderr in one write: lines of ranks that share the pipe do not interleave."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stderr.write(" ".join(line.split()) + "\n")
+        sys.stderr.flush()
 
 
 def record(name: str, value: Any) -> None:

@@ -38,6 +38,9 @@ the window ran beside is read when it opens and when it closes, never inside a s
   the window (the peaks are reset when it opens); None without CUDA.
 - `dynamo`: frames Dynamo compiled and graph breaks it counted inside the window (any compiled
   frame there is a recompilation the measurement paid for); None when torch._dynamo is not loaded.
+- `gpu`: torch's current GPU when the window closed: `index` (torch's, among the visible GPUs),
+  `uuid` (as NVML spells it, `GPU-...`; null where torch does not say it), `name`, and
+  `visible_devices` ($CUDA_VISIBLE_DEVICES, null when unset); None without torch on CUDA.
 
 census.steps adds `rank` and `world_size`: torchrun's RANK and WORLD_SIZE (0 and 1 without).
 Peaks, Dynamo's counts and the environment are read when the window closes, so steps run after
@@ -121,7 +124,8 @@ class StepTimer:
         env = None if self._opened is None else env_between(self._opened, read_env(self._nvml))
         close_nvml(self._nvml)
         self._nvml = None
-        self.closed = {**self._memory(), "dynamo": self._dynamo_delta(), "env": env}
+        self.closed = {**self._memory(), "dynamo": self._dynamo_delta(), "env": env,
+                       "gpu": gpu_identity(self.torch)}  # fmt: skip
 
     def start_step(self) -> None:
         self.host.append((time.perf_counter_ns(), 0))
@@ -342,8 +346,7 @@ def open_nvml(torch: Any) -> tuple[Any, Any] | None:
     handle = ctypes.c_void_p()
     try:
         device = torch.cuda.current_device()
-        uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", ""))
-        uuid = uuid if uuid[:4] in ("", "GPU-", "MIG-") else f"GPU-{uuid}"  # NVML's spelling
+        uuid = _uuid(torch, device) or ""
         found = bool(uuid) and lib.nvmlDeviceGetHandleByUUID(
             uuid.encode(), ctypes.byref(handle)) == NVML_SUCCESS  # fmt: skip
         if not found and "CUDA_VISIBLE_DEVICES" not in os.environ:
@@ -355,6 +358,26 @@ def open_nvml(torch: Any) -> tuple[Any, Any] | None:
         close_nvml((lib, None))
         return None
     return lib, handle
+
+
+def _uuid(torch: Any, device: int) -> str | None:
+    """The GPU's UUID as NVML spells it (`GPU-...`, `MIG-...`); None where torch does not say."""
+    uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "")
+    return None if not uuid else uuid if uuid[:4] in ("GPU-", "MIG-") else f"GPU-{uuid}"
+
+
+def gpu_identity(torch: Any | None) -> dict[str, Any] | None:
+    """The record's `gpu` (module docstring); None without torch on CUDA or where it fails."""
+    if torch is None:
+        return None
+    try:
+        device = torch.cuda.current_device()
+        name = torch.cuda.get_device_name(device)
+        uuid = _uuid(torch, device)
+    except (AttributeError, RuntimeError, AssertionError):
+        return None
+    return {"index": int(device), "uuid": uuid, "name": str(name),
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
 
 
 def read_gpu(nvml: tuple[Any, Any] | None) -> tuple[int | None, int | None]:

@@ -14,6 +14,7 @@ from census.compare.arm_findings import ArmTail, Parity, arm_tails, count_warnin
 from census.compare.diff import CensusDiff, Delta
 from census.compare.explain import HOST_BOUND, explain_diff, non_gain
 from census.compare.gates import Amount
+from census.compare.rank_table import RankRow, rank_rows, rank_sentences
 from census.compare.stats import (
     NO_DIFFERENCE,
     UNSTABLE,
@@ -50,6 +51,12 @@ class Experiment:
     def tails(self) -> tuple[ArmTail, ...]:
         """The measured arms' tail steps (census.compare.arm_findings)."""
         return arm_tails(self.arms)
+
+    @cached_property
+    def ranks(self) -> tuple[RankRow, ...]:
+        """One row a rank, over the measured arms (census.compare.rank_table); () for arms of
+        one process."""
+        return rank_rows(self.arms)
 
     @cached_property
     def parity(self) -> dict[str, Parity]:
@@ -306,6 +313,7 @@ class Explanation(NamedTuple):
     equivalence: str | None = None  # said right after the verdict, when asked
     arm_notes: tuple[str, ...] = ()  # the arms' tail steps and census.record parity
     sequential: str | None = None  # under --arms auto: where the looks stopped and why
+    ranks: tuple[str, ...] = ()  # arms of several ranks: census.compare.rank_table
 
     @property
     def said_next(self) -> list[str]:
@@ -315,7 +323,7 @@ class Explanation(NamedTuple):
     @property
     def lines(self) -> list[str]:
         return [self.verdict, *self.said_next, *self.warnings, *self.phases, *self.arm_notes,
-                *self.findings]  # fmt: skip
+                *self.ranks, *self.findings]  # fmt: skip
 
 
 def explain_parts(exp: Experiment) -> Explanation:
@@ -328,10 +336,11 @@ def explain_parts(exp: Experiment) -> Explanation:
     notes = tuple(line for line in (tail_sentence(exp), *parity_sentences(exp)) if line)
     eq = None if exp.equivalence is None else equivalence_sentence(exp.equivalence, exp.labels)
     stop = stop_sentence(exp.stats)
+    ranks = tuple(rank_sentences(exp.arms, exp.labels))
     if exp.diff is None:
         note = [f"no captures ({exp.capture_note}): no census of the reasons"]
         return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq, notes,
-                           stop)  # fmt: skip
+                           stop, ranks)  # fmt: skip
     census_lines = explain_diff(exp.diff)
     step = exp.diff.metrics["step_time_ns"]
     if step.delta is not None and census_lines:
@@ -353,4 +362,4 @@ def explain_parts(exp: Experiment) -> Explanation:
     bound = non_gain(exp.diff, "/step" if exp.diff.per_step else "", arms, unsettled)
     if bound:
         census_lines.insert(1 if census_lines else 0, bound)
-    return Explanation(verdict, warnings, census_lines, phases, eq, notes, stop)
+    return Explanation(verdict, warnings, census_lines, phases, eq, notes, stop, ranks)

@@ -192,6 +192,10 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
         print_fit(console, TAIL_TITLE, TAIL_HEAD, tail_rows(exp))
     for line in parts.arm_notes:
         console.print(escape(one_line(line)))
+    if exp.ranks:
+        print_fit(console, ranks_title(exp.labels), ranks_head(exp), ranks_rows(exp), left=2)
+    for line in parts.ranks:
+        console.print(escape(one_line(line)))
     console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
     if exp.diff is None:
         for line in parts.findings:
@@ -216,6 +220,10 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     if exp.tails:
         out += [f"#### {TAIL_TITLE}", "", markdown_table(TAIL_HEAD, tail_rows(exp)), ""]
     out += [x for line in parts.arm_notes for x in (one_line(line), "")]
+    if exp.ranks:
+        out += [one_line(f"#### {ranks_title(exp.labels)}"), "",
+                markdown_table(ranks_head(exp), ranks_rows(exp)), ""]  # fmt: skip
+    out += [x for line in parts.ranks for x in (one_line(line), "")]
     out += ["<details><summary>Arms in run order</summary>", "",
             markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
     if view.diff is not None:
@@ -223,3 +231,59 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     else:
         out += [one_line(line) for line in parts.findings]
     return "\n".join(out)
+
+
+# -- the ranks of arms of several ranks (census.compare.rank_table) -------------------------------
+def ranks_title(labels: tuple[str, str]) -> str:
+    return (f"Ranks, uncaptured arms, by host (over the measured arms; A = {labels[0]}, "
+            f"B = {labels[1]})")  # fmt: skip
+
+
+def ranks_head(exp: Experiment) -> list[str]:
+    """The ranks table's columns: place, each side's median and slowest arms, compilation,
+    memory, then a column per census.count name."""
+    names = dict.fromkeys(n for row in exp.ranks for s in (row.a, row.b) if s for n in s.counts)
+    return ["host", "rank", "local", "GPU", "A median", "B median", "A slowest", "B slowest",
+            "recompiles A/B", "graph breaks A/B", "peak alloc A/B",
+            *(f"{name} A/B" for name in names)]  # fmt: skip
+
+
+def ranks_rows(exp: Experiment) -> list[list[str]]:
+    """One row a rank (exp.ranks), in host order."""
+    names = ranks_head(exp)[11:]
+    rows = []
+    for row in exp.ranks:
+        a, b = row.a, row.b
+        gpu = "" if row.gpu_index is None else str(row.gpu_index)
+        if row.gpu_uuid:
+            gpu += f" {row.gpu_uuid[:12]}"
+        rows.append([
+            row.host or "", str(row.rank), "" if row.local_rank is None else str(row.local_rank),
+            gpu, fmt_ns(a and a.median_ns), fmt_ns(b and b.median_ns),
+            _of(a, "slowest_arms"), _of(b, "slowest_arms"), _pair(a, b, "recompiles"),
+            _pair(a, b, "graph_breaks"), _pair(a, b, "peak_allocated_bytes", fmt_bytes),
+            *(_pair(a, b, name[: -len(" A/B")], _counted) for name in names),
+        ])  # fmt: skip
+    return rows
+
+
+def _of(side, key: str) -> str:
+    return "" if side is None else f"{getattr(side, key)}/{side.arms}"
+
+
+def _pair(a, b, key: str, fmt=fmt_count) -> str:
+    """`A / B` of a side's figure (`key` of RankSide, else a census.count name)."""
+    cells = [fmt(_figure(s, key)) if s is not None else "" for s in (a, b)]
+    return "" if not any(cells) else f"{cells[0] or '–'} / {cells[1] or '–'}"
+
+
+def _figure(side, key: str):
+    return getattr(side, key) if hasattr(side, key) else side.counts.get(key)
+
+
+def _counted(low_high: tuple[int, int] | None) -> str:
+    """A counter's per-arm total, or its range when the arms disagree."""
+    if low_high is None:
+        return ""
+    low, high = low_high
+    return fmt_count(low) if low == high else f"{fmt_count(low)}–{fmt_count(high)}"

@@ -27,6 +27,7 @@ from census.step_table import int_sum
 if TYPE_CHECKING:  # (the compare stage's modules load only where a diff or arms need them)
     from census.compare.arm_findings import ArmTail
     from census.compare.diff import KernelDelta
+    from census.compare.rank_table import RankRow
     from census.compare.stats import Equivalence, PhaseStats
     from census.compare.tails import Tail
 
@@ -256,7 +257,18 @@ def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
         "env": None if arm.env is None else asdict(arm.env),
         "cpu_share": None if arm.env is None else arm.env.cpu_share,
         "ranks": [asdict(r) for r in arm.ranks],
+        "wall_ns": arm.wall_ns,
+        "census_ns": arm.census_ns,
     }
+
+
+def _rank_row(row: RankRow) -> dict[str, Any]:
+    """One rank over the measured arms (census.compare.rank_table), each side's figures."""
+    return {"rank": row.rank, "host": row.host, "local_rank": row.local_rank, "node": row.node,
+            "gpu_index": row.gpu_index, "gpu_uuid": row.gpu_uuid,
+            **{side: None if figures is None else {**asdict(figures), "counts": {
+                name: list(low_high) for name, low_high in figures.counts.items()}}
+               for side, figures in (("a", row.a), ("b", row.b))}}  # fmt: skip
 
 
 def _arm_tail(t: ArmTail) -> dict[str, Any]:
@@ -333,6 +345,7 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
         "phases": {name: _phase_stats(p) for name, p in st.phases.items()},
         "tails": [_arm_tail(t) for t in exp.tails],
         "record_parity": {name: vars(p) for name, p in exp.parity.items()},
+        "ranks": [_rank_row(row) for row in exp.ranks],
         "method": AB_METHOD,
         "explanation": parts.lines,
         "warnings": parts.warnings,

@@ -62,7 +62,7 @@ def read_experiment(folder: Path) -> ExperimentRecord:
 
 def _auto_from(rec: Any) -> AutoArms | None:
     """ab.json's "sequential" (census.model.AutoArms), checked field by field; None when absent."""
-    from census.capture.arms import shown
+    from census.capture.records import shown
 
     if rec is None:
         return None
@@ -95,7 +95,7 @@ _AB_FIELD = {"dynamo.frames_compiled": "recompiles", "dynamo.graph_breaks": "gra
 
 def _arm_from(rec: Any, position: int) -> Arm:
     """Arm `position` of ab.json, checked as the arm's own step-times record was
-    (census.capture.arms.check_record): a ValueError naming the arm and its first bad field."""
+    (census.capture.records.check_record): a ValueError naming the arm and its first bad field."""
     from census.capture.arms import arm_env
 
     if not isinstance(rec, dict):
@@ -107,6 +107,7 @@ def _arm_from(rec: Any, position: int) -> Arm:
         record = _checked_record(rec)
         ranks = _ranks_from(rec.get("ranks"))
         counts = _counts_from(rec.get("counts"), max(len(ranks), 1))
+        times = _times(rec)
     except ValueError as exc:
         raise ValueError(f"arm {position}: {exc}") from None
     # fields ab.json did not keep yet when it was written: none, not zeros
@@ -115,13 +116,24 @@ def _arm_from(rec: Any, position: int) -> Arm:
     return Arm(side, index, discarded, tuple(record["step_time_ns"]),
                record["peak_allocated_bytes"], record["peak_reserved_bytes"],
                rec.get("recompiles"), rec.get("graph_breaks"), record["clock"],
-               phases, values, counts, arm_env(record["env"]), ranks)  # fmt: skip
+               phases, values, counts, arm_env(record["env"]), ranks,
+               *times)  # fmt: skip
+
+
+def _times(rec: dict) -> tuple[int | None, int | None]:
+    """The arm's wall_ns and census_ns (None where ab.json did not keep them)."""
+    from census.capture.records import check_count
+
+    for key in ("wall_ns", "census_ns"):
+        if rec.get(key) is not None:
+            check_count(rec[key], key)
+    return rec.get("wall_ns"), rec.get("census_ns")
 
 
 def _checked_record(rec: dict) -> dict:
     """The arm's fields as its step-times record spells them, checked (check_record), with
     ab.json's names in the error."""
-    from census.capture.arms import check_record
+    from census.capture.records import check_record
 
     record = {key: rec.get(key) for key in ("clock", "step_time_ns", "peak_allocated_bytes",
                                             "peak_reserved_bytes", "phase_time_ns", "values",
@@ -143,7 +155,7 @@ def _checked_record(rec: dict) -> dict:
 
 def _counts_from(counts: Any, ranks: int) -> dict[str, tuple[int, ...]]:
     """ab.json's counts: per name, one sum per rank (census.capture.arms)."""
-    from census.capture.arms import check_count, shown
+    from census.capture.records import check_count, shown
 
     if counts is None:
         return {}
@@ -159,7 +171,7 @@ def _counts_from(counts: Any, ranks: int) -> dict[str, tuple[int, ...]]:
 
 def _ranks_from(ranks: Any) -> tuple[RankRecord, ...]:
     """ab.json's ranks: each rank's own figures, in rank order; () for a single process."""
-    from census.capture.arms import shown
+    from census.capture.records import shown
 
     if ranks is None:
         return ()
@@ -169,7 +181,15 @@ def _ranks_from(ranks: Any) -> tuple[RankRecord, ...]:
 
 
 def _rank_from(rec: Any, rank: int) -> RankRecord:
-    from census.capture.arms import arm_env, check_count, check_env, check_number, shown
+    from census.capture.arms import arm_env
+    from census.capture.records import (
+        check_count,
+        check_env,
+        check_number,
+        check_place,
+        check_text,
+        shown,
+    )
 
     name = f"ranks[{rank}]"
     if not isinstance(rec, dict):
@@ -178,10 +198,15 @@ def _rank_from(rec: Any, rank: int) -> RankRecord:
         raise ValueError(f"{name}.rank is {shown(rec.get('rank'))}, not {rank}")
     check_number(rec.get("median_ns"), f"{name}.median_ns", positive=True)
     keys = ("recompiles", "graph_breaks", "peak_allocated_bytes", "peak_reserved_bytes")
-    for key in keys:
+    for key in (*keys, "gpu_index"):
         if rec.get(key) is not None:
             check_count(rec[key], f"{name}.{key}")
     if rec.get("env") is not None:
         check_env(rec["env"], f"{name}.env")
+    check_place(rec, f"{name}.")
+    check_text(rec.get("gpu_uuid"), f"{name}.gpu_uuid")
+    place = ("host", "local_rank", "node", "pid", "gpu_index", "gpu_uuid", "launcher",
+             "launcher_note")  # fmt: skip
     return RankRecord(rank, float(rec["median_ns"]), *(rec.get(key) for key in keys),
-                      env=arm_env(rec.get("env")))  # fmt: skip
+                      env=arm_env(rec.get("env")),
+                      **{key: rec.get(key) for key in place})  # fmt: skip

@@ -1,13 +1,17 @@
 """A CPU stand-in for a training loop: each step sleeps, inside census.steps and census.phase.
 
 python sleep_train.py --ms 2 [--steps 30] [--counter FILE --fail-on-run N] [--no-census]
-    [--dist] [--fake-clock] [--skew MS] [--record] [--spin] [--hog-on-runs 1,3]
-    [--arm-noise MS]
+    [--dist | --barrier] [--fake-clock] [--skew MS] [--record] [--spin] [--hog-on-runs 1,3]
+    [--arm-noise MS] [--slow-host HOST --slow-ms MS]
 
 Step i on rank r (0 without --dist): forward takes ms (+ skew when i + r is odd), backward
 ms / 2 (+ skew / 2 on rank 1). --fake-clock spends that time on a virtual clock census reads instead
-of sleeping, so the step times are exact. --dist joins a gloo process group (run it under
-torchrun) and all-reduces a one-element tensor each step. --record calls census.record("loss",
+of sleeping, so the step times are exact. --dist joins a gloo process group (under
+torchrun, srun or mpirun: the rank and world from their variables, as a training script reads
+them) and all-reduces a one-element tensor each step; --barrier meets every rank each step
+through a socket instead (tests/helpers/cluster.py's CLUSTER_BARRIER_PORT), with no torch to
+import. --slow-host makes the forward of every rank on that host (its host name) MS longer.
+--record calls census.record("loss",
 i + 0.5 + 100 r) in every step but those with i % 3 == 2 (after a first value the step's last
 one replaces), census.count("eager_region", 1 + r) each step, census.count("rank1_only") on rank
 1, and census.count("outside", 1000) before the loop, where it counts nothing.
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import os
 import random
+import socket
 import subprocess
 import sys
 import time
@@ -35,6 +41,9 @@ def _args() -> argparse.Namespace:
     p.add_argument("--fail-on-run", type=int, default=0, help="exit 3 on this run (1 = first)")
     p.add_argument("--no-census", action="store_true", help="a loop without census.steps")
     p.add_argument("--dist", action="store_true", help="gloo, an all_reduce a step (torchrun)")
+    p.add_argument("--barrier", action="store_true", help="a socket barrier a step, no torch")
+    p.add_argument("--slow-host", default="", help="the host whose ranks' forward is slower")
+    p.add_argument("--slow-ms", type=float, default=0.0)
     p.add_argument("--fake-clock", action="store_true", help="a virtual clock instead of sleeps")
     p.add_argument("--skew", type=float, default=0.0, help="ms more on some ranks' steps")
     p.add_argument("--record", action="store_true", help="census.record and census.count")
@@ -103,16 +112,67 @@ def _record(i: int, rank: int, torch: Any) -> None:
         census.count("rank1_only")
 
 
+# a training script's own reading of its launcher's variables (census reads them its own way)
+RANK_VARS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+             ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))  # fmt: skip
+
+
+def rank_and_world() -> tuple[int, int]:
+    for rank, world in RANK_VARS:
+        if rank in os.environ:
+            return int(os.environ[rank]), int(os.environ[world])
+    return 0, 1
+
+
+class Barrier:
+    """Every rank meets each step: rank 0 takes a byte from each other rank, then answers all."""
+
+    def __init__(self, rank: int, world: int) -> None:
+        port = int(os.environ["CLUSTER_BARRIER_PORT"])
+        self.rank, self.peers = rank, []
+        if rank == 0:
+            server = socket.create_server(("127.0.0.1", port))
+            self.peers = [server.accept()[0] for _ in range(world - 1)]
+            server.close()
+            return
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.peers = [socket.create_connection(("127.0.0.1", port))]
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def __call__(self) -> None:
+        for peer in self.peers:
+            if self.rank == 0:
+                peer.recv(1)
+            else:
+                peer.sendall(b"x")
+        for peer in self.peers:
+            if self.rank == 0:
+                peer.sendall(b"x")
+            else:
+                peer.recv(1)
+
+
 def main() -> None:
     args = _args()
     offset = arm_offset_ms(_count_run(args), args.arm_noise) if args.counter else 0.0
-    torch, dist, rank = None, None, 0
+    torch, dist, rank, barrier = None, None, 0, None
     if args.dist:
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo")
-        rank = dist.get_rank()
+        rank, world = rank_and_world()
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    elif args.barrier:
+        rank, world = rank_and_world()
+        barrier = Barrier(rank, world)
+    if args.slow_host and socket.gethostname() == args.slow_host:
+        offset += args.slow_ms
     spend = _spend(args.fake_clock, args.spin)
     census.count("outside", 1000)
     loop = range(args.steps) if args.no_census else census.steps(range(args.steps))
@@ -123,6 +183,8 @@ def main() -> None:
             spend(args.ms / 2 + (args.skew / 2 if rank == 1 else 0))
         if dist is not None:
             dist.all_reduce(torch.ones(1))
+        if barrier is not None:
+            barrier()
         if args.record:
             _record(i, rank, torch)
     if dist is not None:
