@@ -174,9 +174,13 @@ def summary_view(
         return census_view(source, shown=shown)
     path, options = resolve_input(source), options or Options()
     if is_multi_rank(path):
+        from census.sources.ranks import rank_hosts
+
         merged, labels, ranks = summarize_ranks(path, options, progress)
+        hosts = rank_hosts(path, [Path(c.source.path) for c in ranks])
         return RanksView(census_view(merged, default_label(path), shown), labels,
-                         [census_view(c) for c in ranks], rank_spread(labels, ranks))  # fmt: skip
+                         [census_view(c) for c in ranks], rank_spread(labels, ranks),
+                         hosts)  # fmt: skip
     census = summarize_with(path, options, progress)
     clock = "gpu" if census.host_ran_ahead() else "host"
     overhead = capture_overhead(path, census.per_step_timing(), clock)

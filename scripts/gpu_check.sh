@@ -28,6 +28,11 @@
 #   scripts/gpu_check.sh runahead a GPU-bound loop with no per-step sync (examples/gpu_bound.py),
 #                                 eager and compiled, calibrated: census's GPU spans beside nsys's
 #                                 nvtx_gpu_proj_trace, and the diff
+#   scripts/gpu_check.sh nodes    2 simulated nodes x 2 ranks on the one GPU (tests/helpers/cluster.py:
+#                                 each node its own host name; gloo DDP demo): census ab under srun's
+#                                 variables with a capture per side (nsys per rank), census capture
+#                                 under mpirun's and torchrun --nnodes 2, nsys stats per rank export;
+#                                 and examples/host_copies.py captured (its H2D/D2H copies)
 #   scripts/gpu_check.sh deepspeed a third-party host-heavy loop (examples/deepspeed_moe.py: HF
 #                                 Qwen3-MoE, DeepSpeed ZeRO-1, .device-kit/wheels-ds), eager and
 #                                 engine.compile(), calibrated: summaries, diff, exports
@@ -249,6 +254,42 @@ runahead() {
   echo "left running: $(pgrep -fc 'examples/gpu_bound.py|nsys profile' || true)"
   ls -a $R
 }
+nodes() {
+  local A=/tmp/prof-nodes B=/tmp/bin-nodes
+  local DEMO="python3 -m census.capture.demo.train --ddp --backend gloo --d-model 512 --layers 2 --batch 8 --seq 512"
+  python3 tests/helpers/cluster.py --check && echo "namespaces: ok"
+  mkdir -p $B && python3 tests/helpers/cluster.py --launchers $B
+  export CLUSTER_PRIVATE_TMP=0  # the kit's nsys lives under /tmp: every simulated node keeps it
+  step "census ab: 2 nodes x 2 ranks on the one GPU under srun's variables, eager vs compiled, 4 arms, a capture per side"
+  /usr/bin/time -f "wall %e s" python3 -m census ab nodes -o $A --force --arms 4 --warmup 5 \
+    --active 15 --labels eager,compiled --a "$B/srun $DEMO --mode eager" --b "$B/srun $DEMO --mode compiled"
+  echo "exit $?"
+  census diff $A/nodes --format json > "$OUT/nodes.json"; echo "json exit $?"
+  ls -la $A/nodes $A/nodes/a $A/nodes/b; cat $A/nodes/a/run.json
+  cp $A/nodes/ab.json "$OUT/nodes-ab.json"
+  step "census capture under mpirun's variables, nsys per rank, --summarize-on-ranks"
+  census capture nodes-mpi -o $A --force --warmup 5 --active 10 --summarize-on-ranks -- \
+    $B/mpirun $DEMO --mode eager; echo "exit $?"
+  ls -la $A/nodes-mpi; python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps({k: d[k] for k in ('world_size','ranks','hosts','rank_places')}, indent=1))" $A/nodes-mpi/run.json
+  step "census capture under torchrun --nnodes 2 (one agent per simulated node)"
+  census capture nodes-tr -o $A --force --warmup 5 --active 10 -- $B/torchrun \
+    $(python3 -c "import census.capture.demo.train as t; print(t.__file__)") --ddp --backend gloo \
+    --d-model 512 --layers 2 --batch 8 --seq 512 --mode eager; echo "exit $?"
+  ls -la $A/nodes-tr
+  step "census summary of the rank folders (JSON kept), nsys stats per rank export"
+  for n in nodes-mpi nodes-tr nodes/a; do
+    census summary $A/$n --json > "$OUT/r/$(echo $n | tr / -).census.json"; echo "summary $n exit $?"
+    for f in $A/$n/rank*.sqlite; do
+      nsys stats -r cuda_gpu_kern_sum,cuda_api_sum,cuda_gpu_mem_size_sum -f csv --force-export=false \
+        -o "$OUT/r/$(echo $n | tr / -)-$(basename $f .sqlite)" "$f" > /dev/null 2>&1; echo "stats $n $(basename $f) exit $?"
+    done
+  done
+  census summary $A/nodes-mpi --format markdown; echo "exit $?"
+  step "examples/host_copies.py: its H2D and D2H copies, captured"
+  census capture copies -o $A --force --warmup 3 --active 10 -- python3 examples/host_copies.py; echo "exit $?"
+  cp $A/copies/capture.sqlite /tmp/copies.sqlite && xz -k -9 /tmp/copies.sqlite && cp /tmp/copies.sqlite.xz $A/copies/run.json "$OUT/r/"
+  nsys stats -r cuda_gpu_mem_size_sum,cuda_gpu_mem_time_sum -f csv -o "$OUT/r/copies" $A/copies/capture.sqlite > /dev/null 2>&1; echo "stats copies exit $?"
+}
 ranks() {
   local A=/tmp/prof-ranks
   step "census ab under torchrun: 2 ranks on one GPU (gloo), width 2048 vs 3072, 8 arms, no captures"
@@ -443,6 +484,11 @@ PY
   ds_lap "xz"
   ls -la "$OUT"
 }
+if [ "$SECTION" = nodes ]; then
+  { nodes; } 2>&1 | tee "$OUT/log-nodes.txt"
+  tar -cJf "$OUT/nodes-stats.tar.xz" -C "$OUT" r && rm -rf "$OUT/r"
+  exit 0
+fi
 if [ "$SECTION" = idle ]; then { idle; } 2>&1 | tee "$OUT/log-idle.txt"; exit 0; fi
 if [ "$SECTION" = runahead ]; then { runahead; } 2>&1 | tee "$OUT/log.txt"; exit 0; fi
 if [ "$SECTION" = deepspeed ]; then { ds_moe; } 2>&1 | tee "$OUT/log-${DS_TAG:-ds}.txt"; exit 0; fi

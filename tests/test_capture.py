@@ -268,22 +268,16 @@ def test_ctrl_c_stops_nsys_and_leaves_nothing(tmp_path: Path) -> None:
 
 def test_torchrun_is_wrapped_per_rank(tmp_path: Path) -> None:
     from census.capture.demo import demo_command
-    from census.capture.run import distributed_profile_command, split_torchrun
+    from census.capture.launcher import split_launcher
+    from census.capture.per_rank import distributed_profile_command
 
-    launch = split_torchrun(("torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"))
-    assert launch.world_size == 2
+    launch = split_launcher(("torchrun", "--nproc-per-node", "2", "train.py", "--lr", "1"))
+    assert launch is not None and launch.world_size == 2
     assert launch.program == (sys.executable, "train.py", "--lr", "1")
     cmd = distributed_profile_command("nsys", tmp_path, launch, "cuda,nvtx")
-    assert cmd[:4] == ["torchrun", "--nproc-per-node", "2", "--no-python"]
-    assert f"--output={tmp_path}/rank%q{{RANK}}" in cmd
-    assert cmd[-4:] == [sys.executable, "train.py", "--lr", "1"]
-    assert (
-        split_torchrun(
-            (sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=4", "t.py")
-        ).world_size
-        == 4
-    )
-    assert split_torchrun(("python", "train.py")) is None
+    assert cmd == ["torchrun", "--nproc-per-node", "2", "--no-python", sys.executable, "-m",
+                   "census.cli.on_rank", str(tmp_path), "--nsys", "nsys", "--trace", "cuda,nvtx",
+                   "--", sys.executable, "train.py", "--lr", "1"]  # fmt: skip
     demo = demo_command("ddp-compiled", 5, 20, nproc=2)
     assert demo[-7:] == ("--ddp", "--mode", "compiled", "--warmup", "5", "--steps", "20")
     assert demo[demo.index("--nproc-per-node") + 1] == "2"

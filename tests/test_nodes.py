@@ -152,3 +152,78 @@ def test_sixteen_ranks_on_four_nodes(shared: Path) -> None:
 
 def _environ() -> dict[str, str]:
     return dict(os.environ)
+
+
+# -- census capture across nodes: each rank's nsys export by the same rank detection ----------
+def capture_job(shared: Path, how: str) -> list[str]:
+    """A capture's command: a job of 2 nodes x 2 ranks of sleep_train.py (which a stand-in nsys
+    does not run: it copies a real export as each rank's), launched by a command named `how`."""
+    bin_ = shared / "bin"
+    if not bin_.exists():
+        bin_.mkdir()
+        subprocess.run([sys.executable, CLUSTER, "--launchers", str(bin_)], check=True)
+    program = [SLEEP_TRAIN] if how == "torchrun" else [sys.executable, SLEEP_TRAIN]
+    return [str(bin_ / how), *program, "--ms", "1", "--steps", "3"]
+
+
+@pytest.mark.parametrize("how", ["torchrun", "srun", "mpirun"])
+def test_a_capture_across_nodes_has_every_ranks_export(
+    shared: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from census.cli import app
+    from tests.helpers.files import FAKE_NSYS, fixture_file
+
+    if how == "torchrun":
+        pytest.importorskip("torch", reason="torchrun needs torch")
+    export = fixture_file("h200_eager_3steps.sqlite")
+    monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
+    monkeypatch.setenv("FAKE_NSYS_SQLITE", str(export))
+    monkeypatch.setenv("CENSUS_CACHE_DIR", str(shared / "cache"))  # every node sees it
+    monkeypatch.setattr("census.census.compute_census", _not_here)  # computed on the ranks
+    args = ["capture", "job", "-o", str(shared), "--nsys", FAKE_NSYS, "--summarize-on-ranks"]
+    r = CliRunner().invoke(app, [*args, "--", *capture_job(shared, how)])
+    assert r.exit_code == 0, r.output
+    folder = shared / "job"
+    assert sorted(p.name for p in shared.iterdir()) == ["bin", "cache", "job"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        f"rank{r}.{ext}" for r in range(4) for ext in ("nsys-rep", "sqlite")] + ["run.json"]  # fmt: skip
+    info = json.loads((folder / "run.json").read_text())
+    assert info["world_size"] == 4
+    assert info["ranks"] == {str(r): f"rank{r}.sqlite" for r in range(4)}
+    assert info["hosts"] == {"node0": [0, 1], "node1": [2, 3]}
+    launcher = {"torchrun": "torchrun", "srun": "Slurm", "mpirun": "Open MPI"}[how]
+    for rank, place in info["rank_places"].items():
+        assert (place["host"], place["local_rank"], place["launcher"]) == (
+            f"node{int(rank) // 2}", int(rank) % 2, launcher)  # fmt: skip
+        assert [g["name"] for g in place["gpus"]] == ["NVIDIA H200"]  # what the export's nsys saw
+    assert "Spread over ranks" in r.stdout  # read from the caches the ranks wrote
+
+
+def test_a_capture_node_that_does_not_see_the_folder(shared: Path) -> None:
+    """The second node's ranks cannot write into the capture folder: they run their program
+    without nsys (the first node's ranks are not left waiting), and the capture fails with one
+    line naming them, their host and the cause, leaving no folder."""
+    from tests.helpers.files import FAKE_NSYS, fixture_file
+
+    out = shared / "out"
+    env = {"FAKE_NSYS_MODE": "copy", "CLUSTER_HIDE": str(out),
+           "FAKE_NSYS_SQLITE": str(fixture_file("h200_eager_3steps.sqlite"))}  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "census", "capture", "job", "-o", str(out),
+                        "--nsys", FAKE_NSYS, "--", *capture_job(shared, "srun")],
+                       env={**os.environ, **env}, capture_output=True, text=True, timeout=120,
+                       check=False)  # fmt: skip
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        "Error: ranks 2, 3 of 4 left no nsys export in the capture folder: on node1 (ranks 2, 3) "
+        "the rank could not write into it (No such file or directory): every node must see the "
+        "capture folder: give -o a folder on a filesystem that every node shares "
+        "(docs/cluster.md)"
+    )
+    assert "Traceback" not in r.stderr and r.stderr.count("sleep_train: done") == 2  # node1's ran
+    assert list(out.iterdir()) == []
+
+
+def _not_here(*args, **kwargs):
+    raise AssertionError("a rank's census was computed by census capture, not on its rank")

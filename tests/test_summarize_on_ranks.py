@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from census.capture.run import CaptureSpec, distributed_profile_command, split_torchrun
+from census.capture.launcher import split_launcher
+from census.capture.per_rank import distributed_profile_command, run_rank
+from census.capture.run import CaptureSpec
 from census.cli import app
-from census.cli.on_rank import run_nsys
 from tests.helpers.files import FAKE_NSYS, fixture_file
 
 runner = CliRunner()
@@ -41,27 +42,26 @@ def test_each_rank_summarizes_its_own_export(
     assert "Spread over ranks" in r.stdout  # read from the caches the ranks wrote
 
 
-def test_the_wrapper_is_only_under_torchrun(tmp_path: Path) -> None:
-    launch = split_torchrun(TORCHRUN)
+def test_the_wrapper_summarizes_only_when_asked(tmp_path: Path) -> None:
+    launch = split_launcher(TORCHRUN)
     assert launch is not None
     plain = distributed_profile_command("nsys", tmp_path, launch, "cuda,nvtx")
     wrapped = distributed_profile_command("nsys", tmp_path, launch, "cuda,nvtx", tmp_path / "x")
-    wrapper = [sys.executable, "-m", "census.cli.on_rank", str(tmp_path), str(tmp_path / "x"), "--"]
-    start = plain.index("nsys")
-    assert wrapped == [*plain[:start], *wrapper, *plain[start:]]
+    cut = plain.index("--", plain.index("census.cli.on_rank"))
+    assert wrapped == [*plain[:cut], "--summarize", str(tmp_path / "x"), *plain[cut:]]
     r = runner.invoke(app, ["capture", "one", "-o", str(tmp_path), "--nsys", FAKE_NSYS,
                             "--summarize-on-ranks", "--", sys.executable, "train.py"])  # fmt: skip
     assert r.exit_code == 2
     assert r.stderr == (
-        "Error: --summarize-on-ranks: each rank summarizes its own export under torchrun; give "
-        "a torchrun command after --\n"
+        "Error: --summarize-on-ranks: each rank summarizes its own export under a launcher of "
+        "several ranks; give a torchrun, srun or mpirun command after --\n"
     )
     assert CaptureSpec("x", ("python", "t.py")).on_ranks is False
 
 
 def test_a_failed_nsys_is_no_census_and_its_status() -> None:
-    assert run_nsys([sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
-    assert run_nsys([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]) == 137
+    assert run_rank([sys.executable, "-c", "import sys; sys.exit(3)"]) == 3
+    assert run_rank([sys.executable, "-c", "import os; os.kill(os.getpid(), 9)"]) == 137
 
 
 def _not_here(*args, **kwargs):

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from census.capture.launcher import forwarded
 from census.capture.process import run_group
 from census.capture.records import ENV_NUMBERS, cannot_write, missing_ranks, read_records
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP
@@ -143,21 +144,14 @@ def _records_folder(folder: Path | None):
 
 
 def arm_env_vars(spec: ArmsSpec, times: Path) -> dict[str, str]:
-    """What census sets for an arm: where its records go, its steps, that census runs it; under
-    Open MPI's mpirun, which forwards no variable unasked, the list of those to forward."""
+    """What census sets for an arm: where its records go, its steps, that census runs it, and
+    Open MPI told to pass them to the ranks (census.capture.launcher.forwarded)."""
     env = {**dict(spec.env), ENV_STEP_TIMES: str(times), ENV_RUN: "arm"}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
         env[ENV_ACTIVE] = str(spec.active)
-    forwarded = os.environ.get(OMPI_FORWARD, "")
-    ours = ";".join(name for name in env if name.startswith("CENSUS_"))
-    env[OMPI_FORWARD] = f"{forwarded};{ours}" if forwarded else ours
-    return env
-
-
-# Open MPI's mpirun forwards the variables this MCA parameter names (`-x NAME` each, otherwise)
-OMPI_FORWARD = "OMPI_MCA_mca_base_env_list"
+    return forwarded(env)
 
 
 def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> Arm:

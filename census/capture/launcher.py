@@ -41,20 +41,17 @@ class LauncherVars:
     world: str
     local_rank: str
     node: str | None
+    local_world: str  # the ranks on this node
 
 
 PRECEDENCE = (
-    LauncherVars("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK"),
-    LauncherVars(
-        "Open MPI",
-        "OMPI_COMM_WORLD_RANK",
-        "OMPI_COMM_WORLD_SIZE",
-        "OMPI_COMM_WORLD_LOCAL_RANK",
-        None,
-    ),
-    LauncherVars("PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", None),
-    LauncherVars("Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID"),
-)
+    LauncherVars("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE"),
+    LauncherVars("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                 "OMPI_COMM_WORLD_LOCAL_RANK", None, "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    LauncherVars("PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", None, "MPI_LOCALNRANKS"),
+    LauncherVars("Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID",
+                 "SLURM_NTASKS_PER_NODE"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,6 +64,7 @@ class RankEnv:
     node: int | None = None  # the node's index in the job, where the launcher says it
     launcher: str | None = None  # PRECEDENCE's name; None: no launcher
     note: str | None = None  # another launcher's variables disagree (module docstring)
+    local_world: int | None = None  # the ranks on this node, where the launcher says it
 
 
 def _whole(env: Mapping[str, str], name: str | None) -> int | None:
@@ -94,7 +92,8 @@ def rank_env(env: Mapping[str, str] | None = None) -> RankEnv:
     notes = [_disagree(chosen, rank, world, node, other, said)
              for other, said in found[1:]]  # fmt: skip
     note = next((n for n in notes if n), None)
-    return RankEnv(rank, world, _whole(env, chosen.local_rank), node, chosen.name, note)
+    return RankEnv(rank, world, _whole(env, chosen.local_rank), node, chosen.name, note,
+                   _whole(env, chosen.local_world))  # fmt: skip
 
 
 def _disagree(
@@ -111,6 +110,19 @@ def _disagree(
             f"{chosen.rank}/{chosen.world} ({chosen.name}) rank {rank} of {world}: census "
             f"takes {chosen.name}'s (launchers in order: "
             f"{', '.join(v.name for v in PRECEDENCE)})")  # fmt: skip
+
+
+# Open MPI's mpirun passes the variables this MCA parameter names (else only those given `-x`)
+OMPI_FORWARD = "OMPI_MCA_mca_base_env_list"
+
+
+def forwarded(env: dict[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (what census sets for a program) with Open MPI told to pass its CENSUS_* variables
+    to the ranks, beside any list already in `base` (the environment census runs in)."""
+    base = os.environ if base is None else base
+    ours = ";".join(name for name in env if name.startswith("CENSUS_"))
+    given = base.get(OMPI_FORWARD, "")
+    return {**env, OMPI_FORWARD: f"{given};{ours}" if given and ours else given or ours}
 
 
 # -- launcher command lines ----------------------------------------------------------------

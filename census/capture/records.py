@@ -53,15 +53,31 @@ def read_records(path: Path, what: str, command: list[str], tail: str = "") -> l
     return [records[rank] for rank in range(world)]  # type: ignore[misc]
 
 
-_CANNOT_WRITE = re.compile(re.escape(CANNOT_WRITE).replace(r"\{rank\}", r"(\d+)")
-                           .replace(r"\{world\}", r"(\d+)").replace(r"\{host\}", r"(\S+)")
-                           + r": ([^:]*): ")  # fmt: skip
+def said_lines(line: str, tail: str) -> list[tuple[int, int, str, str]]:
+    """(rank, world, host, reason) of every `line` (a format of rank, world and host, followed
+    by `: REASON: ...`, as census.capture.steps.CANNOT_WRITE) in a run's output."""
+    pattern = re.compile(re.escape(line).replace(r"\{rank\}", r"(\d+)")
+                         .replace(r"\{world\}", r"(\d+)").replace(r"\{host\}", r"(\S+)")
+                         + r": ([^:]*): ")  # fmt: skip
+    return [(int(m[1]), int(m[2]), m[3], m[4]) for m in pattern.finditer(tail)]
 
 
 def cannot_write(tail: str) -> list[tuple[int, int, str, str]]:
     """(rank, world, host, reason) of every rank whose CANNOT_WRITE line is in the run's output."""
-    return [(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4))
-            for m in _CANNOT_WRITE.finditer(tail)]  # fmt: skip
+    return said_lines(CANNOT_WRITE, tail)
+
+
+def where_and_why(said: list[tuple[int, int, str, str]], missing: list[int]) -> tuple[str, str]:
+    """Of the `missing` ranks that `said` why (said_lines): where they ran (`on HOST (ranks
+    ...)`, by host) and the reasons, each once; ('', '') when none did."""
+    hosts: dict[str, list[int]] = {}
+    reasons: dict[str, None] = {}
+    for rank, _, host, why in sorted(said):
+        if rank in missing and rank not in hosts.get(host, ()):
+            hosts.setdefault(host, []).append(rank)
+            reasons[why] = None
+    where = "; ".join(f"on {host} ({rank_list(rs)})" for host, rs in hosts.items())
+    return where, "; ".join(reasons)
 
 
 def missing_ranks(
@@ -70,17 +86,12 @@ def missing_ranks(
 ) -> str:  # fmt: skip
     """Why ranks `missing` of `world` have no record: their hosts and cause where their lines
     say them, else the hosts of the ranks that wrote one."""
-    said = {rank: (host, why) for rank, _, host, why in unwritten if rank in missing}
-    head = f"{_ranks(missing)} of {world} wrote no step-times record"
-    if said:
-        hosts: dict[str, list[int]] = {}
-        for rank in missing:
-            if rank in said:
-                hosts.setdefault(said[rank][0], []).append(rank)
-        where = "; ".join(f"on {host} ({_ranks(rs)})" for host, rs in hosts.items())
-        why = "; ".join(dict.fromkeys(why for _, why in said.values()))
-        unknown = [r for r in missing if r not in said]
-        rest = f"; {_ranks(unknown)} said nothing" if unknown else ""
+    head = f"{rank_list(missing)} of {world} wrote no step-times record"
+    where, why = where_and_why(unwritten, missing)
+    if where:
+        told = {rank for rank, *_ in unwritten}
+        unknown = [r for r in missing if r not in told]
+        rest = f"; {rank_list(unknown)} said nothing" if unknown else ""
         return (f"{head}: {where} census.steps could not write it ({why}){rest}: every node "
                 "must see the experiment folder: give -o a folder on a filesystem that every "
                 "node shares (docs/cluster.md)")  # fmt: skip
@@ -90,7 +101,7 @@ def missing_ranks(
             "must see the experiment folder (-o; docs/cluster.md)")  # fmt: skip
 
 
-def _ranks(ranks: list[int]) -> str:
+def rank_list(ranks: list[int]) -> str:
     """`rank 3`, `ranks 2, 3`; runs of 4 or more as `ranks 8-15`."""
     runs: list[list[int]] = []
     for r in ranks:

@@ -24,7 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
-from census.capture.process import run_group
+from census.capture.launcher import forwarded, split_launcher
+from census.capture.per_rank import (
+    check_ranks,
+    distributed_profile_command,
+    rank_info,
+    read_places,
+    unwritten,
+)
+from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
@@ -46,7 +54,7 @@ class CaptureSpec:
     force: bool = False
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
-    on_ranks: bool = False  # under torchrun, each rank summarizes its export (census.cli.on_rank)
+    on_ranks: bool = False  # with several ranks, each summarizes its export (census.cli.on_rank)
 
     @property
     def folder(self) -> Path:
@@ -82,62 +90,21 @@ MULTI_GPU_ENV = {
 }
 
 
-@dataclass(frozen=True)
-class Launcher:
-    """`torchrun [args] script.py [script args]`, split so nsys can wrap each rank."""
-
-    launcher: tuple[str, ...]
-    program: tuple[str, ...]
-    world_size: int | None
-
-
-def split_torchrun(command: tuple[str, ...]) -> Launcher | None:
-    """None unless the command is torchrun (or `python -m torch.distributed.run`)."""
-    if not command:
-        return None
-    if Path(command[0]).name == "torchrun":
-        start = 1
-    elif command[1:3] == ("-m", "torch.distributed.run"):
-        start = 3
-    else:
-        return None
-    script = next((i for i in range(start, len(command)) if command[i].endswith(".py")), None)
-    if script is None:
-        raise UsageError("census capture wraps torchrun ranks only for a .py training script")
-    launcher = command[:script]
-    world = None
-    for i, arg in enumerate(launcher):
-        for flag in ("--nproc-per-node", "--nproc_per_node"):
-            value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else None
-            if arg == flag and i + 1 < len(launcher):
-                value = launcher[i + 1]
-            if value and value.isdigit():
-                world = int(value)
-    return Launcher(launcher, (sys.executable, *command[script:]), world)
-
-
-def distributed_profile_command(
-    nsys: str, work: Path, launch: Launcher, trace: str, summarize_into: Path | None = None
-) -> list[str]:
-    """torchrun starts nsys once per rank; `%q{RANK}` names each rank's report. With
-    `summarize_into` (--summarize-on-ranks: where the capture folder will be), census.cli.on_rank
-    runs each rank's nsys, then that rank's census on its node."""
-    per_rank = nsys_profile_command(nsys, work / "rank%q{RANK}", launch.program, trace)
-    if summarize_into is not None:
-        wrapper = [sys.executable, "-m", "census.cli.on_rank", str(work), str(summarize_into)]
-        per_rank = [*wrapper, "--", *per_rank]
-    return [*launch.launcher, "--no-python", *per_rank]
-
-
 def step_env(spec: CaptureSpec, run: str = "capture") -> dict[str, str]:
     """What census sets for the captured program (or its calibration run, `run`): its steps,
-    and that census runs it (census.steps then ends the loop after the measured steps)."""
+    that census runs it (census.steps then ends the loop after the measured steps), with
+    --summarize-on-ranks census's cache folder as this node sees it (each rank caches its census
+    there; shared, it reaches the node that asks), and Open MPI told to pass them on."""
+    from census.paths import cache_dir
+
     env = {**spec.env, ENV_RUN: run}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
         env[ENV_ACTIVE] = str(spec.active)
-    return env
+    if spec.on_ranks and "CENSUS_CACHE_DIR" not in os.environ:
+        env.setdefault("CENSUS_CACHE_DIR", str(cache_dir().absolute()))
+    return forwarded(env)
 
 
 def check_folder_name(kind: str, name: str) -> None:
@@ -150,9 +117,10 @@ def validate_spec(spec: CaptureSpec) -> None:
     check_folder_name("capture", spec.name)
     if not spec.command:
         raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
-    if spec.on_ranks and split_torchrun(spec.command) is None:
-        raise UsageError("--summarize-on-ranks: each rank summarizes its own export under "
-                         "torchrun; give a torchrun command after --")  # fmt: skip
+    if spec.on_ranks and split_launcher(spec.command) is None:
+        raise UsageError("--summarize-on-ranks: each rank summarizes its own export under a "
+                         "launcher of several ranks; give a torchrun, srun or mpirun command "
+                         "after --")  # fmt: skip
     check_capture_folder(spec.folder, spec.force)
 
 
@@ -215,25 +183,25 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
     try:
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
-        launch = split_torchrun(spec.command)
+        launch = split_launcher(spec.command)
         env = {**os.environ, **step_env(spec)}
         if launch:
-            base = work / "rank%q{RANK}"
             into = spec.folder.absolute() if spec.on_ranks else None
-            cmd = distributed_profile_command(spec.nsys, work, launch, spec.trace, into)
+            cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
             env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
         else:
-            base = work / REPORT_STEM
-            cmd = nsys_profile_command(spec.nsys, base, spec.command, spec.trace)
-        run_command(cmd, env, "nsys profile")
+            cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
+        tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
         stems = check_outputs(work, cmd, multi=bool(launch))
+        places = read_places(work) if launch else {}
+        world = check_ranks(stems, places, launch, tail, cmd) if launch else 1
         if verify:
             verify(work)
-        recorded = [c.replace(str(work), str(spec.folder)) for c in cmd]
+        recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
+                    str(spec.folder)) for c in cmd]  # fmt: skip
         info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
         if launch:
-            info["world_size"] = launch.world_size or len(stems)
-            info["ranks"] = {s.removeprefix("rank"): f"{s}.sqlite" for s in stems}
+            info.update(rank_info(work, stems, places, world))
         (work / "run.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
         work.chmod(0o755)  # mkdtemp made it private
         replace_folder(work, spec.folder, spec.force, capture_foreign)
@@ -241,6 +209,18 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_ranks(cmd: list[str], env: dict[str, str]) -> str:
+    """The launcher's run (run_command); when it fails because ranks could not write into the
+    capture folder, the one line that names them (census.capture.per_rank.unwritten)."""
+    try:
+        return run_command(cmd, env, "nsys profile")
+    except ProgramError as exc:
+        named = unwritten(exc.tail, cmd)
+        if named is not None:
+            raise named from None
+        raise
 
 
 def check_outputs(work: Path, cmd: list[str], multi: bool = False) -> list[str]:
@@ -288,6 +268,7 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without nsys; census.steps records each step's wall time."""
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
+    env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
     what = "calibration run (without nsys)"
     run_command(list(spec.command), env, what)
     try:

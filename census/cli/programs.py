@@ -61,8 +61,9 @@ BudgetOpt = Annotated[
 OnRanksOpt = Annotated[
     bool,
     typer.Option("--summarize-on-ranks",
-                 help="Under torchrun: each rank computes the census of its own export on its "
-                 "node as soon as its nsys stops (cached; the summary then reads it)."),
+                 help="Under torchrun, srun or mpirun: each rank computes the census of its own "
+                 "export on its node as soon as its nsys stops (cached; the summary then reads "
+                 "it)."),
 ]  # fmt: skip
 
 
@@ -198,7 +199,7 @@ def capture_shown(name, command, warmup, active, nsys, trace, output, force, cal
                        calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
     folder = capture_steps(spec, nsys)
     view, shape = summary_shown(folder, Options()), terminal()
-    if isinstance(view, RanksView):  # torchrun's: its ranks, and no overhead of its own
+    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
         show(render(view, "terminal", **shape), "terminal")
         return folder
     show(render(view, "terminal", overhead=False, **shape), "terminal")

@@ -163,11 +163,15 @@ def _tail(tail: Tail) -> dict[str, Any]:
             "outliers": [vars(o) for o in tail.outliers]}  # fmt: skip
 
 
+def _hosts(view: RanksView) -> list[str | None]:
+    return view.hosts or [None] * len(view.labels)
+
+
 def spread_json(view: RanksView) -> dict:
     return {
         "ranks": [
-            {"rank": label, "summary": summary_json(rank)}
-            for label, rank in zip(view.labels, view.ranks, strict=True)
+            {"rank": label, "host": host, "summary": summary_json(rank)}
+            for label, host, rank in zip(view.labels, _hosts(view), view.ranks, strict=True)
         ],
         "spread": {k: vars(v) for k, v in view.spread.items()},
     }

@@ -164,7 +164,8 @@ def memory_rows(census: Census) -> Table:
 
 
 def rank_rows(view: RanksView) -> Table:
-    """One row per rank, per step (whole capture without steps)."""
+    """One row per rank, per step (whole capture without steps); with ranks on several hosts, a
+    host column and the rows grouped by host (in the order of each host's first rank)."""
     rows = []
     for label, rank in zip(view.labels, view.ranks, strict=True):
         c = rank.census
@@ -174,7 +175,20 @@ def rank_rows(view: RanksView) -> Table:
                      fmt_ns(per["non_nccl_union_ns"])])  # fmt: skip
     head = ["rank", "steps", "step time", "GPU busy in step window", "NCCL kernel time",
             "non-NCCL union (unclipped)"]  # fmt: skip
-    return head, rows
+    if view.host_count < 2:
+        return head, rows
+    hosts = [h or "" for h in view.hosts]
+    first = {h: i for i, h in reversed(list(enumerate(hosts)))}
+    order = sorted(range(len(rows)), key=lambda i: (first[hosts[i]], i))
+    return ["host", *head], [[hosts[i], *rows[i]] for i in order]
+
+
+def hosts_line(view: RanksView) -> str | None:
+    """With ranks on several hosts: how many, and that their times are their own hosts'."""
+    if view.host_count < 2:
+        return None
+    return (f"ranks on {view.host_count} hosts: each export's times are on its own host's clock; "
+            "census compares durations, never one host's absolute times with another's")  # fmt: skip
 
 
 def spread_rows(view: RanksView) -> Table:

@@ -13,6 +13,7 @@ from census.render.summaryrows import (
     census_rows,
     class_rows,
     collective_rows,
+    hosts_line,
     idle_range_rows,
     kernel_rows,
     memory_rows,
@@ -160,5 +161,8 @@ def render_ranks(
 
 
 def _draw_spread(view: RanksView, console: Console) -> None:
-    print_fit(console, "Ranks (per step)", *rank_rows(view))
+    print_fit(console, "Ranks (per step)", *rank_rows(view), left=1 + (view.host_count > 1))
+    line = hosts_line(view)
+    if line:
+        console.print(escape(one_line(line)))
     print_fit(console, "Spread over ranks", *spread_rows(view))

@@ -7,7 +7,7 @@ the spread over ranks are computed once, by census.api, and carried here to ever
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -62,6 +62,12 @@ class RanksView:
     labels: list[str]
     ranks: list[SummaryView]
     spread: dict[str, Spread]  # per key: min, median and max over ranks
+    hosts: list[str | None] = field(default_factory=list)  # each rank's host, where known
+
+    @property
+    def host_count(self) -> int:
+        """How many hosts the ranks ran on (unknown hosts aside)."""
+        return len({h for h in self.hosts if h is not None})
 
     @property
     def census(self) -> Census:

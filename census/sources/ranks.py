@@ -107,3 +107,35 @@ def _host(conn: sqlite3.Connection, schema: sc.Schema) -> str | None:
         f"SELECT value FROM \"{sc.SYSTEM_ENV}\" WHERE name = 'Hostname' LIMIT 1"
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+def rank_hosts(folder: Path, exports: list[Path]) -> list[str | None]:
+    """Each export's host: as the capture's run.json records its rank's place (census capture
+    across nodes), else as nsys recorded it in the export (its Hostname); None where neither
+    says it."""
+    from census.capture.run import read_run_info
+    from census.sources.readonly import open_readonly
+
+    info = read_run_info(folder) or {}
+    places = info.get("rank_places") if isinstance(info.get("rank_places"), dict) else {}
+    named = {str(name): rank for rank, name in (info.get("ranks") or {}).items()} if isinstance(
+        info.get("ranks"), dict) else {}  # fmt: skip
+    out: list[str | None] = []
+    for path in exports:
+        place = places.get(named.get(path.name, ""), {})
+        host = place.get("host") if isinstance(place, dict) else None
+        if not isinstance(host, str):
+            host = None
+            try:
+                conn = open_readonly(path)
+            except InputError:
+                out.append(None)
+                continue
+            try:
+                host = _host(conn, sc.read_schema(conn))
+            except sqlite3.Error:
+                host = None
+            finally:
+                conn.close()
+        out.append(host)
+    return out

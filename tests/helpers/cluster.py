@@ -18,6 +18,13 @@ see). The network is the machine's: the ranks meet on 127.0.0.1.
 Every rank also gets MASTER_ADDR and MASTER_PORT (for gloo) and CLUSTER_BARRIER_PORT (for
 sleep_train.py's --barrier). The job's exit status is the first failing node's. `--check` only
 says whether this machine can make such namespaces (exit 0), for tests to skip otherwise.
+
+`--launchers DIR` writes DIR/torchrun, DIR/srun and DIR/mpirun: each runs this job its way, with
+the rest of its command line as PROGRAM, so that census sees a launcher by its name (census
+capture wraps each rank where the launcher's own arguments end); $CLUSTER_NODES,
+$CLUSTER_PER_NODE and $CLUSTER_HIDE (a folder) set the job. CLUSTER_PRIVATE_TMP=0 keeps the
+machine's /tmp on every node (where a tool the ranks run lives under /tmp, as the GPU machine's
+nsys kit does).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ def node_command(k: int, hide: list[str], command: list[str]) -> list[str]:
     """`command` run as node k: in its own UTS namespace named nodeK, and past the first node in
     a mount namespace with a private /tmp and the hidden folders emptied."""
     setup = [f"hostname node{k}"]
-    if k > 0:
+    if k > 0 and os.environ.get("CLUSTER_PRIVATE_TMP", "1") != "0":
         setup += ["mount -t tmpfs -o size=64m cluster-tmp /tmp"]
         setup += [f"mount -t tmpfs -o size=1m cluster-hidden {shlex.quote(d)}" for d in hide]
     script = " && ".join(setup) + ' && exec "$@"'
@@ -97,6 +104,18 @@ def can_make_nodes() -> bool:
         return False
 
 
+def write_launchers(folder: str) -> None:
+    for how in HOW:
+        path = os.path.join(folder, how)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(f"""#!/bin/sh
+exec {shlex.quote(sys.executable)} {shlex.quote(__file__)} --how {how} \\
+  --nodes "${{CLUSTER_NODES:-2}}" --per-node "${{CLUSTER_PER_NODE:-2}}" \\
+  ${{CLUSTER_HIDE:+--hide "$CLUSTER_HIDE"}} -- "$@"
+""")
+        os.chmod(path, 0o755)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--nodes", type=int, default=2)
@@ -105,10 +124,14 @@ def main() -> int:
     p.add_argument("--hide", action="append", default=[], help="a folder nodes past the first miss")
     p.add_argument("--node", type=int, help=argparse.SUPPRESS)  # inside node k (srun, mpirun)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--launchers", help="write torchrun, srun and mpirun into this folder")
     p.add_argument("command", nargs=argparse.REMAINDER)
     args = p.parse_args()
     if args.check:
         return 0 if can_make_nodes() else 1
+    if args.launchers:
+        write_launchers(args.launchers)
+        return 0
     args.command = args.command[1:] if args.command[:1] == ["--"] else args.command
     return node_main(args) if args.node is not None else job_main(args)
 

@@ -11,6 +11,13 @@ Each measured step is an NVTX range `step N` inside the CUDA profiler capture ra
 device-to-device copy. `--plain` runs the same loop without census (no census.steps, no phases),
 and `--window-out PATH` writes the measured steps' wall time, taken between two synchronizes
 around them, so that census's own cost can be measured against the plain loop.
+
+`--ddp` wraps the model in DistributedDataParallel under any launcher census knows (torchrun,
+srun, mpirun: the rank, world and local rank from census.capture.launcher; MASTER_ADDR and
+MASTER_PORT as torch.distributed's env:// wants them), each rank on GPU local rank % the GPUs it
+sees, over NCCL (`--backend gloo` lets several ranks share one GPU). `--straggler-rank R
+--straggler-ms MS` makes rank R sleep MS on the host in its forward each step: a known
+straggler, whose peers wait for it in the gradients' all-reduce.
 """
 
 from __future__ import annotations
@@ -18,13 +25,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import time
 
 import torch
 from torch import nn
 
 import census
+from census.capture.launcher import rank_env
 
 
 class Block(nn.Module):
@@ -51,9 +58,12 @@ def build(d: int, layers: int, heads: int) -> nn.Module:
     return nn.Sequential(*(Block(d, heads) for _ in range(layers)))
 
 
-def train_step(step_fn, opt, x, target, scratch, phase) -> torch.Tensor:
-    """One step of the demo, each phase inside `phase(name)` (census.phase, or a no-op)."""
+def train_step(step_fn, opt, x, target, scratch, phase, sleep_s: float = 0.0) -> torch.Tensor:
+    """One step of the demo, each phase inside `phase(name)` (census.phase, or a no-op); a
+    straggler's host sleeps `sleep_s` at the start of its forward."""
     with phase("forward"), torch.autocast("cuda", dtype=torch.bfloat16):
+        if sleep_s:
+            time.sleep(sleep_s)
         loss = nn.functional.mse_loss(step_fn(x).float(), target)
     with phase("backward"):
         loss.backward()
@@ -74,8 +84,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument(
-        "--ddp", action="store_true", help="DistributedDataParallel over NCCL (torchrun)"
+        "--ddp", action="store_true", help="DistributedDataParallel (torchrun, srun, mpirun)"
     )
+    p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl")
+    p.add_argument("--straggler-rank", type=int, default=None)
+    p.add_argument("--straggler-ms", type=float, default=0.0)
     p.add_argument("--plain", action="store_true", help="the same loop without census")
     p.add_argument("--window-out", help="write the measured steps' wall time here (JSON)")
     return p.parse_args(argv)
@@ -86,16 +99,20 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         raise SystemExit("census demo workload: no CUDA GPU visible to torch")
     torch.manual_seed(0)
-    dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    place = rank_env()
+    dev = torch.device("cuda", (place.local_rank or 0) % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     model = build(args.d_model, args.layers, heads=args.d_model // 64).to(dev)
     if args.ddp:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl", device_id=dev)
+        nccl = {"device_id": dev} if args.backend == "nccl" else {}
+        dist.init_process_group(args.backend, rank=place.rank, world_size=place.world, **nccl)
         model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=False, foreach=True)
     step_fn = torch.compile(model) if args.mode == "compiled" else model
+    straggler = args.straggler_rank is not None and args.straggler_rank == place.rank
+    sleep_s = args.straggler_ms / 1000 if straggler else 0.0
     x = torch.randn(args.batch, args.seq, args.d_model, device=dev)
     target = torch.randn_like(x)
     scratch = torch.empty(4 * 1024 * 1024, device=dev)  # 16 MiB of float32
@@ -109,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         if i == warmup:
             torch.cuda.synchronize()
             window[0] = time.perf_counter_ns()
-        loss = train_step(step_fn, opt, x, target, scratch, phase)
+        loss = train_step(step_fn, opt, x, target, scratch, phase, sleep_s)
         if not args.plain:
             census.record("loss", loss)  # read when the window closes: no sync in the step
         if i == warmup + active - 1:
