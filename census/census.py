@@ -16,8 +16,6 @@ from typing import Any
 
 from census.definitions import (
     CLASS_ORDER,
-    COPY_KIND_D2D,
-    METRIC_KEYS,
     NCCL,
     classify_kernel,
     kernel_name,
@@ -28,6 +26,7 @@ from census.load.aggregates import Aggregates, MemoryGroups, Profile
 from census.load.figures import Figures, add_rows, rows
 from census.load.intervals import NO_STEP, unique
 from census.load.phases import Segments
+from census.metrics import COPY_KEYS, METRIC_KEYS
 from census.model import (
     ApiStat,
     Census,
@@ -42,7 +41,8 @@ from census.model import (
 )
 from census.step_table import PHASE_INTS, Rows, StepTable, concat, exact_array, rows_of
 
-D2D = ("d2d_count", "d2d_bytes")  # the D2D copies launched in a key: count, bytes
+# The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
+COPY_COLUMNS = tuple(key for pair in COPY_KEYS.values() for key in pair)
 
 # What the spread over ranks is shown for (per-step means per rank).
 SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
@@ -108,7 +108,11 @@ def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
     nccl = [k for k in kernels if k.cls == NCCL]
     count, time_ns = sum(k.count for k in kernels), sum(k.time_ns for k in kernels)
     nccl_count, nccl_time_ns = sum(k.count for k in nccl), sum(k.time_ns for k in nccl)
-    d2d = agg.memory.sums[agg.memory.kind == COPY_KIND_D2D]
+    copies = {}
+    for kind, (count_key, bytes_key) in COPY_KEYS.items():
+        sums = agg.memory.sums[agg.memory.kind == kind]
+        copies[count_key] = sum(sums[:, 0].tolist())
+        copies[bytes_key] = sum(sums[:, 1].tolist())
     return Metrics(
         kernel_count=count,
         kernel_time_ns=time_ns,
@@ -120,8 +124,7 @@ def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
         launch_api_count=agg.launch.count,
         launch_api_time_ns=agg.launch.time_ns,
         graph_launch_count=agg.launch.graph_count,
-        d2d_count=sum(d2d[:, 0].tolist()),
-        d2d_bytes=sum(d2d[:, 1].tolist()),
+        **copies,
     )
 
 
@@ -130,7 +133,7 @@ def _steps(profile: Profile) -> StepTable:
     import numpy as np
 
     agg = profile.aggregates
-    fig = _with_d2d(agg)
+    fig = _with_copies(agg)
     n = len(fig)
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
     overlap = nccl_overlap_ns(agg, fig.column("nccl_union_ns"), fig.column("non_nccl_union_ns"),
@@ -154,17 +157,25 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     )
 
 
-def _with_d2d(agg: Aggregates, index: Any = None, n: int = 0) -> Figures:
-    """agg.by_key with the D2D copies launched in each key (D2D's count and bytes); with
-    `index`, the keys summed into n rows first (key i into row index[i]), the copies with
-    them: no joined copy of every key's figures (at 3x10^7 kernels, 850,000 phase segments:
-    130 MiB)."""
+def _with_copies(agg: Aggregates, index: Any = None, n: int = 0) -> Figures:
+    """agg.by_key with the counted copies launched in each key (COPY_COLUMNS: each kind's count
+    and bytes); with `index`, the keys summed into n rows first (key i into row index[i]), the
+    copies with them: no joined copy of every key's figures (at 3x10^7 kernels, 850,000 phase
+    segments: 130 MiB)."""
+    import numpy as np
+
     m = agg.memory
-    rows = (m.kind == COPY_KIND_D2D) & (m.step != NO_STEP)
+    kinds = np.array(list(COPY_KEYS), np.int64)
+    rows = np.isin(m.kind, kinds) & (m.step != NO_STEP)
+    at = np.searchsorted(np.sort(kinds), m.kind[rows])
+    block = np.argsort(kinds)[at]  # each row's kind: its place in COPY_KEYS
+    wide = np.zeros((int(rows.sum()), len(COPY_COLUMNS)), m.sums.dtype)
+    for j in range(2):  # count, bytes
+        wide[np.arange(len(block)), 2 * block + j] = m.sums[rows, j]
     if index is None:
-        return agg.by_key.joined(D2D, add_rows(m.step[rows], len(agg.by_key), m.sums[rows, :2]))
-    d2d = add_rows(index[m.step[rows]], n, m.sums[rows, :2])
-    return agg.by_key.summed(index, n, D2D, d2d)
+        return agg.by_key.joined(COPY_COLUMNS, add_rows(m.step[rows], len(agg.by_key), wide))
+    copies = add_rows(index[m.step[rows]], n, wide)
+    return agg.by_key.summed(index, n, COPY_COLUMNS, copies)
 
 
 def _side_by_side(columns: list[Any]) -> Any:
@@ -175,7 +186,7 @@ def _side_by_side(columns: list[Any]) -> Any:
 
 
 def _metric_columns(fig: Figures, **instead: Any) -> list[Any]:
-    """Per key of `fig` (FIGURES and D2D), its METRIC_KEYS values, as (keys, 1) columns (views
+    """Per key of `fig` (FIGURES and COPY_COLUMNS), its METRIC_KEYS values, as (keys, 1) columns (views
     of fig's where they are its own: one array is made of them, side by side with others);
     `instead`: columns that replace fig's of those names."""
     col = {name: fig.column(name) for name in fig.names} | instead
@@ -228,7 +239,7 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
-    fig = _with_d2d(agg, cells.of_segment, size)
+    fig = _with_copies(agg, cells.of_segment, size)
     union = fig.column("non_nccl_union_ns")
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]

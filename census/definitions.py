@@ -1,138 +1,17 @@
-"""Every definition census's numbers follow, named once: the metrics (name, unit, meaning), the
-kernel classes and the NCCL pattern, the launch APIs, the copy kinds, Inductor kernel names.
+"""Every definition census's numbers follow, named once: the kernel classes and the NCCL pattern,
+the launch APIs, the copy kinds, Inductor kernel names, the rules of the limiter, the run-ahead
+and the idle split (the census keys themselves: census.metrics).
 
-A leaf: it imports nothing from census, so every stage may use it. The metric table of docs/definitions.md is
-generated from METRICS (census.render.markdown.render_metric_table) and a test keeps the two
-equal.
+A leaf beside census.metrics (the one module it imports), so every stage may use it.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import NamedTuple
 
+from census.metrics import MEMCPY_KINDS
 
-class Metric(NamedTuple):
-    name: str
-    unit: str  # "count", "ns" or "bytes"
-    definition: str
-    label: str  # how every table, card and chart names it
-
-
-# The census keys of `totals`, every step and `per_step`, in the order every output lists them.
-METRICS: tuple[Metric, ...] = (
-    Metric(
-        "kernel_count",
-        "count",
-        "rows of CUPTI_ACTIVITY_KIND_KERNEL (in a step: those whose launching API call starts in "
-        "the step's range, on any thread of the step's process)",
-        "GPU kernels",
-    ),
-    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels", "kernel time"),
-    Metric(
-        "nccl_kernel_count",
-        "count",
-        "kernels whose name contains `nccl` (any case)",
-        "NCCL kernels",
-    ),
-    Metric("nccl_kernel_time_ns", "ns", "Σ (end − start) over NCCL kernels", "NCCL kernel time"),
-    Metric(
-        "non_nccl_kernel_count", "count", "kernels that are not NCCL kernels", "non-NCCL kernels"
-    ),
-    Metric(
-        "non_nccl_kernel_time_ns",
-        "ns",
-        "Σ (end − start) over non-NCCL kernels",
-        "non-NCCL kernel time",
-    ),
-    Metric(
-        "non_nccl_union_ns",
-        "ns",
-        "per deviceId, the length of the union of the [start, end) intervals of the non-NCCL "
-        "kernels counted, summed over devices; not clipped to the step's range (unlike "
-        "gpu_busy_ns), so a step's can exceed its gpu_busy_ns",
-        "non-NCCL union (unclipped)",
-    ),
-    Metric(
-        "launch_api_count",
-        "count",
-        "launch API calls (see launch API), one per correlationId",
-        "launch API calls",
-    ),
-    Metric(
-        "launch_api_time_ns", "ns", "Σ (end − start) over those launch API calls", "launch API time"
-    ),
-    Metric(
-        "graph_launch_count",
-        "count",
-        "launch API calls that are cudaGraphLaunch/cuGraphLaunch",
-        "graph launches",
-    ),
-    Metric(
-        "d2d_count",
-        "count",
-        "CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind 8 (Device-to-Device)",
-        "D2D copies",
-    ),
-    Metric("d2d_bytes", "bytes", "Σ bytes over those copies", "D2D bytes"),
-)
-# The two groups every output keeps apart, so that no table sets a clipped number beside an
-# unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
-# keys measure the step's *window*, its NVTX range, whatever work falls into it.
-LAUNCHED_TITLE = "Work launched in the step (GPU time not clipped to the step)"
-WINDOW_TITLE = "Step window (the step's NVTX range; GPU time clipped to it)"
-# The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
-# host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
-# gpu_start_ns, a timestamp.
-_LAUNCHED = "the kernels, memcpys and memsets launched in the step"
-GPU_SPAN_METRICS: tuple[Metric, ...] = (
-    Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
-           "starts in its range, on any thread of its process), not clipped to the range; null "
-           "when it launched none; per_step: the mean over the steps that launched some",
-           "GPU span (first to last GPU op)"),
-    Metric("host_lead_ns", "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
-           "how long after the host left the step its GPU work ended (negative: before); null "
-           "when it launched none; per_step: the mean over the steps that launched some",
-           "GPU end after the step's range"),
-)  # fmt: skip
-GPU_START_METRIC = Metric("gpu_start_ns", "ns", f"the earliest start of {_LAUNCHED}; null when "
-                          "it launched none", "GPU start of the work launched in the step")  # fmt: skip
-# Step timing: per step, and their means.
-TIMING_METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ns", "ns", "end − start of the step's NVTX range", "step time"),
-    Metric(
-        "gpu_busy_ns",
-        "ns",
-        "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
-        "step's range (its window), whichever step launched them; not a superset of "
-        "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
-        "GPU busy in the step window",
-    ),
-    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
-    *GPU_SPAN_METRICS,
-)
-# Per phase of a step: the census keys, plus these.
-PHASE_METRICS: tuple[Metric, ...] = (
-    Metric(
-        "duration_ns",
-        "ns",
-        "the time of the step the phase owns: its NVTX range, less what a later-started "
-        "overlapping phase took; the remainder's is the rest of the step",
-        "phase time",
-    ),
-    Metric(
-        "gpu_busy_ns",
-        "ns",
-        "the union of all GPU work of the step's process, clipped to the time the phase owns",
-        "GPU busy in the phase window",
-    ),
-)
-# Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
-PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
-    "memcpys and memsets launched in the time the phase owns in the step (all its segments), not "
-    "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
-    "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
 # Census.host_ran_ahead: the steps' ranges time the host's enqueueing, gpu_span_ns the GPU's work.
 HOST_AHEAD_SHARE = 0.1
 HOST_AHEAD_RULE = (
@@ -141,45 +20,6 @@ HOST_AHEAD_RULE = (
     "their NVTX ranges ended, so the ranges time the host's enqueueing and gpu_span_ns the GPU's "
     "work; null without steps or when no step launched GPU work"
 )
-# Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
-# gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
-IDLE_METRICS: tuple[Metric, ...] = (
-    Metric(
-        "sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it", "host syncs"
-    ),
-    Metric(
-        "sync_time_ns",
-        "ns",
-        "Σ (end − start) of those calls: the host blocked",
-        "host blocked in syncs",
-    ),
-    Metric(
-        "idle_after_sync_ns",
-        "ns",
-        "GPU idle time from the end of a synchronising call that returned while the GPU was idle "
-        "to the start of the next GPU work of the process",
-        "  idle after a sync",
-    ),
-    Metric(
-        "idle_launch_ns",
-        "ns",
-        "the rest of the GPU idle time during which a launch API call of the process ran",
-        "  idle while launching",
-    ),
-    Metric(
-        "idle_other_ns",
-        "ns",
-        "the rest of the GPU idle time: other host work",
-        "  idle in other host work",
-    ),
-)
-METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
-_NAMED = (*METRICS, *TIMING_METRICS, GPU_START_METRIC, *IDLE_METRICS)
-LABELS: dict[str, str] = {m.name: m.label for m in _NAMED}
-DEFINITIONS: dict[str, str] = {m.name: m.definition for m in _NAMED}
-TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
-IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
-PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
 
 # What limits a capture's step (census.compare.limiter): from the per-step means of the step
 # windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
@@ -345,24 +185,6 @@ def nccl_collective(name: str) -> str | None:
     return "other NCCL"
 
 
-# ENUM_CUDA_MEMCPY_OPER, for exports that lack the enum table.
-MEMCPY_KINDS: dict[int, str] = {
-    0: "Unknown",
-    1: "Host-to-Device",
-    2: "Device-to-Host",
-    3: "Host-to-Array",
-    4: "Array-to-Host",
-    5: "Array-to-Array",
-    6: "Array-to-Device",
-    7: "Device-to-Array",
-    8: "Device-to-Device",
-    9: "Host-to-Host",
-    10: "Peer-to-Peer",
-    11: "Unified Host-to-Device",
-    12: "Unified Device-to-Host",
-    13: "Unified Device-to-Device",
-}
-COPY_KIND_D2D = 8
 MEMSET_KIND = -1  # memsets are aggregated beside the copy kinds under this key
 
 
@@ -371,6 +193,3 @@ def memory_kind_name(kind: int) -> str:
     if kind == MEMSET_KIND:
         return "memset"
     return MEMCPY_KINDS.get(kind, f"copy kind {kind}")
-
-
-D2D_KIND_NAME = memory_kind_name(COPY_KIND_D2D)

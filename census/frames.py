@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from census.definitions import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
+from census.metrics import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model import idle_values
 
 if TYPE_CHECKING:

@@ -11,13 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from census.definitions import (
-    HOST_AHEAD_SHARE,
-    IDLE_KEYS,
-    METRIC_KEYS,
-    OUTSIDE_PHASES,
-    PHASE_KEYS,
-)
+from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
+from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
 from census.step_model import (  # noqa: F401  (the model's objects, named here too)
     METRIC_VALUES,
     IdleSplit,

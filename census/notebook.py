@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from census.definitions import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
+from census.metrics import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
 from census.units import clip, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 REPR_CHARS = 300

@@ -4,9 +4,9 @@ hands out one at a time, and what tests and notebooks build by hand."""
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS
+from census.metrics import IDLE_KEYS, METRIC_KEYS
 
 
 def per_step_mean(total: float, steps: int) -> float | None:
@@ -15,23 +15,19 @@ def per_step_mean(total: float, steps: int) -> float | None:
     return total / steps if steps else None
 
 
-@dataclass(frozen=True)
-class Metrics:
-    kernel_count: int = 0
-    kernel_time_ns: int = 0
-    nccl_kernel_count: int = 0
-    nccl_kernel_time_ns: int = 0
-    non_nccl_kernel_count: int = 0
-    non_nccl_kernel_time_ns: int = 0
-    non_nccl_union_ns: int = 0
-    launch_api_count: int = 0
-    launch_api_time_ns: int = 0
-    graph_launch_count: int = 0
-    d2d_count: int = 0
-    d2d_bytes: int = 0
+def _as_dict(self) -> dict[str, int]:
+    return self.__dict__.copy()  # the fields, declared in METRIC_KEYS order
 
-    def as_dict(self) -> dict[str, int]:
-        return self.__dict__.copy()  # the fields, declared in METRIC_KEYS order
+
+# The census keys of a step, a phase or the whole capture: one int field per key of
+# census.metrics.METRICS, in its order, 0 by default (made from it: a key is declared once).
+Metrics = make_dataclass(
+    "Metrics",
+    [(key, int, field(default=0)) for key in METRIC_KEYS],
+    frozen=True,
+    namespace={"as_dict": _as_dict, "__doc__": "The census keys (census.metrics.METRICS)."},
+)
+Metrics.__module__ = __name__  # pickled by name, as a class written here would be
 
 
 @dataclass(frozen=True)

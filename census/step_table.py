@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS
+from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.step_model import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
 
 # the int columns of a step, and of a phase (the optional GPU span and idle split apart)

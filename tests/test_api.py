@@ -10,7 +10,7 @@ import pytest
 
 import census
 from census.api import census_view, diff_view
-from census.definitions import METRIC_KEYS, TIMING_KEYS
+from census.metrics import METRIC_KEYS, TIMING_KEYS
 from census.render.json_docs import diff_json, summary_json
 from census.store import cache
 from tests.helpers.files import REPO, fixture_file

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
-from census.definitions import METRIC_KEYS
+from census.metrics import METRIC_KEYS
 from tests.helpers.files import fixture_file
 
 runner = CliRunner()

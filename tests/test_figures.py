@@ -7,7 +7,6 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS
 from census.load.figures import (
     NO_END,
     NO_START,
@@ -19,6 +18,7 @@ from census.load.figures import (
     figures_of,
     fit_rows,
 )
+from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.model import IdleSplit, Metrics
 
 BIG = 1 << 62

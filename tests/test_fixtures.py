@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from census.api import summarize
-from census.definitions import METRIC_KEYS
+from census.metrics import METRIC_KEYS
 from census.sources.samples import sample_path
 from tests.helpers.files import fixture_file
 from tests.oracle import oracle

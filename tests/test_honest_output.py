@@ -22,7 +22,7 @@ from census.compare.diff import diff_census
 from census.compare.experiment import Experiment
 from census.compare.explain import explain_diff
 from census.compare.stats import analyze
-from census.definitions import LABELS
+from census.metrics import LABELS
 from census.model import Arm
 from census.render.diff_table import render_diff_table
 from census.render.fit import MIN_NAME, short_names

@@ -18,6 +18,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.errors",
         "census.paths",
         "census.units",
+        "census.metrics",
         "census.definitions",
         "census.triton_names",
         "census.step_model",

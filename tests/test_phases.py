@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 import census
 from census.cli import app
-from census.definitions import METRIC_KEYS, OUTSIDE_PHASES, PHASE_KEYS
+from census.definitions import OUTSIDE_PHASES
+from census.metrics import METRIC_KEYS, PHASE_KEYS
 from tests.helpers.files import fixture_file
 from tests.nsysdb import Export
 from tests.oracle import phase_oracle

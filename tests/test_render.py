@@ -14,8 +14,8 @@ from census import census as census_stage
 from census.api import Options, diff_view, experiment_view, summarize, summary_view
 from census.cli import app
 from census.compare import experiment, explain, limiter, tails
-from census.definitions import LAUNCHED_TITLE, WINDOW_TITLE
 from census.errors import UsageError
+from census.metrics import LAUNCHED_TITLE, WINDOW_TITLE
 from census.render import FORMATS, render
 from census.render.summaryrows import IDLE_RANGES_TITLE
 from census.render.views import RanksView, SummaryView

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from census.definitions import HOST_AHEAD_SHARE, IDLE_KEYS, METRIC_KEYS, OUTSIDE_PHASES
+from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
+from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.model import Census, IdleSplit, Metrics, Phase, Source, Step
 from census.render import json_docs, json_rows
 from census.step_table import StepTable, concat, from_steps, int_sum

@@ -54,7 +54,7 @@ def _input(profile: str | None, sample: str | None) -> Path:
 
 
 def _metric_help() -> str:
-    from census.definitions import METRICS, TIMING_METRICS
+    from census.metrics import METRICS, TIMING_METRICS
 
     keys = ", ".join(f"{m.name} ({m.unit})" for m in (*METRICS, *TIMING_METRICS))
     return f"Keys, per capture and per step (docs/definitions.md): {keys}."

@@ -13,14 +13,8 @@ from dataclasses import dataclass, field
 
 from census.compare.comparable import Comparability, check_comparable, step_clock
 from census.compare.stats import t_975
-from census.definitions import (
-    CLASS_ORDER,
-    IDLE_KEYS,
-    METRIC_KEYS,
-    OUTSIDE_PHASES,
-    PHASE_KEYS,
-    TIMING_KEYS,
-)
+from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
+from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model import Census, per_step_mean
 
 # A kernel whose per-step count is unchanged and whose time moved by at most this share of the

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from census.compare.diff import CensusDiff, Delta, compared_value
 from census.compare.limiter import find_limiter, limiter_sentence
-from census.definitions import D2D_KIND_NAME, NON_GAIN_MIN_SHARE
+from census.definitions import NON_GAIN_MIN_SHARE
+from census.metrics import COUNTED_COPIES, MEMCPY_KINDS
 from census.step_table import int_sum
 from census.triton_names import decode_triton
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
@@ -26,13 +27,12 @@ def explain_diff(d: CensusDiff) -> list[str]:
         ("idle", _idle_ranges),
         ("kernels", _union),
         ("launch", _launch),
-        ("d2d", _d2d),
+        ("copies", _copies),
         ("nccl", _nccl),
         ("kernels", _fusion),
     ):
-        sentence = None if name in hidden else make(d, unit)
-        if sentence:
-            ranked.append(sentence)
+        said = None if name in hidden else make(d, unit)
+        ranked.extend(said if isinstance(said, list) else [said] if said else [])
     ranked.sort(key=lambda ws: -abs(ws[0]))
     head = [line for line in (_headline(d, unit), non_gain(d, unit), _uncaptured(d),
                               _phases(d)) if line]  # fmt: skip
@@ -312,22 +312,26 @@ def _api_counts(d: CensusDiff) -> dict[str, tuple[float, float]]:
     return {k: (ta.get(k, 0.0), tb.get(k, 0.0)) for k in ta.keys() | tb.keys()}
 
 
-def _d2d(d: CensusDiff, unit: str) -> tuple[float, str] | None:
-    b = d.metrics["d2d_bytes"]
-    if not b.delta:
-        return None
-    count = d.metrics["d2d_count"]
-    weight = _d2d_time(d.b, d.per_step) - _d2d_time(d.a, d.per_step)
-    return (
-        weight,
-        f"D2D {fmt_bytes(b.delta, signed=True)}{unit} ({fmt_pct(b.pct)}) in "
-        f"{fmt_count(count.delta, signed=True)} copies{unit}",
-    )
+def _copies(d: CensusDiff, unit: str) -> list[tuple[float, str]]:
+    """One sentence per counted copy kind (census.metrics.COUNTED_COPIES) whose bytes
+    changed, weighted by the change of its copy time."""
+    out = []
+    for copy in COUNTED_COPIES:
+        b = d.metrics[f"{copy.key}_bytes"]
+        if not b.delta:
+            continue
+        count = d.metrics[f"{copy.key}_count"]
+        kind = MEMCPY_KINDS[copy.kind]
+        weight = _copy_time(d.b, d.per_step, kind) - _copy_time(d.a, d.per_step, kind)
+        out.append((weight, f"{copy.short} {fmt_bytes(b.delta, signed=True)}{unit} "
+                            f"({fmt_pct(b.pct)}) in {fmt_count(count.delta, signed=True)} "
+                            f"copies{unit}"))  # fmt: skip
+    return out
 
 
-def _d2d_time(c, per_step: bool) -> float:
+def _copy_time(c, per_step: bool, kind: str) -> float:
     # Copy time is kept per capture; spread evenly over the steps for ranking only.
-    total = sum(m.time_ns for m in c.memory if m.kind == D2D_KIND_NAME)
+    total = sum(m.time_ns for m in c.memory if m.kind == kind)
     return compared_value(c, per_step and bool(c.steps), total, total)
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from census.compare.diff import CensusDiff, Delta
 from census.compare.stats import UNSTABLE, ABStats
-from census.definitions import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.errors import UsageError
+from census.metrics import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model import Census
 from census.units import fmt_ci, fmt_metric, fmt_ns, fmt_pct
 

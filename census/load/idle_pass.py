@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from census.definitions import IDLE_KEYS
 from census.load.columns import rowid_range
 from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
@@ -20,6 +19,7 @@ from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ra
 from census.load.idle_windows import Window, windows
 from census.load.pool import Beside, Runner, alone
 from census.load.timeline import TimelineParts
+from census.metrics import IDLE_KEYS
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
 

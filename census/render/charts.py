@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from census.compare.diff import CensusDiff
-from census.definitions import LABELS
+from census.metrics import COUNTED_COPIES, LABELS, MEMCPY_KINDS
 from census.model import Census
 from census.render.fit import short_names
 from census.units import fmt_count, fmt_ns, one_line
@@ -130,7 +130,6 @@ def _step_charts(census: Census) -> list[Chart]:
         ]
     )
     step_fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.15})
-    d2d_fig = go.Figure(go.Bar(x=names, y=column("d2d_bytes", 2**20)))
     charts = [Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig)]
     if census.host_ran_ahead():  # the windows time the host: the steps as the GPU ran them
         span_fig = go.Figure(go.Bar(x=names, y=column("gpu_span_ns", 1e6)))  # 0: launched none
@@ -138,14 +137,14 @@ def _step_charts(census: Census) -> list[Chart]:
             Chart("GPU span of each step: its work as the GPU ran it (ms)", span_fig),
             Chart("Host windows: GPU busy + GPU idle in each step's NVTX range (ms)", step_fig),
         ]
-    return [
-        *charts,
-        Chart(
-            "Device-to-device traffic per step (MiB)",
-            d2d_fig if steps.column("d2d_bytes").any() else None,
-            "no device-to-device copies in the steps",
-        ),
-    ]
+    for copy in COUNTED_COPIES:  # each counted copy kind's bytes per step
+        key, kind = f"{copy.key}_bytes", MEMCPY_KINDS[copy.kind].lower()
+        any_bytes = bool(steps.column(key).any())
+        if any_bytes or not copy.hidden_when_zero:
+            fig = go.Figure(go.Bar(x=names, y=column(key, 2**20))) if any_bytes else None
+            charts.append(Chart(f"{kind.capitalize()} traffic per step (MiB)", fig,
+                                f"no {kind} copies in the steps"))  # fmt: skip
+    return charts
 
 
 def diff_charts(d: CensusDiff) -> list[Chart]:

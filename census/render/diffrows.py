@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff
-from census.definitions import LABELS, LAUNCHED_TITLE, WINDOW_TITLE
+from census.metrics import (
+    HIDDEN_WHEN_ZERO,
+    LABELS,
+    LAUNCHED_TITLE,
+    VIEW_DIFF,
+    WINDOW_TITLE,
+    shown_in,
+)
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
 # census.definitions: LAUNCHED_TITLE, WINDOW_TITLE).
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
                "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
-LAUNCHED_KEYS = ("gpu_span_ns", "kernel_count", "nccl_kernel_count", "nccl_kernel_time_ns",
-                 "non_nccl_kernel_time_ns", "non_nccl_union_ns", "launch_api_count",
-                 "launch_api_time_ns", "graph_launch_count", "d2d_count", "d2d_bytes")  # fmt: skip
+LAUNCHED_KEYS = ("gpu_span_ns", *(m.name for m in shown_in(VIEW_DIFF)))
 
 
 def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
@@ -28,7 +33,7 @@ def _metric_rows(d: CensusDiff, keys: tuple[str, ...]) -> list[list[str]]:
     rows = []
     for key in keys:
         m = d.metrics[key]
-        if m.a is None and m.b is None:
+        if (m.a is None and m.b is None) or (key in HIDDEN_WHEN_ZERO and not m.a and not m.b):
             continue
         delta = "unchanged" if m.delta == 0 else fmt_metric(key, m.delta, signed=True)
         pct = "" if m.delta == 0 else fmt_pct(m.pct)

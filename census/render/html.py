@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from census.compare.diff import CensusDiff
-from census.definitions import LABELS
+from census.metrics import HIDDEN_WHEN_ZERO, LABELS, VIEW_CARDS, shown_in
 from census.model import Census
 from census.render.charts import Chart, diff_charts, esc, summary_charts
 from census.render.diffrows import IDLE_RANGES_TITLE as DIFF_RANGES_TITLE
@@ -25,9 +25,9 @@ from census.render.diffrows import (
     phase_rows,
 )
 from census.render.diffrows import idle_range_rows as diff_range_rows
-from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows
+from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows, phase_keys
 from census.render.views import DiffView, RanksView, SummaryView
-from census.units import fmt_count, fmt_metric, one_line
+from census.units import fmt_metric, one_line
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -218,8 +218,7 @@ def _summary_cards(census: Census) -> list[tuple[str, str]]:
     """The step's cards (with steps), then the launched work's, per step or whole capture."""
     per = census.per_step() or census.totals.as_dict()
     basis = "per step" if census.step_count else "whole capture"
-    keys = ("kernel_count", "non_nccl_union_ns", "nccl_kernel_time_ns", "launch_api_time_ns",
-            "d2d_bytes")  # fmt: skip
+    keys = [m.name for m in shown_in(VIEW_CARDS) if m.name not in HIDDEN_WHEN_ZERO or per[m.name]]
     cards = [(f"{LABELS[k]} ({basis})", fmt_metric(k, per[k])) for k in keys]
     timing = census.per_step_timing()
     if timing:
@@ -274,17 +273,18 @@ def _idle_range_table(census: Census) -> str:
 
 
 def _phase_table(census: Census) -> str:
-    """Per phase, per step (mean): its time, GPU busy, idle split, kernels, launches, D2D and
-    GPU span (first when the host ran ahead of the GPU, the phase's time then the host's)."""
+    """Per phase, per step (mean): its time, GPU busy, idle split, the phase tables' census keys
+    (census.render.summaryrows.phase_keys) and GPU span (first when the host ran ahead of the
+    GPU, the phase's time then the host's)."""
     per = census.per_phase()
     if not per:
         return ""
+    keys = phase_keys(census)
     head = ["phase", "time", "GPU busy", "idle after syncs", "idle launching", "idle other",
-            "kernels", "launch calls", "D2D"]  # fmt: skip
+            *(k.column or k.label for k in keys)]  # fmt: skip
     rows = [[name, fmt_metric("duration_ns", m["duration_ns"]), fmt_metric("x_ns", m["gpu_busy_ns"]),
              fmt_metric("x_ns", m["idle_after_sync_ns"]), fmt_metric("x_ns", m["idle_launch_ns"]),
-             fmt_metric("x_ns", m["idle_other_ns"]), fmt_count(m["kernel_count"]),
-             fmt_count(m["launch_api_count"]), fmt_metric("d2d_bytes", m["d2d_bytes"])]
+             fmt_metric("x_ns", m["idle_other_ns"]), *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in per.items()]  # fmt: skip
     spans = [fmt_metric("gpu_span_ns", m["gpu_span_ns"]) for m in per.values()]
     if census.host_ran_ahead():

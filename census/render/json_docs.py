@@ -10,15 +10,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from census import CENSUS_VERSION
-from census.definitions import (
-    DEFINITIONS,
-    HOST_AHEAD_RULE,
-    IDLE_BY_RANGE_RULE,
-    LIMITER_RULE,
-    METRIC_KEYS,
-    PHASE_METRICS,
-    PHASE_SPAN_METRIC,
-)
+from census.definitions import HOST_AHEAD_RULE, IDLE_BY_RANGE_RULE, LIMITER_RULE
+from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
 from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
 from census.render import json_rows
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView

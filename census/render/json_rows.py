@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from census.definitions import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
+from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
 from census.step_table import Rows, StepTable
 
 # Phase.as_dict's keys, then its GPU span: a phase's numbers

@@ -3,7 +3,7 @@ one capture (or a rank folder), and the metric table docs/definitions.md carries
 
 from __future__ import annotations
 
-from census.definitions import LAUNCHED_TITLE, METRICS, TIMING_METRICS, WINDOW_TITLE
+from census.metrics import LAUNCHED_TITLE, METRICS, TIMING_METRICS, WINDOW_TITLE
 from census.render import summaryrows as sr
 from census.render.diffrows import (
     IDLE_RANGES_TITLE,

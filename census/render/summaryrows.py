@@ -4,7 +4,7 @@ renderers (as census.render.diffrows is for a diff)."""
 from __future__ import annotations
 
 from census.compare.tails import GPU_SPAN, Tail
-from census.definitions import LABELS, METRIC_KEYS
+from census.metrics import HIDDEN_WHEN_ZERO, LABELS, METRIC_KEYS, VIEW_PHASES, Metric, shown_in
 from census.model import Census
 from census.render.views import RanksView
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
@@ -120,13 +120,21 @@ def tail_rows(tail: Tail) -> Table:
     return (TAIL_HEAD_GPU if gpu else TAIL_HEAD), rows
 
 
+def phase_keys(census: Census) -> tuple[Metric, ...]:
+    """The census keys a phase table shows (census.metrics.VIEW_PHASES), those hidden when
+    0 left out when every phase's is."""
+    per = census.per_phase().values()
+    return tuple(k for k in shown_in(VIEW_PHASES)
+                 if k.name not in HIDDEN_WHEN_ZERO or any(m[k.name] for m in per))  # fmt: skip
+
+
 def phase_rows(census: Census) -> Table:
     """The phase table: per phase, per step (mean); its GPU span first when the host ran ahead
     (the phase's time is then the host's)."""
-    head = ["phase", "time", "GPU busy", "kernels", "launch calls", "launch API time", "D2D"]
+    keys = phase_keys(census)
+    head = ["phase", "time", "GPU busy", *(m.column or m.label for m in keys)]
     rows = [[name, fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
-             fmt_count(m["kernel_count"]), fmt_count(m["launch_api_count"]),
-             fmt_ns(m["launch_api_time_ns"]), fmt_bytes(m["d2d_bytes"])]
+             *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in census.per_phase().items()]  # fmt: skip
     spans = [fmt_ns(m["gpu_span_ns"]) for m in census.per_phase().values()]
     if census.host_ran_ahead():

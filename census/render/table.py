@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from census.definitions import LAUNCHED_TITLE, WINDOW_TITLE
+from census.metrics import LAUNCHED_TITLE, WINDOW_TITLE
 from census.render.fit import print_fit
 from census.render.summaryrows import (
     IDLE_RANGES_TITLE,

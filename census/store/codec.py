@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, fields, replace
 from typing import Any
 
-from census.definitions import IDLE_KEYS
+from census.metrics import IDLE_KEYS
 from census.model import (
     ApiStat,
     Census,

@@ -1,0 +1,253 @@
+"""The census keys and every key's meaning, named once: each key's name, unit, definition and label
+(Metric), the views that show it, and the copy kinds counted per step (COUNTED_COPIES). The
+Metrics dataclass (census.step_model), the computation of the copies (census.census), every
+renderer's tables and docs/definitions.md's table are made from these.
+
+A leaf: it imports nothing from census, so every stage may use it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Metric(NamedTuple):
+    name: str
+    unit: str  # "count", "ns" or "bytes"
+    definition: str
+    label: str  # how every table, card and chart names it
+    # the views that show it beside the lists of every key (VIEWS); a tuple of their names
+    shown: tuple[str, ...] = ()
+    column: str = ""  # its heading in a narrow table (a phase table's column); "" : the label
+    hidden_when_zero: bool = False  # left out of a view where it is 0 on every side
+
+
+# The views a census key can be shown in beside the full lists (JSON, frames, the summary's totals
+# table, gates), where every key is: the diff's table of launched work (and the notebook card's),
+# the phase tables (terminal, markdown, dashboard), the dashboard's cards.
+VIEW_DIFF, VIEW_PHASES, VIEW_CARDS = "diff", "phases", "cards"
+VIEWS = (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS)
+
+
+class CopyKind(NamedTuple):
+    """A kind of memcpy counted in every step as the kernels are (its launching call's step):
+    `{key}_count` and `{key}_bytes` are census keys."""
+
+    kind: int  # copyKind of CUPTI_ACTIVITY_KIND_MEMCPY (ENUM_CUDA_MEMCPY_OPER)
+    key: str  # the keys' prefix: d2d
+    short: str  # D2D
+    shown: tuple[str, ...]  # the views (VIEWS) of its keys
+    hidden_when_zero: bool = False
+
+
+# ENUM_CUDA_MEMCPY_OPER, for exports that lack the enum table.
+MEMCPY_KINDS: dict[int, str] = {
+    0: "Unknown",
+    1: "Host-to-Device",
+    2: "Device-to-Host",
+    3: "Host-to-Array",
+    4: "Array-to-Host",
+    5: "Array-to-Array",
+    6: "Array-to-Device",
+    7: "Device-to-Array",
+    8: "Device-to-Device",
+    9: "Host-to-Host",
+    10: "Peer-to-Peer",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+COPY_KIND_D2D, COPY_KIND_H2D, COPY_KIND_D2H = 8, 1, 2
+COUNTED_COPIES: tuple[CopyKind, ...] = (
+    CopyKind(COPY_KIND_D2D, "d2d", "D2D", (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS)),
+)
+
+
+def copy_metrics(copy: CopyKind, name: str) -> tuple[Metric, Metric]:
+    """The two census keys of a counted copy kind (`name`: its ENUM_CUDA_MEMCPY_OPER name)."""
+    return (
+        Metric(f"{copy.key}_count", "count",
+               f"CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind {copy.kind} ({name})",
+               f"{copy.short} copies", copy.shown[:1], hidden_when_zero=copy.hidden_when_zero),
+        Metric(f"{copy.key}_bytes", "bytes", "Σ bytes over those copies", f"{copy.short} bytes",
+               copy.shown, copy.short, copy.hidden_when_zero),
+    )  # fmt: skip
+
+
+# The census keys of `totals`, every step and `per_step`, in the order every output lists them.
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "kernel_count",
+        "count",
+        "rows of CUPTI_ACTIVITY_KIND_KERNEL (in a step: those whose launching API call starts in "
+        "the step's range, on any thread of the step's process)",
+        "GPU kernels",
+        (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS),
+        "kernels",
+    ),
+    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels", "kernel time"),
+    Metric(
+        "nccl_kernel_count",
+        "count",
+        "kernels whose name contains `nccl` (any case)",
+        "NCCL kernels",
+        (VIEW_DIFF,),
+    ),
+    Metric(
+        "nccl_kernel_time_ns",
+        "ns",
+        "Σ (end − start) over NCCL kernels",
+        "NCCL kernel time",
+        (VIEW_DIFF, VIEW_CARDS),
+    ),
+    Metric(
+        "non_nccl_kernel_count", "count", "kernels that are not NCCL kernels", "non-NCCL kernels"
+    ),
+    Metric(
+        "non_nccl_kernel_time_ns",
+        "ns",
+        "Σ (end − start) over non-NCCL kernels",
+        "non-NCCL kernel time",
+        (VIEW_DIFF,),
+    ),
+    Metric(
+        "non_nccl_union_ns",
+        "ns",
+        "per deviceId, the length of the union of the [start, end) intervals of the non-NCCL "
+        "kernels counted, summed over devices; not clipped to the step's range (unlike "
+        "gpu_busy_ns), so a step's can exceed its gpu_busy_ns",
+        "non-NCCL union (unclipped)",
+        (VIEW_DIFF, VIEW_CARDS),
+    ),
+    Metric(
+        "launch_api_count",
+        "count",
+        "launch API calls (see launch API), one per correlationId",
+        "launch API calls",
+        (VIEW_DIFF, VIEW_PHASES),
+        "launch calls",
+    ),
+    Metric(
+        "launch_api_time_ns",
+        "ns",
+        "Σ (end − start) over those launch API calls",
+        "launch API time",
+        (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS),
+    ),
+    Metric(
+        "graph_launch_count",
+        "count",
+        "launch API calls that are cudaGraphLaunch/cuGraphLaunch",
+        "graph launches",
+        (VIEW_DIFF,),
+    ),
+    *(m for copy in COUNTED_COPIES for m in copy_metrics(copy, MEMCPY_KINDS[copy.kind])),
+)
+# The two groups every output keeps apart, so that no table sets a clipped number beside an
+# unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
+# keys measure the step's *window*, its NVTX range, whatever work falls into it.
+LAUNCHED_TITLE = "Work launched in the step (GPU time not clipped to the step)"
+WINDOW_TITLE = "Step window (the step's NVTX range; GPU time clipped to it)"
+# The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
+# host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
+# gpu_start_ns, a timestamp.
+_LAUNCHED = "the kernels, memcpys and memsets launched in the step"
+GPU_SPAN_METRICS: tuple[Metric, ...] = (
+    Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
+           "starts in its range, on any thread of its process), not clipped to the range; null "
+           "when it launched none; per_step: the mean over the steps that launched some",
+           "GPU span (first to last GPU op)"),
+    Metric("host_lead_ns", "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
+           "how long after the host left the step its GPU work ended (negative: before); null "
+           "when it launched none; per_step: the mean over the steps that launched some",
+           "GPU end after the step's range"),
+)  # fmt: skip
+GPU_START_METRIC = Metric("gpu_start_ns", "ns", f"the earliest start of {_LAUNCHED}; null when "
+                          "it launched none", "GPU start of the work launched in the step")  # fmt: skip
+# Step timing: per step, and their means.
+TIMING_METRICS: tuple[Metric, ...] = (
+    Metric("step_time_ns", "ns", "end − start of the step's NVTX range", "step time"),
+    Metric(
+        "gpu_busy_ns",
+        "ns",
+        "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
+        "step's range (its window), whichever step launched them; not a superset of "
+        "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
+        "GPU busy in the step window",
+    ),
+    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
+    *GPU_SPAN_METRICS,
+)
+# Per phase of a step: the census keys, plus these.
+PHASE_METRICS: tuple[Metric, ...] = (
+    Metric(
+        "duration_ns",
+        "ns",
+        "the time of the step the phase owns: its NVTX range, less what a later-started "
+        "overlapping phase took; the remainder's is the rest of the step",
+        "phase time",
+    ),
+    Metric(
+        "gpu_busy_ns",
+        "ns",
+        "the union of all GPU work of the step's process, clipped to the time the phase owns",
+        "GPU busy in the phase window",
+    ),
+)
+# Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
+PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
+    "memcpys and memsets launched in the time the phase owns in the step (all its segments), not "
+    "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
+    "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
+# Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
+# gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
+IDLE_METRICS: tuple[Metric, ...] = (
+    Metric(
+        "sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it", "host syncs"
+    ),
+    Metric(
+        "sync_time_ns",
+        "ns",
+        "Σ (end − start) of those calls: the host blocked",
+        "host blocked in syncs",
+    ),
+    Metric(
+        "idle_after_sync_ns",
+        "ns",
+        "GPU idle time from the end of a synchronising call that returned while the GPU was idle "
+        "to the start of the next GPU work of the process",
+        "  idle after a sync",
+    ),
+    Metric(
+        "idle_launch_ns",
+        "ns",
+        "the rest of the GPU idle time during which a launch API call of the process ran",
+        "  idle while launching",
+    ),
+    Metric(
+        "idle_other_ns",
+        "ns",
+        "the rest of the GPU idle time: other host work",
+        "  idle in other host work",
+    ),
+)
+METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
+COPY_KEYS: dict[int, tuple[str, str]] = {
+    c.kind: (f"{c.key}_count", f"{c.key}_bytes") for c in COUNTED_COPIES
+}  # copyKind -> its two keys
+
+
+HIDDEN_WHEN_ZERO = frozenset(m.name for m in METRICS if m.hidden_when_zero)
+
+
+def shown_in(view: str) -> tuple[Metric, ...]:
+    """The census keys a view (VIEWS) shows, in METRICS' order."""
+    return tuple(m for m in METRICS if view in m.shown)
+
+
+_NAMED = (*METRICS, *TIMING_METRICS, GPU_START_METRIC, *IDLE_METRICS)
+LABELS: dict[str, str] = {m.name: m.label for m in _NAMED}
+DEFINITIONS: dict[str, str] = {m.name: m.definition for m in _NAMED}
+TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
+IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
+PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
