@@ -60,6 +60,9 @@ MEMCPY_KINDS: dict[int, str] = {
 COPY_KIND_D2D, COPY_KIND_H2D, COPY_KIND_D2H = 8, 1, 2
 COUNTED_COPIES: tuple[CopyKind, ...] = (
     CopyKind(COPY_KIND_D2D, "d2d", "D2D", (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS)),
+    # a data loader's batches and a `.item()`, `.cpu()` or `.tolist()` read back
+    CopyKind(COPY_KIND_H2D, "h2d", "H2D", (VIEW_DIFF, VIEW_PHASES), hidden_when_zero=True),
+    CopyKind(COPY_KIND_D2H, "d2h", "D2H", (VIEW_DIFF, VIEW_PHASES), hidden_when_zero=True),
 )
 
 

@@ -11,6 +11,9 @@ import re
 import sqlite3
 from pathlib import Path
 
+# copyKind -> the census keys' prefix: Device-to-Device, Host-to-Device, Device-to-Host (written
+# here, not read from census.metrics: the oracle is an independent reading of the definitions)
+COPIES = {8: "d2d", 1: "h2d", 2: "d2h"}
 LAUNCH = {
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
@@ -91,19 +94,20 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
             launched = api_start.get((pid >> 24, corr))
             st = step_of(pid >> 24, launched) if launched is not None else None
             kernels.append((s, e, dev, "nccl" in name.lower(), st))
-    d2d = []
+    copies = []  # (prefix, bytes, step) of the copy kinds census counts per step
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in t:
         for corr, pid, nbytes, kind in conn.execute(
             "SELECT correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY"
         ):
-            if kind == 8:
+            if kind in COPIES:
                 launched = api_start.get((pid >> 24, corr))
-                d2d.append((nbytes, step_of(pid >> 24, launched) if launched is not None else None))
+                st = step_of(pid >> 24, launched) if launched is not None else None
+                copies.append((COPIES[kind], nbytes, st))
 
     def metrics(step: int | None) -> dict:
         ks = [k for k in kernels if step is None or k[4] == step]
         ls = [v for v in launches.values() if step is None or step_of_launch(v) == step]
-        ds = [d for d in d2d if step is None or d[1] == step]
+        cs = [c for c in copies if step is None or c[2] == step]
         devices = {k[2] for k in ks}
         return {
             "kernel_count": len(ks),
@@ -118,8 +122,11 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
             "launch_api_count": len(ls),
             "launch_api_time_ns": sum(e - s for s, e, _ in ls),
             "graph_launch_count": sum(1 for *_, n in ls if "GraphLaunch" in n),
-            "d2d_count": len(ds),
-            "d2d_bytes": sum(b for b, _ in ds),
+            **{
+                f"{key}_{what}": sum(1 if what == "count" else b for k, b, _ in cs if k == key)
+                for key in COPIES.values()
+                for what in ("count", "bytes")
+            },
         }
 
     launch_proc = {v: k[0] for k, v in launches.items()}
@@ -178,8 +185,8 @@ def phase_oracle(
             where = slot(pid >> 24, call[0]) if call else None
             if table == "KERNEL":
                 add(where, kernel_count=1, kernel_time_ns=e - s)
-            elif kind == 8:
-                add(where, d2d_count=1, d2d_bytes=nbytes)
+            elif kind in COPIES:
+                add(where, **{f"{COPIES[kind]}_count": 1, f"{COPIES[kind]}_bytes": nbytes})
     sync = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
     for (proc, _), (s, e, name) in api.items():
         if name in sync:

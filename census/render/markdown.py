@@ -122,7 +122,7 @@ def render_ranks_markdown(view: RanksView, top: int = 15) -> str:
 
 
 def render_metric_table() -> str:
-    """The table of every census key and step-timing key, from census.definitions."""
+    """The table of every census key and step-timing key, from census.metrics."""
     lines = ["| key | shown as | unit | definition |", "| --- | --- | --- | --- |"]
     lines += [
         f"| `{m.name}` | {m.label} | {m.unit} | {m.definition} |"
