@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from census.errors import ColumnError, InputError
+from census.errors import ColumnError, InputError, ran_out
 from census.load.figures import (
     FIGURES,
     UNIONS,
@@ -152,7 +152,7 @@ def load_profile(
         profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run)
         return replace(profile, warnings=(note, *profile.warnings)) if note else profile
     except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-        raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+        raise ran_out(exc) or InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     except ColumnError as exc:
         raise InputError(f"{path}: {exc}: not a valid nsys export") from None
     finally:

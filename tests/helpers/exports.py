@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import lzma
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from census.sources.samples import sample_path
-from tests.helpers.files import DATA, FIXTURES, fixture_file
+from tests.helpers.files import DATA, FIXTURES, REPO, fixture_file
 from tests.nsysdb import Export
 
 MS = 1_000_000
@@ -20,6 +22,16 @@ def small_export(tmp_path: Path) -> Path:
     e.range("step 0", 0, 100)
     e.launch("k", 1, 10, 20)
     return e.write(tmp_path / "ok.sqlite")
+
+
+def generated(folder: Path, kernels: int) -> Path:
+    """An export of about `kernels` kernels made by bench/generate.py (the bundled eager
+    capture's rows replicated, as the bench makes its 10^6 and 10^7 files), in `folder`."""
+    target = folder / f"generated-{kernels}.sqlite"
+    if not target.exists():
+        subprocess.run([sys.executable, str(REPO / "bench" / "generate.py"), "--kernels",
+                        str(kernels), "-o", str(target)], check=True, capture_output=True)  # fmt: skip
+    return target
 
 
 def unpacked(xz: Path) -> Path:
