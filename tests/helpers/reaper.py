@@ -37,11 +37,14 @@ class Reaped:
 
 
 def reaped(command: list[str], limits: dict[str, int] | None = None, env: dict | None = None,
-           stdout: Path | None = None, timeout: float = 120) -> Reaped:  # fmt: skip
+           stdout: Path | None = None, timeout: float = 120,
+           interrupt: tuple[Path, int] | None = None) -> Reaped:  # fmt: skip
     """`command` run under `limits` (resource.RLIMIT_* names -> bytes) with `env`, its stdout
-    into `stdout` (else discarded); killed after `timeout` seconds (then its code is None)."""
+    into `stdout` (else discarded); killed after `timeout` seconds (then its code is None).
+    `interrupt` (FOLDER, SIGNAL): the signal sent to it once something appears in FOLDER."""
     spec = {"command": command, "limits": limits or {}, "env": env or dict(os.environ),
-            "stdout": str(stdout) if stdout else os.devnull, "timeout": timeout}  # fmt: skip
+            "stdout": str(stdout) if stdout else os.devnull, "timeout": timeout,
+            "interrupt": [str(interrupt[0]), interrupt[1]] if interrupt else None}  # fmt: skip
     out = subprocess.run([sys.executable, __file__, json.dumps(spec)], capture_output=True,
                          text=True, timeout=timeout + 10, check=True)  # fmt: skip
     return Reaped(**json.loads(out.stdout))
@@ -68,6 +71,14 @@ def _children() -> list[str]:
     return found
 
 
+def _interrupt(proc: subprocess.Popen, folder: Path, signum: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(folder.iterdir()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the program goes on past the moment it wrote its mark
+    proc.send_signal(signum)
+
+
 def main(spec: dict) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
@@ -79,6 +90,8 @@ def main(spec: dict) -> None:
     with open(spec["stdout"], "wb") as out:
         proc = subprocess.Popen(spec["command"], stdout=out, stderr=subprocess.PIPE,
                                 env=spec["env"], preexec_fn=limit)  # fmt: skip
+        if spec["interrupt"]:
+            _interrupt(proc, Path(spec["interrupt"][0]), spec["interrupt"][1], spec["timeout"])
         try:
             _, err = proc.communicate(timeout=spec["timeout"])
         except subprocess.TimeoutExpired:
