@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from census.errors import ran_out
+from census.load import notes
 from census.load.workers import Workers, broke
 from census.paths import keep_heap, owner_tag, pid_alive, trim_heap, writing
 from census.sources.export import Progress
@@ -310,9 +311,12 @@ class _Forked:
         assert self.pool is not None
         pending, self.pending = self.pending, []  # the caller owns the results
         try:
-            return self.pool.results(pending, self._waiting)
+            done = self.pool.results(pending, self._waiting)
         finally:
             self.close()
+        for _, told in done:  # what each job noted (a table read with SQL): as if noted here
+            notes.add(told)
+        return [result for result, _ in done]
 
     def _waiting(self) -> None:
         self.progress(self.label, self.counter.value, self.total)
@@ -372,10 +376,12 @@ def _unspill(name: str) -> np.ndarray:
 
 
 def _run_job(fn, job):
+    """(fn's result, the notes the job made: census.load.notes)."""
     if "failed" in _inherited:
         raise ran_out(_inherited["failed"]) or _inherited["failed"]
+    notes.taken()  # the parent's, inherited when it forked: its own
     try:
-        return _job(fn, job)
+        return _job(fn, job), notes.taken()
     except Exception as exc:  # what ran out, said in one line, not a worker's MemoryError
         resource = ran_out(exc)
         if resource is None:

@@ -34,6 +34,27 @@ def generated(folder: Path, kernels: int) -> Path:
     return target
 
 
+def without_rowid(source: Path, target: Path, keys: dict[str, str]) -> Path:
+    """A copy of `source` in which each table of `keys` is a table WITHOUT ROWID whose primary
+    key is the given one (`"correlationId, start DESC"`), with the same rows."""
+    import shutil
+    import sqlite3
+
+    shutil.copy(source, target)
+    conn = sqlite3.connect(target)
+    for table, key in keys.items():
+        ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        body = ddl[ddl.index("(") + 1 : ddl.rindex(")")].replace("PRIMARY KEY", "")
+        conn.execute(f'ALTER TABLE "{table}" RENAME TO old')
+        conn.execute(f'CREATE TABLE "{table}" ({body}, PRIMARY KEY ({key})) WITHOUT ROWID')
+        conn.execute(f'INSERT INTO "{table}" SELECT * FROM old')
+        conn.execute("DROP TABLE old")
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+    return target
+
+
 def unpacked(xz: Path) -> Path:
     """An xz-compressed capture of our own (made on the H200 with `census capture`), unpacked:
     ddp/rank0 from `--demo ddp-eager` through torchrun; engine/ from `--demo eager|compiled`
