@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from concurrent.futures.process import _ExecutorManagerThread as _ManagerThread
+from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 from census.errors import memory_limited, out_of_memory, ran_out
@@ -108,7 +110,7 @@ def failure(exc: BaseException, workers: list) -> BaseException:
     if broke:
         return broke.pop()
     # the worker that broke the pool; the pool itself stops the others with SIGTERM
-    ended = [p.exitcode for p in workers if p.exitcode not in (None, -signal.SIGTERM)]
+    ended = [code for code in _exit_codes(workers) if code != -signal.SIGTERM]
     if not ended:
         return exc
     how = _how(ended[0])
@@ -116,6 +118,28 @@ def failure(exc: BaseException, workers: list) -> BaseException:
         return out_of_memory(f"a worker process was {how}, as the kernel's out-of-memory killer "
                              "ends a process when memory runs out")  # fmt: skip
     return BrokenProcessPool(f"a worker process ended abruptly ({how})")
+
+
+def _exit_codes(workers: list) -> list[int]:
+    """The exit codes of the workers that have ended: their sentinel says so as soon as they
+    close their files, a moment before their exit code can be read (then waited for)."""
+    by_sentinel = {}
+    for proc in workers:
+        with contextlib.suppress(ValueError):  # a process already closed
+            by_sentinel[proc.sentinel] = proc
+    codes = []
+    deadline = time.monotonic() + EXIT_S
+    for sentinel in mp_wait(list(by_sentinel), timeout=0):
+        proc = by_sentinel[sentinel]
+        proc.join(EXIT_S)
+        while proc.exitcode is None and time.monotonic() < deadline:  # the pool's thread
+            time.sleep(0.01)  # reaps it at the same time: its code is known in a moment
+        if proc.exitcode is not None:
+            codes.append(proc.exitcode)
+    return codes
+
+
+EXIT_S = 1.0  # from a worker's files closed to its exit code
 
 
 def _how(code: int) -> str:
