@@ -311,6 +311,22 @@ def test_a_program_s_daemons_end_with_it(tmp_path: Path, mode: str) -> None:
     assert run.left == [] and not any(alive(p) for p in pids_in(marks))
 
 
+def test_only_what_the_program_left_is_ended(tmp_path: Path) -> None:
+    """census in a notebook: a child of the caller's, started before the program or beside it
+    (without the program's mark), outlives the program; the program's daemon does not."""
+    (marks := tmp_path / "marks").mkdir()
+    (script := tmp_path / "arm.py").write_text(DAEMON_ARM)
+    env = {k: v for k, v in os.environ.items() if k != "CENSUS_PROGRAM"}
+    with subprocess.Popen(["sleep", "30"], env=env) as before:
+        try:
+            with pytest.raises(ProgramError, match=r"arm failed \(exit 3\)"):
+                run_group([sys.executable, str(script), "captured", str(marks)], env, "arm")
+            assert before.poll() is None  # still running
+        finally:
+            before.kill()
+    assert wait_until(lambda: not any(alive(p) for p in pids_in(marks)), timeout=5)
+
+
 # An arm's output: read as it comes, a bounded tail kept, any bytes
 
 

@@ -77,7 +77,7 @@ class Workers:
             for proc in list(self._seen.values()):
                 with contextlib.suppress(Exception):
                     proc.kill()
-                    proc.join()
+                    proc.join(KILL_S)
         with contextlib.suppress(RuntimeError):  # its thread never started: nothing to wait on
             self.pool.shutdown(wait=True, cancel_futures=True)
         self.pool = None
@@ -85,6 +85,7 @@ class Workers:
 
 
 WAIT_S = 0.2
+KILL_S = 10.0  # for a killed worker to be gone (one in the kernel's hands takes a while)
 broke: list[BaseException] = []  # why the pool broke, as said here (pool._unspill, its thread)
 
 
