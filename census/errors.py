@@ -103,10 +103,12 @@ _SPACE = {errno.ENOSPC: "no space left", errno.EDQUOT: "the disk quota is used u
 SQLITE_FULL, SQLITE_NOMEM = 13, 7  # SQLite's result codes
 
 
-def ran_out(exc: BaseException, path: str | os.PathLike | None = None) -> ResourceError | None:
+def ran_out(exc: BaseException, path: str | os.PathLike | None = None,
+            output: bool = False) -> ResourceError | None:  # fmt: skip
     """The one-line error naming what ran out, and where, when `exc` says the machine ran out
     (memory, space, the file size limit) while census wrote `path` (else the file the exception
-    names); None for any other exception."""
+    names; `output`: one the user named, never a temporary file); None for any other
+    exception."""
     if isinstance(exc, ResourceError):
         return exc
     if isinstance(exc, MemoryError):
@@ -119,7 +121,7 @@ def ran_out(exc: BaseException, path: str | os.PathLike | None = None) -> Resour
     if code is not None and code & 0xFF == SQLITE_NOMEM:
         return out_of_memory("SQLite could not allocate memory")
     if code is not None and code & 0xFF == SQLITE_FULL:  # its temporary files (sorts, temp tables)
-        return OutOfSpace(f"{_space_where(_temporary(), 'no space left')} for SQLite's "
+        return OutOfSpace(f"{_space_where(_temporary(), 'no space left', True)} for SQLite's "
                           "temporary files; free space there, or set TMPDIR to a folder with room")  # fmt: skip
     if not isinstance(exc, OSError):
         return None
@@ -130,9 +132,10 @@ def ran_out(exc: BaseException, path: str | os.PathLike | None = None) -> Resour
         return OutOfSpace(f"the file size limit (ulimit -f: {_file_size_limit()}) stopped census "
                           f"writing {_shown(path)}: raise it (ulimit -f unlimited)")  # fmt: skip
     if exc.errno in _SPACE:
-        return OutOfSpace(f"{_space_where(path, _SPACE[exc.errno])} (writing {_shown(path)}); "
-                          "free space there" + (", or set TMPDIR to a folder with room for "
-                          "census's temporary files" if _temporary_file(path) else ""))  # fmt: skip
+        temporary = not output and _temporary_file(path)
+        return OutOfSpace(f"{_space_where(path, _SPACE[exc.errno], temporary)} (writing "
+                          f"{_shown(path)}); free space there" + (", or set TMPDIR to a folder "
+                          "with room for census's temporary files" if temporary else ""))  # fmt: skip
     return None
 
 
@@ -172,19 +175,27 @@ def _file_size_limit() -> str:
     return "unlimited" if soft == resource.RLIM_INFINITY else _size(soft)
 
 
-def _space_where(path: str | os.PathLike | None, what: str) -> str:
+def _space_where(path: str | os.PathLike | None, what: str, temporary: bool) -> str:
     """Where space ran out: "no space left in the temporary folder (TMPDIR at /tmp/x: 2.00 MiB,
     0 B free)" for a file in it (census's spill files and private copies go there), else "no
     space left on the disk at MOUNT (SIZE, FREE free)"."""
     if path is None:
         return f"{what} on a disk census writes to"
     disk = _mount_point(Path(os.path.abspath(path)))
-    if _temporary_file(path):
-        temporary = _temporary()
-        named = f"TMPDIR at {temporary}" if os.environ.get("TMPDIR") else str(temporary)
+    if temporary:
+        folder = _temporary()
+        named = f"TMPDIR at {folder}" if _named_by_tmpdir(folder) else str(folder)
         return f"{what} in the temporary folder ({named}{_room(disk, ': ')})"
     room = _room(disk, "")
     return f"{what} on the disk at {disk}" + (f" ({room})" if room else "")
+
+
+def _named_by_tmpdir(folder: Path) -> bool:
+    """Whether $TMPDIR names `folder` (the system's is used where it names no folder)."""
+    try:
+        return os.path.samefile(os.environ.get("TMPDIR") or "", folder)
+    except OSError:
+        return False
 
 
 def _temporary_file(path: str | os.PathLike | None) -> bool:
