@@ -58,6 +58,13 @@ def summarize_with(
 
     if is_multi_rank(path):
         return summarize_ranks(path, options, progress)[0]
+    return _summarize_one(path, options, progress, use_cache, workers, cache_as)
+
+
+def _summarize_one(path: Path, options: Options, progress: Progress | None = None,
+                   use_cache: bool = True, workers: int | None = None,
+                   cache_as: Path | None = None) -> Census:  # fmt: skip
+    """summarize_with of one export (a file, or a capture folder's one), never a rank folder."""
     from census.census import compute_census
     from census.load.aggregates import load_profile
     from census.sources.export import resolve_sqlite
@@ -94,7 +101,7 @@ def summarize_ranks(
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
-    return summarize_with(path, options, workers=workers)
+    return _summarize_one(path, options, workers=workers)  # a rank: never a rank folder again
 
 
 def diff(

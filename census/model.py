@@ -98,6 +98,8 @@ class Source:
     nsys_version: str | None
     schema_version: str | None
     gpus: tuple[Gpu, ...]
+    # (table, why) of each table read with SQL, not from the file's pages: slower, said once
+    read_with_sql: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, repr=False)

@@ -254,6 +254,29 @@ def write_atomic(target: Path, data: str | bytes | Iterable[bytes]) -> None:
                     fh.write(piece)
 
 
+@contextlib.contextmanager
+def writing(path: str | os.PathLike) -> Iterator[None]:
+    """Census writing `path`: a full disk or temporary folder, a quota or the file size limit is
+    the one-line OutOfSpace naming it (a write's OSError names no file)."""
+    from census.errors import ran_out
+
+    try:
+        yield
+    except OSError as exc:
+        raise (ran_out(exc, path) or exc) from None
+
+
+def write_arrays(path: str, arrays: Iterable[Any], mode: str = "ab") -> int:
+    """The bytes of each array (C-contiguous) appended to file `path` (a spill file), or in
+    place of its content (`mode` "wb"); returns the offset they start at. Not ndarray.tofile:
+    its short write on a full disk names no error (no errno)."""
+    with writing(path), open(path, mode) as fh:
+        offset = fh.tell()
+        for a in arrays:
+            fh.write(memoryview(a))  # no copy of it
+    return offset
+
+
 def trim_heap() -> None:
     """Hand the heap's free memory back to the system: glibc keeps what Python and numpy freed
     (a forked worker would inherit it; a large rendering would come on top of it)."""

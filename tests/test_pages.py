@@ -12,7 +12,7 @@ import pytest
 
 from census.errors import ColumnError, InputError
 from census.load import columns as C
-from census.load.pages import open_table
+from census.load.pages import Unreadable, open_table
 from census.load.plan import page_plan
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
@@ -63,7 +63,7 @@ def test_the_shared_exports_read_the_same_from_their_pages(name, fallbacks):
         if "NAMES" in where:
             ids = [i for (i,) in conn.execute(f"SELECT DISTINCT nameId FROM {table} LIMIT 4")]
             where = where.replace("NAMES", ",".join(map(str, ids)))
-        assert page_plan(conn, table, columns, where) is not None  # the pages are read
+        page_plan(conn, table, columns, where)  # the pages are read (else: Unreadable)
         ranges = [whole, *(C.split(whole, 3))]
         cut = sorted(rng.integers(whole.lo, whole.hi + 1, 2).tolist())
         ranges.append(C.RowidRange(cut[0], cut[1]))
@@ -146,7 +146,7 @@ def declined_midway(tmp_path, fallbacks, row, ddl):
     rows = [(i, i * 3, -i) for i in range(6000)]
     rows[3000] = row
     conn = build(tmp_path / "d.sqlite", rows, ddl)
-    assert page_plan(conn, "t", {"a": "a", "c": "c"}, "") is not None
+    page_plan(conn, "t", {"a": "a", "c": "c"}, "")  # read from the pages (else: Unreadable)
     assert_same(*both(conn, "t", {"a": "a", "c": "c"}, whole(conn), "", 500))
     assert len(fallbacks) == 1 and 2500 <= fallbacks[0].lo < 3001  # SQL from the last batch on
 
@@ -173,8 +173,9 @@ def test_an_integer_primary_key_is_left_to_sql(tmp_path, fallbacks):
     """It may be the rowid (its value not in the record) or not (declared DESC)."""
     conn = build(tmp_path / "k.sqlite", [(i * 5, i) for i in range(1, 3000)],
                  "id INTEGER PRIMARY KEY, v INTEGER")  # fmt: skip
-    assert page_plan(conn, "t", {"id": "id"}, "") is None
-    assert page_plan(conn, "t", {"v": "v"}, "") is not None
+    with pytest.raises(Unreadable, match=r"^column id: an INTEGER PRIMARY KEY or REAL column$"):
+        page_plan(conn, "t", {"id": "id"}, "")
+    page_plan(conn, "t", {"v": "v"}, "")
     assert_same(*both(conn, "t", {"v": "v"}, whole(conn), "", 250))
     assert fallbacks == []
 
@@ -188,13 +189,19 @@ def test_what_the_page_reader_does_not_read_is_left_to_sql(tmp_path, monkeypatch
     writer.commit()
     writer.close()
     conn = open_readonly(tmp_path / "n.sqlite")
-    assert page_plan(conn, "w", {"a": "a"}, "") is None  # no rowids
-    assert page_plan(conn, "t", {"a": "a + 1"}, "") is None  # an expression it does not know
-    assert page_plan(conn, "t", {"a": "a"}, "b > 1") is None  # a condition it does not know
-    assert page_plan(conn, "t", {"a": "nope"}, "") is None  # SQL says what is missing
-    assert page_plan(conn, "t", {"a": "a"}, "") is not None
+    refused = [
+        ("w", {"a": "a"}, "", "a table without rowids"),
+        ("t", {"a": "a + 1"}, "", r"an expression the page reader does not evaluate \(a \+ 1\)"),
+        ("t", {"a": "a"}, "b > 1", r"a condition the page reader does not evaluate \(b > 1\)"),
+        ("t", {"a": "nope"}, "", "column nope: not one of its columns"),  # SQL says it is missing
+    ]
+    for table, columns, where, why in refused:
+        with pytest.raises(Unreadable, match=f"^{why}$"):
+            page_plan(conn, table, columns, where)
+    page_plan(conn, "t", {"a": "a"}, "")
     monkeypatch.setenv("CENSUS_READER", "sql")
-    assert page_plan(conn, "t", {"a": "a"}, "") is None
+    with pytest.raises(Unreadable, match=r"^\$CENSUS_READER is sql$"):
+        page_plan(conn, "t", {"a": "a"}, "")
 
 
 def test_a_file_changed_while_it_is_read_is_an_error(tmp_path):
@@ -214,9 +221,9 @@ def test_the_page_reader_keeps_the_last_files_tables_only(tmp_path):
     from census.load import plan
 
     first = build(tmp_path / "a.sqlite", [(i, i, i) for i in range(500)])
-    assert page_plan(first, "t", {"a": "a"}, "") is not None
+    page_plan(first, "t", {"a": "a"}, "")
     second = build(tmp_path / "b.sqlite", [(i, i, i) for i in range(500)])
-    assert page_plan(second, "t", {"a": "a"}, "") is not None
+    page_plan(second, "t", {"a": "a"}, "")
     assert {Path(k[0]).name for k in plan._opened} == {"b.sqlite"}
 
 

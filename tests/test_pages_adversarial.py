@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from census.cli import app
 from census.load import columns as C
 from census.load import pages as P
-from census.load.pages import open_table
+from census.load.pages import Unreadable, open_table
 from census.load.plan import page_plan
 from census.sources.readonly import open_readonly
 from census.sources.readonly import opened_file as database_file
@@ -227,7 +227,7 @@ def test_every_page_size_with_reserved_bytes_and_auto_vacuum(
     assert int.from_bytes(head[16:18], "big") == (1 if page_size == 65536 else page_size)
     assert head[20] == reserve
     conn = open_readonly(path)
-    assert page_plan(conn, "t", NSYS, "") is not None
+    page_plan(conn, "t", NSYS, "")  # read from the pages (else: Unreadable)
     for rows in ranges_of(conn):
         for where in WHERES:
             for batch_rows in (7, 100_000):
@@ -293,7 +293,7 @@ def test_wal_mode_without_a_log_is_read_from_its_pages_and_left_alone(tmp_path, 
                  after=["PRAGMA journal_mode = wal"])  # fmt: skip
     before, listing = sha(path), sorted(os.listdir(tmp_path))
     conn = open_readonly(path)
-    assert page_plan(conn, "t", {"a": "a"}, "") is not None
+    page_plan(conn, "t", {"a": "a"}, "")  # read from the pages (else: Unreadable)
     assert_as_sql(conn, "t", {"a": "a", "b": "b"}, whole(conn), "", 100)
     conn.close()
     assert fallbacks == []
@@ -308,14 +308,16 @@ def test_a_log_or_a_journal_beside_the_file_is_read_with_sql(tmp_path):
     writer.execute("UPDATE t SET a = a + 1000000 WHERE rowid % 2 = 0")
     writer.commit()
     conn = open_readonly(path)  # reads a private copy of the file and its log
-    assert page_plan(conn, "t", {"a": "a"}, "") is None
+    with pytest.raises(Unreadable, match=r"^a write-ahead log or hot journal beside the file$"):
+        page_plan(conn, "t", {"a": "a"}, "")
     assert_as_sql(conn, "t", {"a": "a"}, whole(conn), "", 100)
     assert outcome(C.read_batches, conn, "t", {"a": "a"}, whole(conn))["a"][1] == 1000001
     writer.close()
     plain = build(tmp_path / "j.sqlite", "a INTEGER", [(1,), (2,)])
     Path(f"{plain}-journal").write_bytes(b"\0" * 512)
     conn = sqlite3.connect(plain)
-    assert open_table(conn, "t") is None
+    with pytest.raises(Unreadable):
+        open_table(conn, "t")
 
 
 def test_a_non_utf8_name_a_link_and_the_input_left_alone(tmp_path, fallbacks):
@@ -373,7 +375,8 @@ def test_without_rowid_however_spelled_is_read_with_sql(tmp_path):
     path = build(tmp_path / "w.sqlite", "a INTEGER PRIMARY KEY, v INTEGER) WITHOUT\tROWID --",
                  [(10 * i, i) for i in range(1, 500)])  # fmt: skip
     conn = open_readonly(path)
-    assert page_plan(conn, "t", {"a": "a"}, "") is None
+    with pytest.raises(Unreadable, match=r"^a table without rowids$"):
+        page_plan(conn, "t", {"a": "a"}, "")
     assert_as_sql(conn, "t", {"a": "a", "v": "v"}, C.RowidRange(0, 10**9))
 
 
@@ -399,7 +402,7 @@ def test_added_columns_virtual_generated_columns_and_utf16(tmp_path):
     conn.commit()
     conn.close()
     conn = open_readonly(tmp_path / "u.sqlite")
-    assert page_plan(conn, "t", {"a": "a"}, "") is not None
+    page_plan(conn, "t", {"a": "a"}, "")  # read from the pages (else: Unreadable)
     assert_as_sql(conn, "t", {"a": "a", "b": "b"}, whole(conn), "", 100)
 
 

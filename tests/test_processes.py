@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from census.sources.samples import sample_path
 from tests.helpers.cli import census_process
 from tests.helpers.exports import small_export
 from tests.helpers.files import FAKE_NSYS, REPO, SLEEP_TRAIN
+from tests.helpers.reaper import reaped
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads processes from /proc")
 runner = CliRunner()
@@ -259,6 +261,70 @@ def test_an_arm_that_leaves_a_child_holding_its_output_does_not_hang(tmp_path: P
     assert len(pids) == 10  # five arms, each with a child
     assert wait_until(lambda: not any(alive(p) for p in pids), timeout=10)
     assert (tmp_path / "out" / "exp" / "ab.json").is_file()
+
+
+DAEMON_ARM = """
+import json, os, sys, time
+from pathlib import Path
+
+mode, marks = sys.argv[1], Path(sys.argv[2])
+if os.fork() == 0:  # a daemon: forked twice into a session of its own, its output closed
+    os.setsid()
+    if os.fork() == 0:
+        (marks / f"{os.getpid()}.pid").write_text("")
+        for fd in (0, 1, 2):
+            os.close(fd)
+        time.sleep(300)
+    os._exit(0)
+os.wait()
+if mode == "exits":
+    record = {"clock": "host", "step_time_ns": [1000, 1001, 999]}
+    Path(os.environ["CENSUS_STEP_TIMES"]).write_text(json.dumps(record))
+    sys.exit(0)
+if mode == "captured":  # under a stand-in nsys: fails, as nsys's program may
+    sys.exit(3)
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("mode", ["exits", "stays", "captured"])
+def test_a_program_s_daemons_end_with_it(tmp_path: Path, mode: str) -> None:
+    """Each arm (or captured program) leaves a daemon outside its process group (setsid,
+    forked twice): they come back to census (a child subreaper) and end with their program,
+    whether the experiment ends (5 arms, 5 daemons: all were alive after it), SIGTERM stops it
+    during the warm arm, or the capture ends (a program that fails under a stand-in nsys)."""
+    script, marks, tmp = tmp_path / "arm.py", tmp_path / "marks", tmp_path / "tmp"
+    script.write_text(DAEMON_ARM)
+    marks.mkdir()
+    tmp.mkdir()
+    arm = [sys.executable, str(script), mode, str(marks)]
+    command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path / "out"),
+               "--no-capture", "--arms", "4", "--a", shlex.join(arm), "--b", shlex.join(arm)]  # fmt: skip
+    if mode == "captured":
+        command = [sys.executable, "-m", "census", "capture", "c", "-o", str(tmp_path / "out"),
+                   "--nsys", FAKE_NSYS, "--", *arm]  # fmt: skip
+    env = {**os.environ, "TMPDIR": str(tmp), "CENSUS_NSYS": "", "FAKE_NSYS_MODE": "crash"}
+    stop = (marks, signal.SIGTERM) if mode == "stays" else None
+    run = reaped(command, env=env, timeout=60, interrupt=stop)
+    assert run.code == {"exits": 0, "stays": 130, "captured": 4}[mode], run.stderr[-2000:]
+    assert len(pids_in(marks)) == (5 if mode == "exits" else 1)
+    assert run.left == [] and not any(alive(p) for p in pids_in(marks))
+
+
+def test_only_what_the_program_left_is_ended(tmp_path: Path) -> None:
+    """census in a notebook: a child of the caller's, started before the program or beside it
+    (without the program's mark), outlives the program; the program's daemon does not."""
+    (marks := tmp_path / "marks").mkdir()
+    (script := tmp_path / "arm.py").write_text(DAEMON_ARM)
+    env = {k: v for k, v in os.environ.items() if k != "CENSUS_PROGRAM"}
+    with subprocess.Popen(["sleep", "30"], env=env) as before:
+        try:
+            with pytest.raises(ProgramError, match=r"arm failed \(exit 3\)"):
+                run_group([sys.executable, str(script), "captured", str(marks)], env, "arm")
+            assert before.poll() is None  # still running
+        finally:
+            before.kill()
+    assert wait_until(lambda: not any(alive(p) for p in pids_in(marks)), timeout=5)
 
 
 # An arm's output: read as it comes, a bounded tail kept, any bytes

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from census.api import Options, summarize, summarize_ranks
@@ -13,6 +15,8 @@ from census.cli import app
 from census.compare.diff import diff_census
 from census.sources.ranks import rank_files
 from tests.helpers.exports import rank_folder
+from tests.helpers.files import fixture_file
+from tests.helpers.reaper import reaped
 
 runner = CliRunner()
 
@@ -69,3 +73,78 @@ def test_ranks_parse_in_a_process_pool(tmp_path: Path) -> None:
     pooled = summarize_ranks(folder, Options(), workers=2)[2]
     serial = summarize_ranks(folder, Options(), workers=1)[2]
     assert pooled == serial
+
+
+# A rank's links are resolved once: a rank is a file, never a rank folder again
+
+
+def loop_folder(tmp_path: Path, *targets: str) -> Path:
+    """A rank folder: a real rank0 export and rank1, rank2, ... links to `targets`."""
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    (folder / "rank0.sqlite").write_bytes(fixture_file("nsysai_mock.sqlite").read_bytes())
+    for i, target in enumerate(targets, 1):
+        (folder / f"rank{i}.sqlite").symlink_to(target)
+    return folder
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="tests/helpers/reaper.py is Linux's")
+def test_links_that_loop_end_at_once_in_one_line_and_leave_no_process(tmp_path: Path) -> None:
+    """The issue's case: each link was read as a rank folder, a pool started at every level
+    (122 processes in 1.2 s, never finishing)."""
+    folder = loop_folder(tmp_path, ".", ".")
+    run = reaped([sys.executable, "-m", "census", "summary", str(folder), "--ranks"], timeout=30)
+    assert run.code == 1 and run.left == [], run.stderr[-2000:]
+    assert run.lines == [f"Error: {folder}/rank1.sqlite: a symbolic link to {folder}, the rank "
+                         "folder itself: a loop; a rank folder holds one export per rank "
+                         "(.sqlite files)"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("..", "a symbolic link to {tmp}, a folder above the rank folder: a loop; a rank folder "
+               "holds one export per rank (.sqlite files)"),
+        ("{out}", "a symbolic link to a folder out of the rank folder's tree ({out}); a rank "
+                  "folder holds one export per rank (.sqlite files)"),
+        ("sub", "a folder, not an export; a rank folder holds one export per rank (.sqlite files)"),
+        ("rank1.sqlite", "Too many levels of symbolic links: not an export census can read"),
+        ("gone.sqlite", "No such file or directory: not an export census can read"),
+    ],
+)  # fmt: skip
+def test_a_rank_that_is_not_a_file_is_refused_in_one_line(tmp_path: Path, target: str,
+                                                          says: str) -> None:  # fmt: skip
+    out = tmp_path / "elsewhere"
+    (out / "x").mkdir(parents=True)
+    (out / "x" / "rank9.sqlite").write_bytes(b"")  # what reading the folder out there would find
+    folder = loop_folder(tmp_path, target.format(out=out))
+    (folder / "sub").mkdir()
+    r = runner.invoke(app, ["summary", str(folder), "--ranks", "--json"])
+    assert r.exit_code == 1
+    assert r.stderr == f"Error: {folder}/rank1.sqlite: {says.format(tmp=tmp_path, out=out)}\n"
+
+
+def test_a_rank_linked_to_a_file_anywhere_is_read(tmp_path: Path) -> None:
+    folder = loop_folder(tmp_path, str(fixture_file("nsysai_mock.sqlite")))
+    merged, labels, _ = summarize_ranks(folder, Options(ranks=True))
+    assert labels == ["rank0", "rank1"] and merged.totals.kernel_count > 0
+
+
+def test_a_census_capture_whose_run_json_names_a_loop_is_refused(tmp_path: Path) -> None:
+    folder = loop_folder(tmp_path, ".")
+    (folder / "run.json").write_text(json.dumps({"ranks": {"0": "rank0.sqlite",
+                                                           "1": "rank1.sqlite"}}))  # fmt: skip
+    r = runner.invoke(app, ["summary", str(folder), "--json"])
+    assert r.exit_code == 1 and "rank1.sqlite: a symbolic link to" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_a_rank_is_never_read_as_a_rank_folder(tmp_path: Path) -> None:
+    """Whatever a rank's path has become since its links were checked, reading it starts no
+    rank pool of its own: a folder of exports is one the user must name a file of."""
+    from census.api import _summarize_rank
+    from census.errors import InputError
+
+    folder = rank_folder(tmp_path, "nsysai_mock.sqlite", "nsysai_mock.sqlite")
+    with pytest.raises(InputError, match="holds several exports"):
+        _summarize_rank(folder, Options(), None)

@@ -224,8 +224,15 @@ def test_a_summary_read_with_the_log_says_so(tmp_path: Path, fmt: str) -> None:
         "not close cleanly): read with the log, from a private copy of both"
     )
     assert f"warning: {note}\n" in r.stderr
+    why = "a write-ahead log or hot journal beside the file"  # the copy's: read with SQL
+    assert (f"warning: read with SQL, not from the file's pages (slower; docs/performance.md): "
+            f"CUPTI_ACTIVITY_KIND_KERNEL ({why}); CUPTI_ACTIVITY_KIND_RUNTIME ({why})\n") in r.stderr  # fmt: skip
     if fmt == "json":
         assert note in json.loads(r.stdout)["warnings"]
+        assert json.loads(r.stdout)["source"]["read_with_sql"] == {
+            "CUPTI_ACTIVITY_KIND_KERNEL": why,
+            "CUPTI_ACTIVITY_KIND_RUNTIME": why,
+        }
     (tmp_path / "other").mkdir()
     plain = wal_export(tmp_path / "other" / "plain", log=False)
     r = runner.invoke(app, ["summary", str(plain), "--format", fmt])

@@ -2,6 +2,11 @@
 
 The program runs in its own session, so its whole process group can be stopped however it ends
 (its exit, a failure, Ctrl-C, a second Ctrl-C, SIGTERM, SIGHUP): nothing it started outlives it.
+What leaves the group (a daemon that forks twice into a session of its own) is reached too, on
+Linux: census is a child subreaper while the program runs (PR_SET_CHILD_SUBREAPER), so such
+orphans come back to it rather than to init, and it ends every one with the program, known by
+the mark in the program's environment (docs/robustness.md says what cannot be reached: another
+subreaper between them, another host, an environment replaced).
 Its output is read as it comes, shown on stderr as it comes when asked (bytes that are not UTF-8
 escaped, `\\xff`), and only its tail is kept, for the error when it fails: census's memory does
 not grow with the program's output.
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
 import os
 import select
 import shlex
@@ -56,9 +62,10 @@ def run_group(
     `grace_s` seconds for the program to exit (a second Ctrl-C cuts them short), then SIGKILL.
     A failure raises ProgramError naming `what`; a Ctrl-C, once the group is stopped, raises
     KeyboardInterrupt."""
-    with _signals_recorded() as caught:
+    with _signals_recorded() as caught, _adopting() as adopted:
+        before, mark = (set(_children()) if adopted else set()), _mark()
         try:
-            proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+            proc = subprocess.Popen(command, env={**env, MARK: mark}, stdout=subprocess.PIPE,
                                     stdin=None if echo else subprocess.DEVNULL,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         except OSError as exc:
@@ -72,6 +79,8 @@ def run_group(
                 out.follow(lambda: bool(caught) or _exited(proc))
             finally:
                 _stop_group(proc, out, caught, first_signal, grace_s)
+                if adopted:
+                    end_orphans(mark, {*before, proc.pid})
                 out.drain(DRAIN_S)  # what it wrote before it was stopped
     text = out.text()
     if proc.returncode != 0:
@@ -176,6 +185,120 @@ def _stop_group(
         _signal_group(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(REAP_S)
+
+
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37  # <linux/prctl.h>
+
+
+@contextlib.contextmanager
+def _adopting() -> Iterator[bool]:
+    """census a child subreaper while inside (Linux; yields whether it is): a process the
+    program leaves behind that leaves its group too (setsid) is adopted by census when its
+    parent ends, instead of by init, and so can be ended with the program (end_orphans)."""
+    libc, was, zero = _libc(), ctypes.c_int(0), ctypes.c_ulong(0)  # prctl's unsigned longs
+    if libc is None or libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(was), zero, zero, zero):
+        yield False
+        return
+    adopting = was.value != 0 or not libc.prctl(PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1),
+                                                zero, zero, zero)  # fmt: skip
+    try:
+        yield adopting
+    finally:
+        if adopting and not was.value:
+            libc.prctl(PR_SET_CHILD_SUBREAPER, zero, zero, zero, zero)
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+MARK = "CENSUS_PROGRAM"  # in a program's environment, and so in its descendants'
+
+
+def _mark() -> str:
+    return f"{os.getpid()}.{time.monotonic_ns()}"
+
+
+def end_orphans(mark: str, known: set[int]) -> list[int]:
+    """Kill (SIGKILL, with the group each leads) and reap the processes a program left behind
+    that census adopted: its children that carry the program's `mark` in their environment,
+    but for `known` ones (the program, what was census's child before it) and those census
+    started itself (multiprocessing's); those that have ended are reaped. Again until none is
+    left (a killed one's children come back to census too), REAP_S at most. Returns their pids."""
+    ended: list[int] = []
+    deadline = time.monotonic() + REAP_S
+    while time.monotonic() < deadline:
+        own = _own_children() | known
+        orphans = [pid for pid in _children() if pid not in own and _marked(pid, mark)]
+        if not orphans:
+            break
+        for pid in orphans:
+            _kill_orphan(pid, deadline)
+        ended += orphans
+    return ended
+
+
+def _marked(pid: int, mark: str) -> bool:
+    """Whether process `pid` is one of the program's (`mark` in its environment), or has ended
+    (a zombie shows none: reaping it is all that is left to do)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read()
+    except OSError:
+        return False
+    return not environ or f"{MARK}={mark}".encode() in environ.split(b"\0")
+
+
+def _kill_orphan(pid: int, deadline: float) -> None:
+    with contextlib.suppress(OSError):
+        if os.getpgid(pid) == pid:  # it leads a group (a daemon's session): all of it
+            os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    while time.monotonic() < deadline:  # reaped: its pid is never another process's meanwhile
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(POLL_S / 10)
+
+
+def _children() -> list[int]:
+    """The processes whose parent is census (any of its threads), from /proc."""
+    me, found = os.getpid(), []
+    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == me:  # after the name: state, ppid
+                found.append(int(entry.name))
+    return found
+
+
+def _own_children() -> set[int]:
+    """The children census started through multiprocessing (its pools' workers, a process
+    beside, a forkserver, the resource tracker): never a program's orphans."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return set()
+    own = {p.pid for p in mp.active_children()}
+    for module, attr in (("forkserver", "_forkserver"), ("resource_tracker", "_resource_tracker")):
+        helper = getattr(sys.modules.get(f"multiprocessing.{module}"), attr, None)
+        pid = getattr(helper, "_forkserver_pid" if module == "forkserver" else "_pid", None)
+        if pid:
+            own.add(pid)
+    return own
 
 
 def _signal_group(pgid: int, signum: int) -> None:

@@ -241,14 +241,19 @@ def diff_shown(a: Path, b: Path, labels: tuple[str, str] | None, options: Any,
 
 
 def write_report(text: str, target: Path) -> None:
-    from census.errors import UsageError
+    from census.errors import UsageError, ran_out
     from census.paths import check_output, write_atomic
+    from census.units import fmt_bytes
 
     check_output(target)
     try:
         write_atomic(target, text)
-    except OSError as exc:
-        raise UsageError(f"{target}: cannot write the report ({exc.strerror or exc})") from None
+    except OSError as exc:  # a full disk, the file size limit: exit 73, naming where
+        resource = ran_out(exc, target, output=True)
+        if resource is None:
+            raise UsageError(f"{target}: cannot write the report ({exc.strerror or exc})") from None
+        size = fmt_bytes(len(text.encode("utf-8", "backslashreplace")))
+        raise type(resource)(f"{resource} (the report takes {size})") from None
     print(f"wrote {target}", file=sys.stderr)
 
 

@@ -17,6 +17,7 @@ from census.errors import (
     EXIT_READER_GONE,
     CensusError,
     ReaderGone,
+    ran_out,
 )
 from census.units import PIECE_CHARS, one_line, pieces
 
@@ -150,6 +151,9 @@ def error_exit(exc: BaseException, debug: bool = False) -> int:
     if isinstance(exc, BrokenPipeError):  # a write that bypassed the guard
         silence_stdout()
         return EXIT_READER_GONE
+    resource = ran_out(exc)  # memory, space, the file size limit: the machine's, not census's
+    if resource is not None:
+        return report(str(resource), resource.exit_code)
     if debug:
         raise exc
     if isinstance(exc, OSError) and exc.filename is not None:

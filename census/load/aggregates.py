@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from census.errors import ColumnError, InputError
+from census.errors import ColumnError, InputError, ran_out
+from census.load import notes
 from census.load.figures import (
     FIGURES,
     UNIONS,
@@ -113,6 +114,8 @@ class Profile:
     # range text -> GPU idle ns inside it over the steps (census.load.idle_ranges); None: not
     # computed
     idle_by_range: dict[str, int] | None = None
+    # (table, why) of each table read with SQL, not from the file's pages (census.load.notes)
+    read_with_sql: tuple[tuple[str, str], ...] = ()
 
     @property
     def step_idle(self) -> dict[int, IdleSplit]:
@@ -147,16 +150,28 @@ def load_profile(
     intervals the passes gather on the way."""
     conn = open_readonly(path)
     note = wal_note(path)  # read with its log, from a private copy: said first
+    notes.taken()  # another read's: not this one's
     try:
         run = (progress or _silent, workers, batch_rows)
         profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run)
-        return replace(profile, warnings=(note, *profile.warnings)) if note else profile
+        sql = tuple(sorted(notes.taken().items()))
+        said = tuple(w for w in (note, sql_note(sql)) if w)
+        return replace(profile, warnings=(*said, *profile.warnings), read_with_sql=sql)
     except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
-        raise InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+        raise ran_out(exc) or InputError(f"{path}: {describe_sqlite_error(exc)}") from None
     except ColumnError as exc:
         raise InputError(f"{path}: {exc}: not a valid nsys export") from None
     finally:
         conn.close()
+
+
+def sql_note(read_with_sql: tuple[tuple[str, str], ...]) -> str | None:
+    """The warning for the tables read with SQL, not from the file's pages, and why."""
+    if not read_with_sql:
+        return None
+    tables = "; ".join(f"{table} ({why})" for table, why in read_with_sql)
+    return (f"read with SQL, not from the file's pages (slower; docs/performance.md): "
+            f"{tables}")  # fmt: skip
 
 
 def _silent(*_args) -> None:
@@ -195,7 +210,7 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
                 batch_rows, early) -> Profile:  # fmt: skip
     """The profile once the steps are known: phases, the passes, the aggregates, the idle
     split (the step threads' ranges from `early`, threads_early's, where it read them)."""
-    from census.load.idle_pass import idle_inputs
+    from census.load.idle_pass import early_threads, idle_inputs
     from census.load.intervals import StepIndex
     from census.load.passes import run_passes
     from census.load.phases import read_segments
@@ -216,7 +231,7 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     timeline = idle and bool(steps)
     # the step threads' ranges read beside, taken before the passes: the process that holds
     # them ends (at 3x10^7 kernels it held 160 MiB through the runtime pass)
-    threads = early.result() if early is not None else None
+    threads = early_threads(early)
     # the idle split's windows (and the threads' ranges where not read beside): made while the
     # workers read the kernels
     aside = partial(idle_inputs, conn, schema, steps, segments, threads) if timeline else None

@@ -53,23 +53,28 @@ class Layout:
     leaves: Leaves
 
 
-def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | None:
-    """The layout of `table` in `path`, the file `conn` reads, or None where the page reader
-    does not apply: not opened by census, a log or journal beside it, no rowids, a virtual
-    table, hidden or generated columns, a column named as the rowid, a damaged tree."""
+def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout:
+    """The layout of `table` in `path`, the file `conn` reads; Unreadable, saying why, where the
+    page reader does not apply: not opened by census, a log or journal beside it, no rowids, a
+    virtual table, hidden or generated columns, a column named as the rowid, a damaged tree."""
     identity = opened_identity(path)
+    if identity is None:
+        raise Unreadable("a file census did not open")
     row = conn.execute(
         "SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).fetchone()
-    if identity is None or row is None or row[0] is None or int(row[0]) < 2:
-        return None
-    sql = " ".join((row[1] or "").upper().split())
+    sql = " ".join((row[1] or "").upper().split()) if row else ""
+    if row is None or sql.startswith("CREATE VIRTUAL") or row[0] is None or int(row[0]) < 2:
+        raise Unreadable("not a table with a b-tree of its own (a virtual table?)")
+    if without_rowid(conn, table):
+        raise Unreadable("a table without rowids")
     info = list(conn.execute(f'PRAGMA table_xinfo("{table}")'))
-    names = {str(r[1]).lower() for r in info}
-    if "WITHOUT ROWID" in sql or sql.startswith("CREATE VIRTUAL") or names & _ROWID_NAMES:
-        return None
-    if any(r[6] for r in info) or _has_log(path):  # hidden: generated columns
-        return None
+    if {str(r[1]).lower() for r in info} & _ROWID_NAMES:
+        raise Unreadable("a column named as the rowid")
+    if any(r[6] for r in info):  # hidden: generated columns
+        raise Unreadable("generated columns")
+    if _has_log(path):
+        raise Unreadable("a write-ahead log or hot journal beside the file")
     try:
         with open(path, "rb", buffering=0) as fh:
             st = os.fstat(fh.fileno())
@@ -77,13 +82,27 @@ def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout | No
             page_size = int.from_bytes(head[16:18], "big")
             page_size = 65536 if page_size == 1 else page_size
             usable = page_size - head[20]
-            if (st.st_dev, st.st_ino) != identity or page_size < 512 or usable < 480:
-                return None
+            if (st.st_dev, st.st_ino) != identity:
+                raise Unreadable("not the file SQLite opened")
+            if page_size < 512 or usable < 480:
+                raise Unreadable(f"pages of {page_size} bytes, {usable} of them usable")
             leaves = walk(fh, int(row[0]), page_size, usable, st.st_size // page_size)
-    except (Unreadable, OSError):
-        return None
+    except OSError as exc:
+        raise Unreadable(f"the file could not be read ({exc.strerror or exc})") from None
     return Layout(path, identity, page_size, usable, head[CHANGE_COUNTER : CHANGE_COUNTER + 4],
                   tuple(r[1] for r in info), _left_to_sql(info), leaves)  # fmt: skip
+
+
+def without_rowid(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether `table` is a table WITHOUT ROWID: its rows are its primary key's b-tree."""
+    try:
+        row = conn.execute("SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?",
+                           (table,)).fetchone()  # fmt: skip
+        return bool(row and row[0])
+    except sqlite3.OperationalError:  # SQLite before 3.37: no table_list; its schema says
+        row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                           (table,)).fetchone()  # fmt: skip
+        return bool(row) and "WITHOUT ROWID" in " ".join(str(row[0] or "").upper().split())
 
 
 def _has_log(path: Path) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from census.load.intervals import NO_STEP, unique
+from census.paths import write_arrays
 
 _RUN_BYTES = 12  # a run: its first correlationId (int64) and its step (int32)
 _COLUMN_BYTES = 8  # a call in the columns: a uint32 correlationId and an int32 step
@@ -100,7 +101,7 @@ class CompactCalls:
         it: at 3x10^7 kernels the bitmap is 78 MiB that neither census nor its workers hold."""
         if isinstance(self.bits, SpilledBits):
             return self
-        self.bits.tofile(path)
+        write_arrays(path, [self.bits], "wb")
         return replace(self, bits=SpilledBits(path, len(self.bits)))
 
 

@@ -3,6 +3,12 @@
 SQLite renders each batch of each column as one comma-separated string (`group_concat`), which
 numpy parses in C: no Python object is made per row. NULL arrives as intervals.INT_NULL. A value
 that is not an integer (a mutated or foreign file) is an error, never a silent zero.
+
+A table WITHOUT ROWID has no rowids: its rows are numbered 1, 2, ... in its primary key's order
+(its b-tree's, each column's direction and collation), the order a plain scan of it gives (the
+tests' oracle's), and read with SQL by those numbers (LIMIT and OFFSET; the page reader reads
+rowid tables only). Every table read with SQL instead of from its pages is noted with why
+(census.load.notes), and census says so once.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from census.errors import ColumnError
+from census.load import notes
+from census.load.btree import without_rowid
 from census.load.intervals import INT_NULL
 from census.load.pages import Unreadable
-from census.load.plan import page_plan
+from census.load.plan import ASKED, page_plan
 
 BATCH_ROWS = 100_000  # per column: ~1 MiB of text, 0.8 MiB parsed
 _NULL_SQL = f"({INT_NULL + 1} - 1)"  # the literal -2^63 would parse as a real
@@ -29,7 +37,8 @@ TIME_LIMIT = 1 << 61
 
 @dataclass(frozen=True)
 class RowidRange:
-    """Rows lo < rowid <= hi of a table (lo is exclusive, so ranges chain)."""
+    """Rows lo < rowid <= hi of a table (lo is exclusive, so ranges chain); of a table without
+    rowids, its rows lo < n <= hi in primary-key order."""
 
     lo: int
     hi: int
@@ -40,12 +49,47 @@ class RowidRange:
 
 
 def rowid_range(conn: sqlite3.Connection, table: str) -> RowidRange | None:
+    if key_order(conn, table) is not None:
+        count = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
+        return RowidRange(0, count) if count else None
     # One aggregate per query: SQLite answers a lone MIN or MAX of rowid from the b-tree edge.
     lo = conn.execute(f'SELECT MIN(rowid) FROM "{table}"').fetchone()[0]
     if lo is None:
         return None
     hi = conn.execute(f'SELECT MAX(rowid) FROM "{table}"').fetchone()[0]
     return RowidRange(lo - 1, hi)
+
+
+def key_order(conn: sqlite3.Connection, table: str) -> str | None:
+    """The ORDER BY of a table without rowids: its primary key as its b-tree holds it; None for
+    a table with rowids."""
+    if not without_rowid(conn, table):
+        return None
+    (index,) = [r[1] for r in conn.execute(f'PRAGMA index_list("{table}")') if r[3] == "pk"]
+    return ", ".join(f'"{name}" COLLATE "{coll}"{" DESC" if desc else ""}'
+                     for _, _, name, desc, coll, key in conn.execute(f'PRAGMA index_xinfo("{index}")')
+                     if key)  # fmt: skip
+
+
+def rows_in(conn: sqlite3.Connection, table: str, rows: RowidRange, where: str = "",
+            order: str | None = None) -> tuple[str, tuple]:  # fmt: skip
+    """(SQL after FROM, its arguments) for the rows of `rows` that match `where`, scanned in
+    order; `order`: the table's key_order, if known."""
+    order = order or key_order(conn, table)
+    cond = f" AND ({where})" if where else ""
+    if order is None:
+        return f'"{table}" WHERE rowid > ? AND rowid <= ?{cond}', (rows.lo, rows.hi)
+    numbered = f'(SELECT * FROM "{table}" ORDER BY {order} LIMIT ? OFFSET ?)'
+    return f"{numbered} WHERE 1{cond}", (rows.hi - rows.lo, rows.lo)
+
+
+def first_value(conn: sqlite3.Connection, table: str, expr: str, rows: RowidRange,
+                where: str) -> object:  # fmt: skip
+    """`expr` of the first row (in order) of `rows` that matches `where`; None without one."""
+    source, args = rows_in(conn, table, rows, where)
+    by_rowid = " ORDER BY rowid" if key_order(conn, table) is None else ""
+    row = conn.execute(f"SELECT {expr} FROM {source}{by_rowid} LIMIT 1", args).fetchone()
+    return None if row is None else row[0]
 
 
 def split(whole: RowidRange, parts: int) -> list[RowidRange]:
@@ -72,15 +116,14 @@ def read_batches(
     Read from the file's pages (census/load/pages.py) where the expressions are ones
     census/load/plan.py evaluates and the table is one the page reader reads exactly, else with
     SQL; the two give the same batches' rows (tests/test_pages.py)."""
-    plan = page_plan(conn, table, columns, where)
-    if plan is not None:
-        try:
-            for batch, top in plan.batches(rows, batch_rows):
-                yield batch, top
-                rows = RowidRange(top, rows.hi)
-            return
-        except Unreadable:
-            pass  # the rest with SQL, from the last batch the pages gave
+    try:
+        for batch, top in page_plan(conn, table, columns, where).batches(rows, batch_rows):
+            yield batch, top
+            rows = RowidRange(top, rows.hi)
+        return
+    except Unreadable as exc:  # the rest with SQL, from the last batch the pages gave
+        if str(exc) != ASKED:
+            notes.read_with_sql(table, str(exc))
     yield from _sql_batches(conn, table, columns, rows, where, batch_rows)
 
 
@@ -98,13 +141,17 @@ def _sql_batches(
     # A column used only inside arithmetic (TIMED's end) would turn text into 0: count it.
     hidden = ['"end"'] if columns.get("dur") == TIMED["dur"] else []
     checks = "".join(f", SUM(typeof({c}) NOT IN ('integer', 'null'))" for c in hidden)
-    cond = f" AND ({where})" if where else ""
-    sql = f'SELECT COUNT(*){checks}, {select} FROM "{table}" WHERE rowid > ? AND rowid <= ?{cond}'
+    order = key_order(conn, table)  # no rowids: numbered rows, with no gaps to skip either
     skip = f'SELECT MIN(rowid) FROM "{table}" WHERE rowid > ? AND rowid <= ?'
+    if order is not None:  # numbered 1..N: none past N
+        count = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
+        rows = RowidRange(rows.lo, min(rows.hi, max(rows.lo, count)))
     last = rows.lo
     while last < rows.hi:
         top = min(rows.hi, last + batch_rows)
-        count, *rest = _fetch_bytes(conn, sql, (last, top))
+        source, args = rows_in(conn, table, RowidRange(last, top), where, order)
+        sql = f"SELECT COUNT(*){checks}, {select} FROM {source}"
+        count, *rest = _fetch_bytes(conn, sql, args)
         bad, texts = rest[: len(hidden)], rest[len(hidden) :]
         if any(bad):
             raise ColumnError(f"{table}.end holds values that are not integers")
@@ -116,7 +163,7 @@ def _sql_batches(
                 },
                 top,
             )
-        else:  # maybe a gap in the rowids: go on from the next row there is
+        elif order is None:  # maybe a gap in the rowids: go on from the next row there is
             following = conn.execute(skip, (top, rows.hi)).fetchone()[0]
             top = rows.hi if following is None else max(top, following - 1)
         last = top

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from census.load import notes
 from census.load.columns import rowid_range
 from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
@@ -59,12 +60,23 @@ def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
     return Beside(_read_threads, path, steps)
 
 
-def _read_threads(path: Path, steps: list) -> Threads:
+def _read_threads(path: Path, steps: list) -> tuple[Threads, dict[str, str]]:
     conn = open_readonly(path)
     try:
-        return step_threads(conn, sc.read_schema(conn), steps)
+        return step_threads(conn, sc.read_schema(conn), steps), notes.taken()
     finally:
         conn.close()
+
+
+def early_threads(early: Beside | None) -> Threads | None:
+    """What threads_early read, its notes (census.load.notes) kept here; None where it read
+    nothing or failed (then they are read here)."""
+    done = early.result() if early is not None else None
+    if done is None:
+        return None
+    threads, told = done
+    notes.add(told)
+    return threads
 
 
 class IdlePass:

@@ -13,6 +13,7 @@ import numpy as np
 
 from census.load.figures import Sums, add_rows, fit_rows
 from census.load.intervals import INT_NULL, NO_STEP
+from census.paths import write_arrays
 
 COLUMNS = 3  # count, time_ns, graph launches
 
@@ -103,7 +104,7 @@ def set_aside(totals: LaunchTotals, folder: str | None) -> Iterator[None]:
         yield
         return
     path = os.path.join(folder, f"launch-{os.getpid()}.bin")
-    values.tofile(path)
+    write_arrays(path, [values], "wb")
     shape = values.shape
     totals.sums.values = values = np.zeros((0, COLUMNS), np.int64)
     try:

@@ -22,6 +22,7 @@ from census.load.figures import MemoryGroups, Spans, add_rows, exact
 from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
+from census.paths import write_arrays
 from census.sources import schema as sc
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
@@ -147,10 +148,7 @@ class SpilledRun:
     @classmethod
     def of(cls, folder: str, code: np.ndarray, start: np.ndarray, end: np.ndarray) -> SpilledRun:
         path = os.path.join(folder, f"memory-busy-{os.getpid()}.bin")
-        with open(path, "ab") as fh:
-            offset = fh.tell()
-            for column in (start, end, code):
-                fh.write(memoryview(np.ascontiguousarray(column)))
+        offset = write_arrays(path, [np.ascontiguousarray(c) for c in (start, end, code)])
         return cls(path, offset, len(start), code.dtype.str, start[::BLOCK].copy())
 
     def window(self, after_ns: int | None, before_ns: int | None) -> tuple:

@@ -220,8 +220,10 @@ class Records:
         return value, t == 0
 
 
-def open_table(conn: sqlite3.Connection, table: str) -> TablePages | None:
-    """The page reader of `table` in the file `conn` reads, or None where it does not apply."""
+def open_table(conn: sqlite3.Connection, table: str) -> TablePages:
+    """The page reader of `table` in the file `conn` reads; Unreadable, saying why, where it
+    does not apply."""
     path = opened_file(conn)
-    layout = open_layout(conn, path, table) if path else None
-    return None if layout is None else TablePages(table, layout)
+    if path is None:
+        raise Unreadable("a connection census did not open")
+    return TablePages(table, open_layout(conn, path, table))

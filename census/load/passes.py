@@ -25,7 +25,7 @@ from census.load.api_calls import (
     read_runtime_part,
 )
 from census.load.api_names import ApiNames, read_api_names
-from census.load.columns import BATCH_ROWS, RowidRange, rowid_range, split
+from census.load.columns import BATCH_ROWS, RowidRange, first_value, rowid_range, split
 from census.load.figures import KERNEL_SUMS, Spans, Sums
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
@@ -192,15 +192,11 @@ def _gpu_parts(conn, whole: RowidRange | None, n: int, batch_rows: int) -> list[
     bounds: list[int] = []
     merged = [ranges[0]]
     for r in ranges[1:]:
-        first = conn.execute(
-            f"""SELECT start FROM "{sc.KERNEL}" WHERE rowid > ? AND rowid <= ?
-                AND start IS NOT NULL AND "end" > start ORDER BY rowid LIMIT 1""",
-            (r.lo, r.hi),
-        ).fetchone()
-        if first is None or not isinstance(first[0], int) or (bounds and first[0] < bounds[-1]):
+        first = first_value(conn, sc.KERNEL, "start", r, 'start IS NOT NULL AND "end" > start')
+        if not isinstance(first, int) or (bounds and first < bounds[-1]):
             merged[-1] = RowidRange(merged[-1].lo, r.hi)  # no usable boundary: one range
             continue
-        bounds.append(first[0])
+        bounds.append(first)
         merged.append(r)
     cuts = [None, *bounds, None]
     return [Part(r, cuts[i], cuts[i + 1], batch_rows) for i, r in enumerate(merged)]

@@ -1,7 +1,7 @@
 """The SQL expressions census reads columns with, evaluated with numpy on the page reader's raw
 columns: a column, `"end" - start`, `column >> N`, NULL, an integer, and the conditions
-`nameId IN (...)` and `0`. Anything else is read with SQL (page_plan returns None), as is every
-read when $CENSUS_READER is `sql`.
+`nameId IN (...)` and `0`. Anything else is read with SQL (page_plan raises Unreadable, saying
+why), as is every read when $CENSUS_READER is `sql`.
 
 SQLite's integer arithmetic is reproduced exactly: NULL in, NULL out (NULL is a mask, so a
 stored -2^63 stays a number); a difference that would overflow int64 (SQLite makes it a real
@@ -26,7 +26,7 @@ _NAME = r'"?([A-Za-z_][A-Za-z0-9_]*)"?'
 Eval = Callable[[Batch], np.ndarray]
 # the tables of the file read last (forked workers inherit what the parent opened); a process
 # that reads many exports (a Dask worker, a rank folder in one process) keeps one file's leaves
-_opened: dict[tuple, TablePages | None] = {}
+_opened: dict[tuple, TablePages | str] = {}  # a table's pages, or why they are not read
 _INT64 = range(-(1 << 63), 1 << 63)
 
 
@@ -47,46 +47,59 @@ class PagePlan:
                 yield {name: f(batch) for name, f in self.evals.items()}, top
 
 
+ASKED = "$CENSUS_READER is sql"  # why every table is read with SQL when the user asks
+
+
 def page_plan(
     conn: sqlite3.Connection, table: str, columns: Mapping[str, str], where: str
-) -> PagePlan | None:
-    """How to read `columns` of the rows matching `where` from the pages, or None: with SQL."""
+) -> PagePlan:
+    """How to read `columns` of the rows matching `where` from the pages; Unreadable, saying
+    why, where they are read with SQL."""
     if os.environ.get("CENSUS_READER", "").lower() == "sql":
-        return None
+        raise Unreadable(ASKED)
     raw: list[str] = []
     evals = {}
     for name, sql in columns.items():
         ev = _expression(sql.strip(), raw)
         if ev is None:
-            return None
+            raise Unreadable(f"an expression the page reader does not evaluate ({sql.strip()})")
         evals[name] = ev
     cond = where.strip()
     keep, none = None, cond == "0"
     if cond and not none:
         m = re.fullmatch(_NAME + r"\s+IN\s+\(([-0-9,\s]+)\)", cond, re.IGNORECASE)
         if m is None or not all(int(v) in _INT64 for v in m[2].split(",")):
-            return None
+            raise Unreadable(f"a condition the page reader does not evaluate ({cond})")
         keep = (m[1], unique(np.array([int(v) for v in m[2].split(",")], np.int64)))
     pages = _open(conn, table)
-    if pages is None or any(pages.index(c) is None for c in {*raw, *(keep[:1] if keep else ())}):
-        return None
+    for column in sorted({*raw, *(keep[:1] if keep else ())}):
+        if pages.index(column) is None:
+            stored = column.lower() in pages.layout.unreadable  # read otherwise than stored
+            why = "an INTEGER PRIMARY KEY or REAL column" if stored else "not one of its columns"
+            raise Unreadable(f"column {column}: {why}")
     return PagePlan(pages, tuple(dict.fromkeys(raw)), evals, keep, none)
 
 
-def _open(conn: sqlite3.Connection, table: str) -> TablePages | None:
+def _open(conn: sqlite3.Connection, table: str) -> TablePages:
     path = opened_file(conn)
     try:
         st = os.stat(path) if path else None
-    except OSError:
-        return None
+    except OSError as exc:
+        raise Unreadable(f"the file could not be read ({exc.strerror or exc})") from None
     if st is None:
-        return None
+        raise Unreadable("a connection census did not open")
     key = (path, st.st_size, st.st_mtime_ns, st.st_ino, table)
     if key not in _opened:
         for other in [k for k in _opened if k[:4] != key[:4]]:
             del _opened[other]
-        _opened[key] = open_table(conn, table)
-    return _opened[key]
+        try:
+            _opened[key] = open_table(conn, table)
+        except Unreadable as exc:
+            _opened[key] = str(exc)
+    opened = _opened[key]
+    if isinstance(opened, str):
+        raise Unreadable(opened)
+    return opened
 
 
 def _expression(sql: str, raw: list[str]) -> Eval | None:

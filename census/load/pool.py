@@ -27,13 +27,15 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from census.paths import keep_heap, owner_tag, pid_alive, trim_heap
+from census.errors import ran_out
+from census.load import notes
+from census.load.workers import Workers, broke
+from census.paths import keep_heap, owner_tag, pid_alive, trim_heap, writing
 from census.sources.export import Progress
 
 MAX_WORKERS = 8
@@ -54,8 +56,11 @@ def map_processes(fn: Callable[[Any], Any], jobs: list, workers: int) -> list:
     ctx = multiprocessing.get_context()
     # a forkserver's children are its own, not census's: they die with it, and it with census
     parent = None if ctx.get_start_method() == "forkserver" else os.getpid()
-    with ProcessPoolExecutor(workers, ctx, initializer=die_with_parent, initargs=(parent,)) as pool:
-        return list(pool.map(fn, jobs))
+    pool = Workers(workers, ctx, die_with_parent, (parent,))
+    try:
+        return pool.results([pool.submit(fn, job) for job in jobs])
+    finally:
+        pool.close()
 
 
 def alone() -> bool:
@@ -120,7 +125,6 @@ STOP_S = 5  # how long a process beside may take to clean up after SIGTERM
 def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
     die_with_parent(parent)
     keep_heap()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         value = (True, fn(*args))
@@ -141,7 +145,14 @@ WATCH_S = 0.5
 
 def die_with_parent(parent: int | None) -> None:
     """First thing in a worker: it ends when census does, even when census is killed outright
-    (kill -9, the OOM killer), and never lives on as an orphan holding the export open."""
+    (kill -9, the OOM killer), and never lives on as an orphan holding the export open. Ctrl-C
+    is census's to handle (it stops the workers); SIGTERM and SIGHUP end a worker at once, not
+    through the handler it inherits from census's command line (a KeyboardInterrupt and its
+    traceback in each worker the pool stops)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     if parent is None:
         return
     if not _kill_on_parent_death():
@@ -278,46 +289,43 @@ class _Forked:
         self.progress(label, 0, total)
         ctx = multiprocessing.get_context("fork")
         self.counter = ctx.Value("q", 0)
+        self.pool: Workers | None = None
         self.spill = make_spill_folder()
-        _inherited.update(path=runner.path, shared=shared, counter=self.counter,
-                          spill=self.spill, parent=os.getpid())  # fmt: skip
-        trim_heap()  # workers do not inherit the heap's free memory
-        # A worker that dies (killed for memory, say) breaks the pool: its job fails with
-        # BrokenProcessPool instead of being waited for forever.
-        self.pool = ProcessPoolExecutor(min(runner.size, len(jobs)), ctx, initializer=_open_worker)
         try:
+            _inherited.update(path=runner.path, shared=shared, counter=self.counter,
+                              spill=self.spill, parent=os.getpid())  # fmt: skip
+            trim_heap()  # workers do not inherit the heap's free memory
+            # A worker that dies (killed for memory, say) breaks the pool: its job fails with
+            # BrokenProcessPool instead of being waited for forever.
+            self.pool = Workers(min(runner.size, len(jobs)), ctx, _open_worker)
             with warnings.catch_warnings():
                 # Python 3.12+ warns about forking a process that has threads (numpy's);
                 # workers touch no lock those threads hold: they read SQLite and run numpy.
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self.pending = [self.pool.submit(_run_job, fn, job) for job in jobs]
-        except BaseException:
+        except BaseException as exc:
             self.close()
-            raise
+            raise (ran_out(exc) or exc) from None
 
     def result(self) -> list:
-        pending = self.pending
+        assert self.pool is not None
+        pending, self.pending = self.pending, []  # the caller owns the results
         try:
-            while not all(f.done() for f in pending):
-                wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                self.progress(self.label, self.counter.value, self.total)
-                if any(f.done() and f.exception() for f in pending):
-                    break
-            done = [f.result() for f in pending]  # re-raises a worker's exception here
-            self.pending = []  # the caller owns the results: they go when it drops them
-            return done
+            done = self.pool.results(pending, self._waiting)
         finally:
             self.close()
+        for _, told in done:  # what each job noted (a table read with SQL): as if noted here
+            notes.add(told)
+        return [result for result, _ in done]
+
+    def _waiting(self) -> None:
+        self.progress(self.label, self.counter.value, self.total)
 
     def close(self) -> None:
         """A failed range, Ctrl-C or a caller that gave up: the other jobs' work is moot."""
-        if self.pool is None:
-            return
-        if not all(f.done() for f in getattr(self, "pending", ())):
-            for proc in getattr(self.pool, "_processes", {}).values():
-                proc.kill()
-        self.pool.shutdown(wait=True, cancel_futures=True)
-        self.pool = None
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
         _inherited.clear()
         shutil.rmtree(self.spill, ignore_errors=True)
 
@@ -327,13 +335,12 @@ def _open_worker() -> None:
 
     die_with_parent(_inherited["parent"])
     keep_heap()
-    # Ctrl-C is census's to handle: it stops the workers (a worker waiting for a job printed
-    # a KeyboardInterrupt traceback of its own)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        from census.sources.readonly import open_readonly
 
-    from census.sources.readonly import open_readonly
-
-    _inherited["conn"] = open_readonly(_inherited["path"])
+        _inherited["conn"] = open_readonly(_inherited["path"])
+    except Exception as exc:  # raised by the first job: the pool's own report is a traceback
+        _inherited["failed"] = exc
     ForkingPickler.register(np.ndarray, _spill_array)
 
 
@@ -345,19 +352,44 @@ def _spill_array(a: np.ndarray):
     pipe as pickled bytes (four copies)."""
     if a.nbytes < SPILL_BYTES or a.dtype.hasobject:  # Python ints cannot be mapped back
         return a.__reduce__()
-    fd, name = tempfile.mkstemp(suffix=".npy", dir=_inherited["spill"])
-    with os.fdopen(fd, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(a))
+    with writing(_inherited["spill"]):
+        fd, name = tempfile.mkstemp(suffix=".npy", dir=_inherited["spill"])
+    try:
+        with writing(name), os.fdopen(fd, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(a))
+    except BaseException:
+        os.unlink(name)  # what was written of it: no more of a full folder's room
+        raise
     return _unspill, (name,)
 
 
 def _unspill(name: str) -> np.ndarray:
-    a = np.load(name, mmap_mode="r")
+    """A spilled array, mapped (read in census's process, by the pool's thread: what fails
+    here breaks the pool, and workers.broke keeps why)."""
+    try:
+        a = np.load(name, mmap_mode="r")
+    except (MemoryError, OSError) as exc:
+        broke.append(ran_out(exc, name) or exc)
+        raise
     os.unlink(name)
     return a
 
 
 def _run_job(fn, job):
+    """(fn's result, the notes the job made: census.load.notes)."""
+    if "failed" in _inherited:
+        raise ran_out(_inherited["failed"]) or _inherited["failed"]
+    notes.taken()  # the parent's, inherited when it forked: its own
+    try:
+        return _job(fn, job), notes.taken()
+    except Exception as exc:  # what ran out, said in one line, not a worker's MemoryError
+        resource = ran_out(exc)
+        if resource is None:
+            raise
+    raise resource
+
+
+def _job(fn, job):
     counter = _inherited["counter"]
 
     def tick(n: int) -> None:

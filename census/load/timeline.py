@@ -26,6 +26,7 @@ from functools import partial
 import numpy as np
 
 from census.load.intervals import StepIndex
+from census.paths import write_arrays
 
 Intervals = tuple[np.ndarray, np.ndarray]  # sorted, disjoint [start, end)
 # (GPU busy union, launch calls' union, (sync starts, sync ends) by start)
@@ -86,10 +87,7 @@ class Piece:
         else:
             arrays = (np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64))
         path = os.path.join(folder, f"{kind}-{proc}-{os.getpid()}.bin")
-        with open(path, "ab") as fh:
-            offset = fh.tell()
-            for a in arrays:
-                fh.write(memoryview(a))  # no copy of it
+        offset = write_arrays(path, arrays)
         marks = start[::BLOCK].copy() if packed else None
         return cls(lo, hi, n, path=path, offset=offset, packed=packed, marks=marks,
                    longest=longest)  # fmt: skip

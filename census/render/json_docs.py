@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from census import CENSUS_VERSION
 from census.definitions import HOST_AHEAD_RULE, IDLE_BY_RANGE_RULE, LIMITER_RULE
 from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
-from census.model import METRIC_VALUES, Arm, Census, Phase, Step, idle_values
+from census.model import METRIC_VALUES, Arm, Census, Phase, Source, Step, idle_values
 from census.render import json_rows
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 from census.step_table import int_sum
@@ -59,12 +59,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
     return {
         "census_version": CENSUS_VERSION,
         "definitions": KEY_DEFINITIONS,
-        "source": {
-            "path": census.source.path,
-            "nsys_version": census.source.nsys_version,
-            "schema_version": census.source.schema_version,
-            "gpus": [{"id": g.id, "name": g.name} for g in census.source.gpus],
-        },
+        "source": _source(census.source),
         "totals": census.totals.as_dict(),
         "steps": json_rows.steps_text(census.steps)
         if rows_as_text
@@ -84,6 +79,20 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
         **_tables(census, top),
         "warnings": list(census.warnings),
     }
+
+
+def _source(source: Source) -> dict[str, Any]:
+    """The export read: its path, versions and GPUs; and, only where there are any, the tables
+    read with SQL rather than from the file's pages, each with why (slower)."""
+    out: dict[str, Any] = {
+        "path": source.path,
+        "nsys_version": source.nsys_version,
+        "schema_version": source.schema_version,
+        "gpus": [{"id": g.id, "name": g.name} for g in source.gpus],
+    }
+    if source.read_with_sql:
+        out["read_with_sql"] = dict(source.read_with_sql)
+    return out
 
 
 def _step(s: Step) -> dict[str, Any]:

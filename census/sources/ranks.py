@@ -5,10 +5,17 @@ folder whose run.json maps ranks to files, or the user's `--ranks`. Anything els
 unrelated exports) is refused, naming the files and how they differ, instead of being summed.
 The ranks are parsed in parallel (census.load.spread: a process pool, or a Dask cluster);
 census.census.merge_census folds them into one Census and rank_spread shows the min / median / max over ranks.
+
+Each rank's export has its links resolved once, here: a file is read wherever its links lead; a
+loop of links, a dangling link, a link to the folder or one above it (a loop), to a folder out
+of its tree, and a folder named as an export are refused in one line naming it. So a rank is
+always a file, and reading one never reads a rank folder again (`ln -s . DIR/rank1.sqlite`
+once started a pool at every level, for ever).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -29,7 +36,7 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
     recorded = _recorded_ranks(folder)
     if recorded is not None:
         return recorded
-    found = sorted(folder.glob("*.sqlite"))
+    found = [checked_export(folder, p) for p in sorted(folder.glob("*.sqlite"))]
     if not declared:
         names = ", ".join(p.name for p in found[:6]) + (", …" if len(found) > 6 else "")
         differ = _differences(found)
@@ -62,10 +69,32 @@ def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
     out = []
     for rank, name in sorted(ranks.items(), key=lambda kv: int(kv[0])):
         path = folder / name
-        if path.parent != folder or not path.is_file():
+        if path.parent != folder or not os.path.lexists(path):
             raise InputError(f"{record}: rank {rank}'s export {name} is not in the folder")
-        out.append((f"rank{rank}", path))
+        out.append((f"rank{rank}", checked_export(folder, path)))
     return out
+
+
+def checked_export(folder: Path, path: Path) -> Path:
+    """`path`, an export of rank folder `folder`, once its links are resolved (once): a file,
+    wherever they lead; an InputError (exit 1) naming it where they loop, lead nowhere, or lead
+    to a folder: the rank folder or one above it (a loop), one out of its tree, or one in it."""
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+        home = Path(os.path.realpath(folder, strict=True))
+    except OSError as exc:  # a loop of links (ELOOP), a dangling link
+        raise InputError(f"{path}: {exc.strerror or exc}: not an export census can read") from None
+    if not real.is_dir():
+        return path  # a file, wherever a link puts it (a folder of links to each node's export)
+    if real == home or real in home.parents:
+        where = "the rank folder itself" if real == home else "a folder above the rank folder"
+        raise InputError(f"{path}: a symbolic link to {real}, {where}: a loop; a rank folder "
+                         "holds one export per rank (.sqlite files)")  # fmt: skip
+    if home not in real.parents:
+        raise InputError(f"{path}: a symbolic link to a folder out of the rank folder's tree "
+                         f"({real}); a rank folder holds one export per rank (.sqlite files)")  # fmt: skip
+    raise InputError(f"{path}: a folder, not an export; a rank folder holds one export per "
+                     "rank (.sqlite files)")  # fmt: skip
 
 
 def _differences(files: list[Path]) -> str:

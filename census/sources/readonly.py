@@ -17,7 +17,7 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from census.errors import InputError
+from census.errors import InputError, ran_out
 from census.sources.schema import read_views
 from census.units import clip
 
@@ -176,11 +176,14 @@ def _copy_unchanged(source: Path, wal: Path, copy: Path) -> Path:
             shutil.copyfile(wal, f"{copy}-wal")
             shutil.copyfile(source, copy)
         except OSError as exc:
+            resource = ran_out(exc, copy)  # a full temporary folder, the file size limit
+            made = f"{source}: in SQLite WAL mode with a log beside it, read from a private copy"
+            checkpoint = "checkpoint the log into the file (sqlite3 FILE 'PRAGMA wal_checkpoint')"
+            if resource is not None:
+                raise type(resource)(f"{made}: {resource}; or {checkpoint}") from None
             raise InputError(
-                f"{source}: in SQLite WAL mode with a log beside it, read from a private copy "
-                f"that could not be made ({exc.strerror or exc}): free space in "
-                f"{copy.parent.parent} (or set TMPDIR), or checkpoint the log into the file "
-                "(sqlite3 FILE 'PRAGMA wal_checkpoint')"
+                f"{made} that could not be made ({exc.strerror or exc}): free space in "
+                f"{copy.parent.parent} (or set TMPDIR), or {checkpoint}"
             ) from None
         if _state(source, wal) == before:
             return copy

@@ -119,6 +119,7 @@ def from_record(rec: dict[str, Any]) -> Census:
             src["nsys_version"],
             src["schema_version"],
             tuple(build(Gpu, g) for g in src["gpus"]),
+            tuple((str(t), str(why)) for t, why in src["read_with_sql"]),
         ),
         totals=build(Metrics, rec["totals"]),
         steps=_table(rec["steps"]),

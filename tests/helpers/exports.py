@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import lzma
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from census.sources.samples import sample_path
-from tests.helpers.files import DATA, FIXTURES, fixture_file
+from tests.helpers.files import DATA, FIXTURES, REPO, fixture_file
 from tests.nsysdb import Export
 
 MS = 1_000_000
@@ -20,6 +22,37 @@ def small_export(tmp_path: Path) -> Path:
     e.range("step 0", 0, 100)
     e.launch("k", 1, 10, 20)
     return e.write(tmp_path / "ok.sqlite")
+
+
+def generated(folder: Path, kernels: int) -> Path:
+    """An export of about `kernels` kernels made by bench/generate.py (the bundled eager
+    capture's rows replicated, as the bench makes its 10^6 and 10^7 files), in `folder`."""
+    target = folder / f"generated-{kernels}.sqlite"
+    if not target.exists():
+        subprocess.run([sys.executable, str(REPO / "bench" / "generate.py"), "--kernels",
+                        str(kernels), "-o", str(target)], check=True, capture_output=True)  # fmt: skip
+    return target
+
+
+def without_rowid(source: Path, target: Path, keys: dict[str, str]) -> Path:
+    """A copy of `source` in which each table of `keys` is a table WITHOUT ROWID whose primary
+    key is the given one (`"correlationId, start DESC"`), with the same rows."""
+    import shutil
+    import sqlite3
+
+    shutil.copy(source, target)
+    conn = sqlite3.connect(target)
+    for table, key in keys.items():
+        ddl = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()[0]
+        body = ddl[ddl.index("(") + 1 : ddl.rindex(")")].replace("PRIMARY KEY", "")
+        conn.execute(f'ALTER TABLE "{table}" RENAME TO old')
+        conn.execute(f'CREATE TABLE "{table}" ({body}, PRIMARY KEY ({key})) WITHOUT ROWID')
+        conn.execute(f'INSERT INTO "{table}" SELECT * FROM old')
+        conn.execute("DROP TABLE old")
+    conn.commit()
+    conn.execute("VACUUM")
+    conn.close()
+    return target
 
 
 def unpacked(xz: Path) -> Path:
