@@ -57,6 +57,22 @@ def default_label(path: Path) -> str:
     return path.parent.name if stem == "capture" and path.parent.name else stem
 
 
+def parse_labels(labels: Any, name: str = "--labels") -> tuple[str, str] | None:
+    """Two labels: `eager,compiled` (as --labels takes them) or a pair of texts; None stays None.
+    `name`: what the user gave them as, in the error."""
+    if labels is None:
+        return None
+    parts: list = []
+    if isinstance(labels, str):
+        parts = [p.strip() for p in labels.split(",")]
+    elif isinstance(labels, tuple | list):
+        parts = list(labels)
+    if len(parts) != 2 or not all(isinstance(p, str) and p.strip() for p in parts):
+        pair = "" if name.startswith("-") else " or as a pair ('eager', 'compiled')"
+        raise UsageError(f"{name} {labels!r}: give two labels separated by a comma{pair}")
+    return parts[0], parts[1]
+
+
 # The keywords summarize and diff take for the fields of Options.
 SELECTION = {"steps": "steps_regex", "skip_first": "skip_first", "phases": "phases_regex",
              "idle": "idle", "ranks": "ranks", "scheduler": "scheduler"}  # fmt: skip
