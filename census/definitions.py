@@ -181,7 +181,7 @@ TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)
 PHASE_KEYS: tuple[str, ...] = (*METRIC_KEYS, *(m.name for m in PHASE_METRICS), *IDLE_KEYS)
 
-# What limits a capture's step (census.compare.limiter): from the per-step means of the step
+# What limits a capture's step (census.limiter): from the per-step means of the step
 # windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
 # class of GPU idle time: "sync" (after host syncs), "host (launch)" (inside launch calls),
 # "host (other)" (other host time); "host" when the idle split was not computed.

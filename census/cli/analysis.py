@@ -162,8 +162,7 @@ def diff(
             "--equivalence asks a `census ab` experiment's arms: give its folder alone"
         )
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
-    pa, pb = resolve_input(a), resolve_input(b)
-    names = parse_labels(labels)
+    pa, pb, names = resolve_input(a), resolve_input(b), parse_labels(labels)
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
         write_cached(f"diff of {pa.name} and {pb.name}", document)
