@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from census.definitions import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
+from census.definitions import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
 from census.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
 from census.paths import shown_path
 from census.units import clip, first_clause, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
@@ -94,7 +94,7 @@ def census_html(census: Any) -> str:
                             [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_KEYS]))  # fmt: skip
         launched = {**launched, "gpu_span_ns": timing["gpu_span_ns"]}
     keys = _launched_keys(bool(census.host_ran_ahead()), "gpu_span_ns" in launched)
-    parts.append(_table(LAUNCHED_TITLE, ["metric", column],
+    parts.append(_table(launched_title(means is not None), ["metric", column],
                         [[LABELS[k], fmt_metric(k, launched[k])] for k in keys]))  # fmt: skip
     return "<div>" + "".join(parts) + "</div>"
 
@@ -123,7 +123,7 @@ def diff_html(d: Any, verdict: str | None) -> str:
             parts.append(f"<p>{_esc(label)}: {_esc(limiter_sentence(limiter))}</p>")
     header = ["metric", a, b, "delta", "delta %"]
     launched = _launched_keys(d.clock == "gpu", True)
-    for title, keys in ((WINDOW_TITLE, WINDOW_KEYS), (LAUNCHED_TITLE, launched)):
+    for title, keys in ((WINDOW_TITLE, WINDOW_KEYS), (launched_title(d.per_step), launched)):
         rows = [_delta_row(k, d.metrics[k]) for k in keys if k in d.metrics]
         if rows:
             parts.append(_table(title, header, rows))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff
-from census.definitions import LABELS, LAUNCHED_TITLE, WINDOW_TITLE
+from census.definitions import LABELS, WINDOW_TITLE, launched_title
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
@@ -20,7 +20,7 @@ def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
     launched = (*LAUNCHED_KEYS[:1], "host_lead_ns", *LAUNCHED_KEYS[1:]) if d.clock == "gpu" \
         else LAUNCHED_KEYS  # fmt: skip
     groups = [(WINDOW_TITLE, _metric_rows(d, WINDOW_KEYS)),
-              (LAUNCHED_TITLE, _metric_rows(d, launched))]  # fmt: skip
+              (launched_title(d.per_step), _metric_rows(d, launched))]  # fmt: skip
     return [(title, rows) for title, rows in groups if rows]
 
 

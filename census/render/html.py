@@ -160,12 +160,13 @@ def page(title: str, subtitle: str, body: str, lead: str = "") -> str:
     )
 
 
-def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
+def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str,
+                  title: str = "Kernels") -> str:  # fmt: skip
     head = "".join(
         f"<th class='{'l' if c.get('left') else ''}'>{esc(c['label'])}</th>" for c in columns
     )
     return (
-        "<h2>Kernels</h2><input id='filter' placeholder='filter by name or class'> "
+        f"<h2>{esc(title)}</h2><input id='filter' placeholder='filter by name or class'> "
         "<span id='shown' class='sub'></span>"
         f"<table id='kernels'><thead><tr>{head}</tr></thead><tbody></tbody></table>"
         + _json_script("kernel-data", {"columns": columns, "rows": rows, "sort": sort})
@@ -228,7 +229,8 @@ def _summary_cards(census: Census) -> list[tuple[str, str]]:
 
 
 def _summary_kernels(census: Census) -> str:
-    """Every kernel, sortable and filtered in the page, by time first."""
+    """Every kernel, sortable and filtered in the page, by time first; per step too, when the
+    capture has steps (without, the whole capture's alone, and the title says so)."""
     n = census.step_count
     columns = [
         {"key": "name", "label": "kernel", "left": True},
@@ -237,7 +239,7 @@ def _summary_kernels(census: Census) -> str:
         {"key": "time_ns", "label": "time", "fmt": "time"},
         {"key": "per_step_count", "label": "per step count"},
         {"key": "per_step_time_ns", "label": "per step time", "fmt": "per_step_time"},
-    ]
+    ][: 6 if n else 4]
     rows = [
         {
             "name": one_line(k.name),
@@ -251,7 +253,8 @@ def _summary_kernels(census: Census) -> str:
         }
         for k in census.kernels
     ]
-    return _kernel_table(columns, rows, "time_ns")
+    title = "Kernels" if n else "Kernels: the whole capture (no step ranges, so none per step)"
+    return _kernel_table(columns, rows, "time_ns", title)
 
 
 def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[str, str]]:
