@@ -17,7 +17,16 @@ from typing import Any
 from census.definitions import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
 from census.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
 from census.paths import shown_path
-from census.units import clip, first_clause, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
+from census.units import (
+    clip,
+    first_clause,
+    fmt_count,
+    fmt_metric,
+    fmt_ns,
+    fmt_pct,
+    keep_units,
+    one_line,
+)
 
 REPR_CHARS = 300
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
@@ -156,4 +165,5 @@ def _safe(text: str) -> str:
 
 
 def _esc(text: str) -> str:
-    return html.escape(_safe(str(text)))
+    """Text for the card: control characters as escapes, a number and its unit on one line."""
+    return html.escape(keep_units(_safe(str(text))))

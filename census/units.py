@@ -4,6 +4,7 @@ rule for clipping a long text, and the one rule for showing a text census did no
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 
 KIB = 1024
@@ -117,3 +118,14 @@ def first_clause(sentence: str) -> str:
         if depth == 0 and sentence.startswith("; ", i):
             return sentence[:i]
     return sentence
+
+
+NBSP = "\u00a0"
+# A number and the unit fmt_ns or fmt_bytes put after it, with the space between them.
+_NUMBER_UNIT = re.compile(r"(?<=[0-9]) (?=(?:ns|µs|ms|s|B|KiB|MiB|GiB)(?![A-Za-z0-9_]))")
+
+
+def keep_units(text: str) -> str:
+    """`text` with a no-break space between each number and its unit (`558.6 µs`): a page laid
+    out at any width never puts the unit on the next line."""
+    return _NUMBER_UNIT.sub(NBSP, text)

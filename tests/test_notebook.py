@@ -58,7 +58,8 @@ def test_html_cards_keep_the_two_kinds_of_numbers_apart(pair) -> None:
         assert len(window) == 1 and len(launched) == 1
         assert "GPU busy in the step window" in window[0] and "union" not in window[0]
         assert "non-NCCL union (unclipped)" in launched[0] and "GPU busy" not in launched[0]
-    assert "<td>step time</td><td>11.70 ms</td><td>9.15 ms</td><td>-2.55 ms</td>" in d._repr_html_()
+    row = "<td>step time</td><td>11.70 ms</td><td>9.15 ms</td><td>-2.55 ms</td>"
+    assert row.replace(" ms", "\u00a0ms") in d._repr_html_()  # a number and its unit kept together
 
 
 def test_html_card_says_what_is_not_comparable_first(pair) -> None:
@@ -96,7 +97,7 @@ def test_repr_leads_with_the_verdict_on_the_gpu_when_the_host_ran_ahead(samples)
 def test_cards_say_the_verdict_the_limiter_and_the_span_under_the_name_given(samples) -> None:
     import html
 
-    page = html.unescape(samples._repr_html_())
+    page = html.unescape(samples._repr_html_()).replace("\u00a0", " ")
     verdict = census.explain(samples)[0]
     assert page.index(verdict) < page.index("<table>")
     assert "<p>eager: GPU-bound: GPU busy 97% of the step</p>" in page
@@ -104,7 +105,7 @@ def test_cards_say_the_verdict_the_limiter_and_the_span_under_the_name_given(sam
     launched = page.split("<caption>Work launched", 1)[1]
     assert launched.index("GPU span") < launched.index("GPU kernels")  # the step's GPU time first
     assert "<td>GPU span (first to last GPU op)</td><td>15.32 ms</td><td>13.56 ms</td>" in page
-    card = html.unescape(samples.a._repr_html_())
+    card = html.unescape(samples.a._repr_html_()).replace("\u00a0", " ")
     assert card.startswith("<div><p><b>sample:eager</b>: 20 steps; GPUs NVIDIA H200</p>")
     assert "<p><b>the host ran ahead of the GPU by ~3 steps: step and phase times below are " in (
         card

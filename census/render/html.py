@@ -27,7 +27,7 @@ from census.render.diffrows import (
 from census.render.diffrows import idle_range_rows as diff_range_rows
 from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows
 from census.render.views import DiffView, RanksView, SummaryView
-from census.units import fmt_count, fmt_metric, one_line
+from census.units import fmt_count, fmt_metric, keep_units, one_line
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -51,7 +51,9 @@ border-left:4px solid #457b9d}
 
 TABLE_JS = """
 (function(){
-  const data = JSON.parse(document.getElementById('kernel-data').textContent);
+  const holder = document.getElementById('kernel-data');
+  if (!holder) return;  // a page without a kernel table (an experiment without captures)
+  const data = JSON.parse(holder.textContent);
   const table = document.getElementById('kernels');
   const body = table.querySelector('tbody');
   const filter = document.getElementById('filter');
@@ -246,10 +248,10 @@ def _summary_kernels(census: Census) -> str:
             "cls": k.cls,
             "count": k.count,
             "time_ns": k.time_ns,
-            "time": fmt_metric("time_ns", k.time_ns),
+            "time": keep_units(fmt_metric("time_ns", k.time_ns)),
             "per_step_count": round(k.step_count / n, 2) if n else 0,
             "per_step_time_ns": k.step_time_ns / n if n else 0,
-            "per_step_time": fmt_metric("time_ns", k.step_time_ns / n) if n else "",
+            "per_step_time": keep_units(fmt_metric("time_ns", k.step_time_ns / n)) if n else "",
         }
         for k in census.kernels
     ]
@@ -354,10 +356,10 @@ def _kernel_changes(d: CensusDiff) -> tuple[list[dict[str, Any]], list[dict[str,
             "count_b": round(k.count.b or 0, 2),
             "time_a": k.time_ns.a or 0,
             "time_b": k.time_ns.b or 0,
-            "time_a_text": fmt_metric("t_ns", k.time_ns.a),
-            "time_b_text": fmt_metric("t_ns", k.time_ns.b),
+            "time_a_text": keep_units(fmt_metric("t_ns", k.time_ns.a)),
+            "time_b_text": keep_units(fmt_metric("t_ns", k.time_ns.b)),
             "abs_delta": abs(k.time_ns.delta or 0),
-            "delta_text": fmt_metric("t_ns", k.time_ns.delta, signed=True),
+            "delta_text": keep_units(fmt_metric("t_ns", k.time_ns.delta, signed=True)),
         }
         for k in d.kernels
     ]
