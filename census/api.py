@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from census.definitions import DEFAULT_STEPS_REGEX
 from census.errors import CaptureError, UsageError
-from census.options import Options, PathLike, default_label, resolve_input, with_options
+from census.options import (
+    Options,
+    PathLike,
+    default_label,
+    parse_labels,
+    resolve_input,
+    with_options,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -107,15 +114,16 @@ def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census
 def diff(
     a: Census | PathLike,
     b: Census | PathLike,
-    labels: tuple[str, str] | None = None,
+    labels: tuple[str, str] | str | None = None,
     options: Options | None = None,
     *,
     progress: Progress | None = None,
     **selection: Any,
 ) -> CensusDiff:
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
-    the SELECTION keywords, as in `summarize`). Labels default to the file or folder names."""
-
+    the SELECTION keywords, as in `summarize`). Labels: a pair or `"eager,compiled"` (as
+    --labels takes them), by default the file or folder names."""
+    labels = parse_labels(labels, "labels")
     options = with_options(options, selection)
     from census.sides import read_sides
 
@@ -199,8 +207,8 @@ def census_view(
 ) -> SummaryView:
     """A Census with its tail steps, its limiter and its first line; `label` (the page's title)
     defaults to its export's name."""
-    from census.compare.limiter import find_limiter, summary_lead
     from census.compare.tails import tail_steps
+    from census.limiter import find_limiter, summary_lead
     from census.render.views import SummaryView
 
     label = label or default_label(Path(census.source.path))
@@ -348,7 +356,8 @@ def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experimen
     from census.compare.stats import analyze
     from census.sources.experiment import not_a_record, read_experiment
 
-    record = read_experiment(Path(folder))
+    folder = resolve_input(folder)  # a path; anything else is a UsageError
+    record = read_experiment(folder)
     try:
         stats = decided(analyze(list(record.arms)), list(record.arms), record.sequential)
     except (ValueError, TypeError, AttributeError) as exc:
@@ -356,7 +365,7 @@ def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experimen
     d = None
     if record.captured:
         options = Options(scheduler=scheduler)
-        a, b = (summarize_with(Path(folder) / side, options) for side in ("a", "b"))
+        a, b = (summarize_with(folder / side, options) for side in ("a", "b"))
         d = diff_census(a, b, record.labels)
     return Experiment(record.labels, record.commands, record.arms, stats, d,
                       record.capture_note, record.wall_s, None, record.sequential)  # fmt: skip

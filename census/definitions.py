@@ -21,7 +21,7 @@ HOST_AHEAD_RULE = (
     "work; null without steps or when no step launched GPU work"
 )
 
-# What limits a capture's step (census.compare.limiter): from the per-step means of the step
+# What limits a capture's step (census.limiter): from the per-step means of the step
 # windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
 # class of GPU idle time: "sync" (after host syncs), "host (launch)" (inside launch calls),
 # "host (other)" (other host time); "host" when the idle split was not computed.
@@ -57,6 +57,29 @@ LIMITER_IDLE_CLASSES = (
     ("idle_launch_ns", "host (launch)", "inside launch calls"),
     ("idle_other_ns", "host (other)", "in other host work"),
 )
+
+# A p95 (linear interpolation, census.model.percentile) of n values lies between the two largest
+# when n < P95_MIN_VALUES: every format then says so beside it, as pyperf warns of too few values.
+P95_MIN_VALUES = 20
+FEW_VALUES_MARK = "†"
+
+
+def few_values_note(counts: list[int]) -> str:
+    """The note a table's marked p95s take (FEW_VALUES_MARK), of the value counts under
+    P95_MIN_VALUES; "" when none is."""
+    few = sorted({n for n in counts if n < P95_MIN_VALUES})
+    if not few:
+        return ""
+    shown = " or ".join(str(n) for n in few[:3])
+    return (f"{FEW_VALUES_MARK} p95 of {shown} values, fewer than {P95_MIN_VALUES}: it lies "
+            "between the two largest, so read it as the maximum, not a tail estimate")  # fmt: skip
+
+
+def p95_text(p95: str, count: int) -> str:
+    """A formatted p95 as a table shows it: marked (FEW_VALUES_MARK) when it rests on fewer
+    than P95_MIN_VALUES values."""
+    return f"{p95}{FEW_VALUES_MARK}" if count < P95_MIN_VALUES else p95
+
 
 # Steps: NVTX ranges whose text matches this (census.steps() names them `step N`; PyTorch's
 # profiler schedule names them `ProfilerStep#N`).

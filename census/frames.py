@@ -3,19 +3,24 @@
 Columns are the JSON documents' names: integer `*_ns`, `*_bytes` and counts for what was
 measured; `per_step_*` are means over the selected steps (floats, <NA> without steps); a diff's
 frames have `a`, `b`, `delta`, `pct`, with the user's labels in `DataFrame.attrs["labels"]`.
+A capture's frames take a Census or what census.summarize takes, an experiment's an Experiment or
+its folder; anything else is a CensusError (UsageError) naming the frame.
 
     c = census.summarize("eager.sqlite")
-    census.frames.kernels(c).nlargest(10, "time_ns")
+    census.frames.kernels(c).nlargest(10, "time_ns")   # or kernels("eager.sqlite")
     d = census.diff("eager.sqlite", "compiled.sqlite")
     census.frames.kernel_changes(d).query("measure == 'time_ns'").sort_values("delta")
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
+from census.errors import UsageError
 from census.metrics import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model import idle_values
+from census.units import clip
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,6 +28,42 @@ if TYPE_CHECKING:
     from census.compare.diff import CensusDiff
     from census.compare.experiment import Experiment
     from census.model import Census
+    from census.options import PathLike
+
+
+def _census(c: Any, frame: str) -> Census:
+    """A Census as given, or the census of what census.summarize takes (a path, sample:NAME)."""
+    from census.api import summarize
+    from census.model import Census
+
+    return _taken(c, frame, Census, summarize,
+                  "a Census or what census.summarize takes (a path, sample:NAME)")  # fmt: skip
+
+
+def _diff(d: Any, frame: str) -> CensusDiff:
+    from census.compare.diff import CensusDiff
+
+    return _taken(d, frame, CensusDiff, None, "a CensusDiff (census.diff(a, b))")
+
+
+def _experiment(exp: Any, frame: str) -> Experiment:
+    """An Experiment as given, or the `census ab` folder at a path read back."""
+    from census.api import load_experiment
+    from census.compare.experiment import Experiment
+
+    return _taken(exp, frame, Experiment, load_experiment,
+                  "an Experiment or a `census ab` folder (census.load_experiment)")  # fmt: skip
+
+
+def _taken(value: Any, frame: str, kind: type, read: Any, wants: str) -> Any:
+    """`value` if it is a `kind`, else what `read` makes of a path (None: no path is taken);
+    anything else a UsageError: what census.frames.FRAME takes, and what it was given."""
+    if isinstance(value, kind):
+        return value
+    if read is not None and isinstance(value, str | os.PathLike):
+        return read(value)
+    given = f"{type(value).__name__} {clip(repr(value), 40)}"
+    raise UsageError(f"census.frames.{frame} takes {wants}, not {given}")
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
@@ -42,8 +83,9 @@ def _mean(c: Census, total: int) -> float | None:
     return total / c.step_count if c.step_count else None
 
 
-def kernels(c: Census) -> pd.DataFrame:
+def kernels(c: Census | PathLike) -> pd.DataFrame:
     """One row per kernel name: name, class, count, time_ns, per_step_count, per_step_time_ns."""
+    c = _census(c, "kernels")
     rows = [
         {"name": k.name, "class": k.cls, "count": k.count, "time_ns": k.time_ns,
          "per_step_count": _mean(c, k.step_count), "per_step_time_ns": _mean(c, k.step_time_ns)}
@@ -53,8 +95,9 @@ def kernels(c: Census) -> pd.DataFrame:
     return _frame(rows, cols)
 
 
-def classes(c: Census) -> pd.DataFrame:
+def classes(c: Census | PathLike) -> pd.DataFrame:
     """One row per kernel class: class, count, time_ns, per_step_count, per_step_time_ns."""
+    c = _census(c, "classes")
     rows = [
         {"class": x.cls, "count": x.count, "time_ns": x.time_ns,
          "per_step_count": _mean(c, x.step_count), "per_step_time_ns": _mean(c, x.step_time_ns)}
@@ -63,9 +106,10 @@ def classes(c: Census) -> pd.DataFrame:
     return _frame(rows, ["class", "count", "time_ns", "per_step_count", "per_step_time_ns"])
 
 
-def memory(c: Census) -> pd.DataFrame:
+def memory(c: Census | PathLike) -> pd.DataFrame:
     """One row per copy kind and memsets: kind, count, bytes, time_ns, per_step_count,
     per_step_bytes."""
+    c = _census(c, "memory")
     rows = [
         {"kind": m.kind, "count": m.count, "bytes": m.bytes, "time_ns": m.time_ns,
          "per_step_count": _mean(c, m.step_count), "per_step_bytes": _mean(c, m.step_bytes)}
@@ -74,11 +118,12 @@ def memory(c: Census) -> pd.DataFrame:
     return _frame(rows, ["kind", "count", "bytes", "time_ns", "per_step_count", "per_step_bytes"])
 
 
-def steps(c: Census) -> pd.DataFrame:
+def steps(c: Census | PathLike) -> pd.DataFrame:
     """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
     gpu_busy_ns, gpu_idle_ns, gpu_span_ns, host_lead_ns, gpu_start_ns (<NA> for a step without
     GPU work), the idle split (sync_count ... idle_other_ns), nccl_overlap_ns;
     `attrs["definitions"]` holds each key's rule."""
+    c = _census(c, "steps")
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
@@ -95,12 +140,13 @@ def steps(c: Census) -> pd.DataFrame:
     return frame
 
 
-def phases(c: Census) -> pd.DataFrame:
+def phases(c: Census | PathLike) -> pd.DataFrame:
     """One row per (step, phase) the step holds, the `(outside phases)` remainder included:
     step (its position among the selected steps), step_name, phase, then the phase keys
     (the census keys, duration_ns, gpu_busy_ns, the idle split). Summed over a step's rows, every
     key but non_nccl_union_ns gives the step's own value; the mean over steps of a phase's
     rows, a phase absent from a step counting 0, is `per_phase`."""
+    c = _census(c, "phases")
     rows = [
         {"step": i, "step_name": s.name, "phase": ph.name, **ph.as_dict()}
         for i, s in enumerate(c.steps)
@@ -109,17 +155,19 @@ def phases(c: Census) -> pd.DataFrame:
     return _frame(rows, ["step", "step_name", "phase", *PHASE_KEYS])
 
 
-def idle_by_range(c: Census) -> pd.DataFrame:
+def idle_by_range(c: Census | PathLike) -> pd.DataFrame:
     """One row per host NVTX range holding GPU idle time, by time: range, idle_ns_per_step,
     share (of the steps' GPU idle time); the summary JSON's `idle_by_range`. Empty without the
     idle split (--no-idle) or without steps."""
+    c = _census(c, "idle_by_range")
     return _frame(c.idle_ranges() or [], ["range", "idle_ns_per_step", "share"])
 
 
-def arms(exp: Experiment) -> pd.DataFrame:
+def arms(exp: Experiment | PathLike) -> pd.DataFrame:
     """One row per measured step of every arm of a `census ab` experiment, in run order: arm
     (its index, the discarded warm arm 0), side (a or b), label, discarded, step (its position
     in the arm), step_time_ns, clock (gpu: CUDA events; host: the host's clock), recompiles."""
+    exp = _experiment(exp, "arms")
     rows = [
         {"arm": a.index, "side": a.side, "label": exp.labels[a.side == "b"],
          "discarded": a.discarded, "step": i, "step_time_ns": t, "clock": a.clock,
@@ -134,11 +182,12 @@ def arms(exp: Experiment) -> pd.DataFrame:
     return frame
 
 
-def arm_phases(exp: Experiment) -> pd.DataFrame:
+def arm_phases(exp: Experiment | PathLike) -> pd.DataFrame:
     """One row per (measured step, census.phase) of every arm of a `census ab` experiment, in
     run order: arm, side, label, discarded, step (its position in the arm), phase, time_ns (on
     the arm's clock, 0 in a step the phase did not run in). Empty when no arm recorded phases
     (an experiment from before they were kept)."""
+    exp = _experiment(exp, "arm_phases")
     rows = [
         {"arm": a.index, "side": a.side, "label": exp.labels[a.side == "b"],
          "discarded": a.discarded, "step": i, "phase": name, "time_ns": t}
@@ -154,6 +203,7 @@ def arm_phases(exp: Experiment) -> pd.DataFrame:
 def metrics(d: CensusDiff) -> pd.DataFrame:
     """One row per census key and step-timing key: metric, a, b, delta, pct (per-step means
     when both sides have steps, see `attrs["basis"]`)."""
+    d = _diff(d, "metrics")
     rows = [{"metric": k, **v.as_dict()} for k, v in d.metrics.items()]
     return _labelled(_frame(rows, ["metric", "a", "b", "delta", "pct"]), d)
 
@@ -161,6 +211,7 @@ def metrics(d: CensusDiff) -> pd.DataFrame:
 def kernel_changes(d: CensusDiff) -> pd.DataFrame:
     """Two rows per kernel name of either side (measure `count` and `time_ns`): name, class,
     bucket (added, removed, increased, decreased, unchanged), measure, a, b, delta, pct."""
+    d = _diff(d, "kernel_changes")
     rows = [
         {"name": k.name, "class": k.cls, "bucket": k.bucket, "measure": measure,
          **getattr(k, measure).as_dict()}

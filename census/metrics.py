@@ -151,6 +151,15 @@ METRICS: tuple[Metric, ...] = (
 # keys measure the step's *window*, its NVTX range, whatever work falls into it.
 LAUNCHED_TITLE = "Work launched in the step (GPU time not clipped to the step)"
 WINDOW_TITLE = "Step window (the step's NVTX range; GPU time clipped to it)"
+# Without step ranges (on either side of a diff) the census keys are the whole capture's totals:
+# no table then calls them the step's.
+WHOLE_CAPTURE_TITLE = "The whole capture (no step ranges: every kernel, launch and copy in it)"
+
+
+def launched_title(per_step: bool) -> str:
+    """The census keys' title: the work launched in the step, or the whole capture's."""
+    return LAUNCHED_TITLE if per_step else WHOLE_CAPTURE_TITLE
+
 # The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
 # host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
 # gpu_start_ns, a timestamp.

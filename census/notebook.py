@@ -1,5 +1,8 @@
-"""Short forms of a Census and a CensusDiff for notebooks: a one-line `repr` (at most REPR_CHARS
-characters, whatever the capture's size) and a small HTML card (`_repr_html_`).
+"""Short forms of a Census, a CensusDiff and an Experiment for notebooks: a one-line `repr` (at
+most REPR_CHARS characters, whatever the capture's size) and a small HTML card (`_repr_html_`).
+Each leads with what the CLI says first: a capture's limiter (and that the host ran ahead of the
+GPU, its step then timed by the GPU span), a diff's verdict sentence (census.compare.headline,
+given by the diff), an experiment's verdict on its arms.
 
 A leaf beside the model: it reads the objects' fields and formats them with census.units, so the
 model and the diff can answer `repr()` without importing a later stage. The card keeps the step
@@ -11,34 +14,62 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from census.metrics import LABELS, LAUNCHED_TITLE, METRIC_KEYS, WINDOW_TITLE
-from census.units import clip, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
+from census.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
+from census.metrics import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
+from census.paths import shown_path
+from census.units import (
+    clip,
+    first_clause,
+    fmt_count,
+    fmt_metric,
+    fmt_ns,
+    fmt_pct,
+    keep_units,
+    one_line,
+)
 
 REPR_CHARS = 300
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
 
 
 def census_repr(census: Any) -> str:
-    """`<Census 'eager.sqlite': 20 steps, 247 kernels/step, step 11.70 ms, GPU busy 4.94 ms>`."""
+    """`<Census 'sample:eager': 20 steps, 251 kernels/step, GPU span 15.35 ms (the host ran ahead
+    by ~3 steps); GPU-bound: GPU busy 97% of the step>`; a capture whose host kept pace shows
+    its step and GPU busy time instead of the span."""
     timing = census.per_step_timing()
     if timing is None:
         body = f"no steps, {fmt_count(census.totals.kernel_count)} kernels"
     else:
         per_step = census.per_step() or {}
+        if census.host_ran_ahead():
+            n = steps_ahead(census)
+            time = (f"GPU span {fmt_ns(timing['gpu_span_ns'])} (the host ran ahead by ~{n} "
+                    f"step{'s' if n > 1 else ''})")  # fmt: skip
+        else:
+            time = (
+                f"step {fmt_ns(timing['step_time_ns'])}, GPU busy {fmt_ns(timing['gpu_busy_ns'])}"
+            )
+        limiter = find_limiter(census)
+        bound = f"; {limiter_sentence(limiter)}" if limiter else ""
         body = (f"{census.step_count} steps, {fmt_count(per_step['kernel_count'])} kernels/step, "
-                f"step {fmt_ns(timing['step_time_ns'])}, GPU busy "
-                f"{fmt_ns(timing['gpu_busy_ns'])}")  # fmt: skip
+                f"{time}{bound}")  # fmt: skip
     warned = f", {len(census.warnings)} warnings" if census.warnings else ""
-    return _bounded("Census", census.source.path, f"{body}{warned}")
+    return _bounded("Census", shown_path(census.source.path), f"{body}{warned}")
 
 
-def diff_repr(d: Any) -> str:
-    """`<CensusDiff 'eager -> compiled': step -2.55 ms (-21.8%), kernels/step -22>`."""
-    step, kernels = d.metrics["step_time_ns"], d.metrics["kernel_count"]
-    body = (f"step {fmt_ns(step.delta, signed=True)} ({fmt_pct(step.pct)}), "
-            f"kernels{'/step' if d.per_step else ''} {fmt_count(kernels.delta, signed=True)}")  # fmt: skip
-    if d.within_noise:
-        body += ", step within noise"
+def diff_repr(d: Any, verdict: str | None) -> str:
+    """`<CensusDiff 'eager -> compiled': compiled is faster than eager on the GPU: GPU span -1.76
+    ms/step (-11.5%) (beyond the ±166.9 µs spread of one capture each), kernels/step -22>`: the
+    verdict sentence up to its first `;` (`verdict`: the diff's headline); without one (a side
+    with no steps), the step-time change."""
+    kernels = d.metrics["kernel_count"]
+    if verdict:
+        body = first_clause(one_line(verdict))
+    else:
+        step = d.metrics["step_time_ns"]
+        body = f"step {fmt_ns(step.delta, signed=True)} ({fmt_pct(step.pct)})"
+        body += ", step within noise" if d.within_noise else ""
+    body += f", kernels{'/step' if d.per_step else ''} {fmt_count(kernels.delta, signed=True)}"
     if d.comparability.problems:
         n = len(d.comparability.problems)
         body = f"NOT COMPARABLE ({n} problem{'s' if n > 1 else ''}); " + body
@@ -46,34 +77,62 @@ def diff_repr(d: Any) -> str:
     return _bounded("CensusDiff", f"{a} -> {b}", body)
 
 
+def experiment_repr(exp: Any, verdict: str) -> str:
+    """`<Experiment 'eager -> compiled': compiled is faster than eager by 1.75 ms/step (...),
+    over 8 uncaptured arms; captured>`: the arms' verdict, and whether each side was captured."""
+    captured = "captured" if exp.diff is not None else "no captures"
+    a, b = (clip(_safe(label), 40) for label in exp.labels)
+    return _bounded("Experiment", f"{a} -> {b}", f"{one_line(verdict)}; {captured}")
+
+
 def census_html(census: Any) -> str:
-    """Source, steps, then the per-step means (or totals) in two tables."""
+    """What the user named it (`sample:eager`, not the cache's copy), the summary's first line
+    (the host ran ahead; the limiter), then the per-step means (or totals) in two tables."""
     timing = census.per_step_timing()
     means = census.per_step()
-    head = (f"<p><b>{_esc(census.source.path)}</b>: {census.step_count} steps; GPUs "
-            f"{_esc(', '.join(g.name or 'unknown' for g in census.source.gpus) or 'unknown')}"
-            "</p>")  # fmt: skip
+    gpus = ", ".join(g.name or "unknown" for g in census.source.gpus) or "unknown"
+    head = (f"<p><b>{_esc(shown_path(census.source.path))}</b>: {census.step_count} steps; "
+            f"GPUs {_esc(gpus)}</p>")  # fmt: skip
+    lead = summary_lead(census)
     column = "per step (mean)" if means is not None else "total"
     launched = means if means is not None else census.totals.as_dict()
-    parts = [head, *(f"<p>warning: {_esc(w)}</p>" for w in census.warnings[:5])]
+    parts = [head, *([f"<p><b>{_esc(lead)}</b></p>"] if lead else [])]
+    parts += [f"<p>warning: {_esc(w)}</p>" for w in census.warnings[:5]]
     if timing is not None:
         parts.append(_table(WINDOW_TITLE, ["metric", column],
                             [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_KEYS]))  # fmt: skip
-    parts.append(_table(LAUNCHED_TITLE, ["metric", column],
-                        [[LABELS[k], fmt_metric(k, launched[k])] for k in METRIC_KEYS]))  # fmt: skip
+        launched = {**launched, "gpu_span_ns": timing["gpu_span_ns"]}
+    keys = _launched_keys(bool(census.host_ran_ahead()), "gpu_span_ns" in launched)
+    parts.append(_table(launched_title(means is not None), ["metric", column],
+                        [[LABELS[k], fmt_metric(k, launched[k])] for k in keys]))  # fmt: skip
     return "<div>" + "".join(parts) + "</div>"
 
 
-def diff_html(d: Any) -> str:
-    """What makes the sides not comparable first, then the step window and the work launched,
-    each side and the delta."""
+def _launched_keys(ahead: bool, span: bool) -> tuple[str, ...]:
+    """The launched work's rows: its GPU span first when the host ran ahead (the step's time on
+    the GPU's clock), last otherwise; none without steps."""
+    if not span:
+        return METRIC_KEYS
+    return ("gpu_span_ns", *METRIC_KEYS) if ahead else (*METRIC_KEYS, "gpu_span_ns")
+
+
+def diff_html(d: Any, verdict: str | None) -> str:
+    """What makes the sides not comparable first, then the verdict sentence (`verdict`), each
+    side's limiter, then the step window and the work launched, each side and the delta."""
     a, b = d.labels
     parts = [f"<p><b>{_esc(b)}</b> against <b>{_esc(a)}</b></p>"]
     parts += [f"<p><b>not directly comparable:</b> {_esc(p)}</p>" for p in d.comparability.problems]
-    if d.within_noise:
+    if verdict:
+        parts.append(f"<p><b>{_esc(verdict)}</b></p>")
+    elif d.within_noise:
         parts.append(f"<p>step time: within noise (±{_esc(fmt_ns(d.noise_ns))})</p>")
+    for label, side in ((a, d.a), (b, d.b)):
+        limiter = find_limiter(side)
+        if limiter:
+            parts.append(f"<p>{_esc(label)}: {_esc(limiter_sentence(limiter))}</p>")
     header = ["metric", a, b, "delta", "delta %"]
-    for title, keys in ((WINDOW_TITLE, WINDOW_KEYS), (LAUNCHED_TITLE, METRIC_KEYS)):
+    launched = _launched_keys(d.clock == "gpu", True)
+    for title, keys in ((WINDOW_TITLE, WINDOW_KEYS), (launched_title(d.per_step), launched)):
         rows = [_delta_row(k, d.metrics[k]) for k in keys if k in d.metrics]
         if rows:
             parts.append(_table(title, header, rows))
@@ -106,4 +165,5 @@ def _safe(text: str) -> str:
 
 
 def _esc(text: str) -> str:
-    return html.escape(_safe(str(text)))
+    """Text for the card: control characters as escapes, a number and its unit on one line."""
+    return html.escape(keep_units(_safe(str(text))))

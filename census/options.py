@@ -4,12 +4,14 @@ path) and the Options saying how steps and phases are selected, which are also t
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from census.definitions import DEFAULT_PHASES_REGEX, DEFAULT_STEPS_REGEX
 from census.errors import UsageError
+from census.units import clip
 
 PathLike = str | Path
 
@@ -39,7 +41,13 @@ class Options:
 
 
 def resolve_input(name: PathLike) -> Path:
-    """`sample:eager` names a bundled capture; anything else is a path."""
+    """`sample:eager` names a bundled capture; anything else is a path (a path-like object: any
+    other value is a UsageError, as a notebook may pass)."""
+    if not isinstance(name, str | os.PathLike):
+        raise UsageError(
+            f"{type(name).__name__} {clip(repr(name), 60)}: give a path (an export, a report, a "
+            "capture folder) or sample:NAME"
+        )
     text = str(name)
     if text.startswith("sample:"):
         from census.sources.samples import sample_path
@@ -55,6 +63,22 @@ def default_label(path: Path) -> str:
         return path.name
     stem = path.name.split(".")[0]
     return path.parent.name if stem == "capture" and path.parent.name else stem
+
+
+def parse_labels(labels: Any, name: str = "--labels") -> tuple[str, str] | None:
+    """Two labels: `eager,compiled` (as --labels takes them) or a pair of texts; None stays None.
+    `name`: what the user gave them as, in the error."""
+    if labels is None:
+        return None
+    parts: list = []
+    if isinstance(labels, str):
+        parts = [p.strip() for p in labels.split(",")]
+    elif isinstance(labels, tuple | list):
+        parts = list(labels)
+    if len(parts) != 2 or not all(isinstance(p, str) and p.strip() for p in parts):
+        pair = "" if name.startswith("-") else ", or a pair such as ('eager', 'compiled')"
+        raise UsageError(f"{name} {labels!r}: give two labels separated by a comma{pair}")
+    return parts[0], parts[1]
 
 
 # The keywords summarize and diff take for the fields of Options.

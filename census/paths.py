@@ -41,6 +41,21 @@ def cache_dir() -> Path:
     return Path(base) / "census"
 
 
+SAMPLES_FOLDER = "samples"  # in the cache: the bundled captures, unpacked (sources.samples)
+
+
+def shown_path(path: str) -> str:
+    """A path as a person named it: a bundled capture unpacked in a cache
+    (`SAMPLES_FOLDER/SIZE-MTIME/NAME/capture.sqlite`, sources.samples) as `sample:NAME`, any
+    other path as it is. By its shape, not under today's cache_dir(): a census read from one
+    cache is shown the same after $CENSUS_CACHE_DIR changed."""
+    parts = Path(path).parts
+    sample = len(parts) >= 4 and parts[-4] == SAMPLES_FOLDER and parts[-1] == "capture.sqlite"
+    if sample and re.fullmatch(r"[0-9]+-[0-9]+", parts[-3]):
+        return f"sample:{parts[-2]}"
+    return path
+
+
 @functools.lru_cache(maxsize=1)
 def _host() -> str:
     return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]

@@ -297,7 +297,11 @@ def span_oracle(
 def _idle_oracle(step, owned, gpu, api, sync, add) -> None:
     """Classify every elementary stretch of the step's idle time by the definitions."""
     s0, e0, p = step
-    launches = [(s, e) for (q, _), (s, e, n) in api.items() if q == p and n in LAUNCH]
+    # Only what overlaps the step can be busy, covering or starting inside it (every test below
+    # asks about instants in [s0, e0]): the same answers, without the capture's other steps.
+    gpu = [(s, e) for s, e in gpu if s < e0 and e > s0]
+    launches = [(s, e) for (q, _), (s, e, n) in api.items()
+                if q == p and n in LAUNCH and s < e0 and e > s0]  # fmt: skip
     ends = [e for (q, _), (s, e, n) in api.items() if q == p and n in sync and s0 <= e < e0]
     cuts = sorted({s0, e0, *(x for iv in (*gpu, *launches) for x in iv), *ends}
                   | {a for a, _, _ in owned})  # fmt: skip

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from census.api import load_experiment
 from census.cli import app
+from tests.helpers.cli import started
 
 HELPER = Path(__file__).parent / "helpers" / "sleep_train.py"
 FAKE_NSYS = Path(__file__).parent / "helpers" / "fake_nsys.py"
@@ -149,7 +150,7 @@ def test_ctrl_c_during_a_capture_leaves_no_folder(tmp_path: Path) -> None:
            "PYTHONUNBUFFERED": "1"}  # fmt: skip
     command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path), "--arms", "4",
                "--a", cmd("--steps", "3"), "--b", cmd("--steps", "3")]  # fmt: skip
-    with subprocess.Popen(
+    with started(
         command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     ) as proc:
         assert proc.stderr is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -65,10 +66,20 @@ def stop_of(medians: list[int], max_arms: int, min_effect_ns: float) -> tuple[in
     raise AssertionError("the rule never stopped")
 
 
-def test_a_real_slowdown_stops_at_the_look_that_settles_it(tmp_path: Path) -> None:
-    # B's forward 0.6 ms longer; arms spread by offsets of sd 0.8 ms: settled at the third look
-    r = run_auto(tmp_path, 4.0, 4.6, 0.8, "--max-arms", "32")
+@pytest.fixture(scope="module")
+def slowdown(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """B's forward 0.6 ms longer; arms spread by offsets of sd 0.8 ms: settled at the third look
+    (24 arms). Run once for the tests that read it: (the command's result, its folder)."""
+    folder = tmp_path_factory.mktemp("slowdown")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CENSUS_CACHE_DIR", str(folder / "cache"))
+        r = run_auto(folder, 4.0, 4.6, 0.8, "--max-arms", "32")
     assert r.exit_code == 0, r.output
+    return r, folder / "exp"
+
+
+def test_a_real_slowdown_stops_at_the_look_that_settles_it(slowdown: tuple) -> None:
+    r = slowdown[0]
     doc = json.loads(r.stdout)
     medians = expected_medians(4.0, 4.6, 0.8, 32)
     ran = len(doc["arms"]) - 1
@@ -160,10 +171,8 @@ def test_a_budget_ends_the_experiment_at_a_look(tmp_path: Path) -> None:
                                     "budget_stop": True}  # fmt: skip
 
 
-def test_every_format_says_where_it_stopped(tmp_path: Path) -> None:
-    r = run_auto(tmp_path, 4.0, 4.6, 0.8, "--max-arms", "32")
-    assert r.exit_code == 0, r.output
-    view = experiment_view(load_experiment(tmp_path / "exp"))
+def test_every_format_says_where_it_stopped(slowdown: tuple) -> None:
+    view = experiment_view(load_experiment(slowdown[1]))
     stop = view.explanation.sequential
     assert stop is not None and stop.startswith("--arms auto stopped at look 3")
     terminal = render(view, "terminal", width=400)
@@ -198,9 +207,10 @@ def test_arguments_are_refused_before_any_arm(
     assert message in r.stderr and not counter.exists()
 
 
-def test_a_record_whose_arms_do_not_end_at_a_stop_is_refused(tmp_path: Path) -> None:
-    r = run_auto(tmp_path, 4.0, 4.6, 0.8, "--max-arms", "32")
-    assert r.exit_code == 0, r.output
+def test_a_record_whose_arms_do_not_end_at_a_stop_is_refused(
+    tmp_path: Path, slowdown: tuple
+) -> None:
+    shutil.copytree(slowdown[1], tmp_path / "exp")  # its record is cut here, not the shared one
     path = tmp_path / "exp" / "ab.json"
     record = json.loads(path.read_text())
     record["sequential"]["max_arms"] = 48

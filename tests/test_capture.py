@@ -23,6 +23,7 @@ from census.capture import steps as cnvtx
 from census.capture.run import CaptureSpec, nsys_profile_command, run_info
 from census.cli import app
 from census.sources.samples import SAMPLES_DIR
+from tests.helpers.cli import started
 from tests.helpers.files import fixture_file
 
 FAKE = str(Path(__file__).parent / "helpers" / "fake_nsys.py")
@@ -236,31 +237,15 @@ def test_demo_needs_a_mode(tmp_path: Path) -> None:
 def test_ctrl_c_stops_nsys_and_leaves_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "FAKE_NSYS_MODE": "hang", "CENSUS_CACHE_DIR": str(tmp_path / "c")}
     out = tmp_path / "profiles"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "census",
-            "capture",
-            "run",
-            "-o",
-            str(out),
-            "--nsys",
-            FAKE,
-            "--",
-            "sleep",
-            "100",
-        ],
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and not (out.exists() and any(out.iterdir())):
-        time.sleep(0.1)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    command = [sys.executable, "-m", "census", "capture", "run", "-o", str(out), "--nsys", FAKE,
+               "--", "sleep", "100"]  # fmt: skip
+    with started(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (out.exists() and any(out.iterdir())):
+            time.sleep(0.1)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert err.strip().endswith("Error: interrupted")
     assert list(out.iterdir()) == []

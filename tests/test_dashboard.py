@@ -1,16 +1,20 @@
 """Dashboards opened in a real headless Chromium, offline: no console messages, every chart drawn
-as SVG, hostile kernel names shown as text."""
+as SVG, hostile kernel names shown as text, a number never apart from its unit."""
 
 from __future__ import annotations
 
 import html
+import json
+import re
 from pathlib import Path
 
-from census.api import census_view, diff_view, summarize
+from census.api import census_view, diff_view, experiment_view, summarize
 from census.compare.diff import diff_census
+from census.render import render
 from census.render.html import render_diff_html, render_summary_html
 from census.sources.samples import sample_path
 from tests.helpers.browser import check_page, needs_browser
+from tests.helpers.files import DATA
 from tests.nsysdb import Export
 
 HOSTILE = "<img src=x onerror=alert(1)> & \"quotes\" 'single' </script><b>bold</b>"
@@ -86,3 +90,38 @@ def test_chart_axis_names_keep_the_part_where_kernels_differ(tmp_path: Path) -> 
     assert len(set(names)) == 2
     assert all(len(n.split(". ", 1)[1]) <= NAME_CHARS for n in names)
     assert any("3ul" in n for n in names) and any("2ul" in n for n in names)
+
+
+# A number and its unit as census writes them (census.units.fmt_ns, fmt_bytes) with a plain space
+SPLITTABLE = re.compile(r"[0-9] (?:ns|µs|ms|s|B|KiB|MiB|GiB)(?![A-Za-z0-9_])")
+
+
+def _text(page: str) -> str:
+    """What a page shows as text: its markup without scripts, and its kernel table's cells."""
+    shown = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    found = re.search(r'id="kernel-data">(.*?)</script>', page, flags=re.S)
+    cells = json.loads(found[1])["rows"] if found else []
+    return shown + "".join(str(v) for row in cells for k, v in row.items() if k != "name")
+
+
+@needs_browser
+def test_experiment_dashboards_draw_with_no_console_error(tmp_path: Path, ab_demo: Path) -> None:
+    """With its captures' diff, and without (no kernel table: its script found none, and threw
+    in every browser)."""
+    for folder in (ab_demo, DATA / "ab-deepspeed" / "ds"):
+        text = render(experiment_view(folder), "html")
+        page = tmp_path / f"{folder.name}.html"
+        page.write_text(text, "utf-8")
+        specs = json.loads(text.split('id="figures">', 1)[1].split("</script>", 1)[0])
+        dom = check_page(page, figures=len(specs))
+        # its arms' p95s rest on 20 steps each (the demo's) or on 10 (DeepSpeed's), said so
+        assert ("p95 of 10 values, fewer than 20" in dom) == (folder != ab_demo)
+
+
+def test_pages_never_split_a_number_from_its_unit(ab_demo: Path) -> None:
+    pages = [render(experiment_view(ab_demo), "html"),
+             render(diff_view("sample:eager", "sample:compiled"), "html"),
+             render(census_view(summarize(sample_path("eager"))), "html")]  # fmt: skip
+    for page in pages:
+        text = _text(page)
+        assert "\u00a0ms" in text and SPLITTABLE.search(text) is None, SPLITTABLE.search(text)

@@ -16,6 +16,7 @@ from census.load.aggregates import load_profile
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep, unique
 from census.sources.samples import sample_path
 from census.store.codec import from_record, to_record
+from tests.helpers.cli import started
 from tests.helpers.exports import real_exports, unpacked
 from tests.helpers.files import DATA, scratch_folder
 from tests.nsysdb import Export
@@ -278,13 +279,9 @@ def test_ctrl_c_stops_the_workers_at_once(tmp_path: Path) -> None:
     script = tmp_path / "nap.py"
     script.write_text(INTERRUPTED)
     path = sample_path("eager") / "capture.sqlite"
-    with subprocess.Popen(
-        [sys.executable, str(script), str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        cwd=Path(__file__).parent.parent,
-    ) as proc:
+    command = [sys.executable, str(script), str(path)]
+    with started(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                 cwd=Path(__file__).parent.parent) as proc:  # fmt: skip
         assert proc.stdout.readline().strip() == b"started"
         time.sleep(1.0)  # the workers are asleep in their jobs
         os.killpg(proc.pid, signal.SIGINT)

@@ -261,6 +261,24 @@ def test_a_capture_without_steps_has_no_empty_per_step_columns(fixture) -> None:
     assert "│ GPU kernels                │        2 │\n" in out
 
 
+def test_whole_capture_totals_are_never_called_the_step_s(tmp_path: Path) -> None:
+    """Without step ranges the census keys are the whole capture's: every format says so, and
+    the dashboard's kernel table has no per-step column (it was 0 for every kernel)."""
+    e = Export()
+    e.launch("k", 10, 20, 30)
+    path = e.write(tmp_path / "a.sqlite")
+    title = "The whole capture (no step ranges: every kernel, launch and copy in it)"
+    for args in (["summary", str(path)], ["summary", str(path), "--format", "markdown"],
+                 ["diff", str(path), str(path)], ["diff", str(path), str(path), "--format", "markdown"]):  # fmt: skip
+        out = runner.invoke(app, args, env={"COLUMNS": "200"}).stdout
+        assert title in out and "launched in the step" not in out, args
+    page = render_summary_html(census_view(summarize(path), "a"))
+    assert "Kernels: the whole capture (no step ranges, so none per step)" in page
+    columns = json.loads(page.split('id="kernel-data">', 1)[1].split("</script>", 1)[0])["columns"]
+    assert [c["label"] for c in columns] == ["kernel", "class", "count", "time"]
+    assert "launched in the step" not in summarize(path)._repr_html_()
+
+
 def test_both_sides_without_steps_have(tmp_path: Path) -> None:
     e = Export()
     e.launch("k", 10, 20, 30)
@@ -289,17 +307,40 @@ def test_no_step_ranges_names_the_texts_and_a_steps_regex(tmp_path: Path) -> Non
 def test_a_steps_suggestion_needs_numbered_texts() -> None:
     from census.load.steps import _steps_suggestion
 
-    assert _steps_suggestion([("aten::mm", 18088), ("aten::add", 900)]).startswith(
+    def suggest(counts):
+        return _steps_suggestion(counts, lambda pattern: True)
+
+    assert suggest([("aten::mm", 18088), ("aten::add", 900)]).startswith(
         "none looks like a numbered step"
     )
-    assert (
-        _steps_suggestion([("iter_1", 1), ("iter_2", 1), ("fwd", 9)])
-        == "try --steps '^iter_?[0-9]'"
-    )
-    assert _steps_suggestion([("ProfilerStep#3", 1), ("ProfilerStep#4", 1)]) == (
+    assert suggest([("iter_1", 1), ("iter_2", 1), ("fwd", 9)]) == "try --steps '^iter_?[0-9]'"
+    assert suggest([("ProfilerStep#3", 1), ("ProfilerStep#4", 1)]) == (
         "try --steps '^ProfilerStep\\b'"
     )
-    assert _steps_suggestion([("layer 1", 5)]).startswith("none looks")  # one number is no series
+    assert suggest([("layer 1", 5)]).startswith("none looks")  # one number is no series
+
+
+def test_a_steps_suggestion_offers_only_ranges_that_launch_gpu_work(tmp_path: Path) -> None:
+    """A data loader's numbered ranges on a thread of their own (no launch inside) outnumber
+    the loop's: the suggestion skips them (issue #49: 8 steps of 0 kernels, "GPU idle 100%")."""
+    e = Export()
+    for i in range(4):  # the loader, ahead of the loop, in a process of its own
+        e.range(f"batch {i}", i * 100, i * 100 + 90, pid=2)
+    for i in range(2):
+        e.range(f"iteration {i}", 1000 + i * 100, 1000 + i * 100 + 90)
+        e.launch("k", 1000 + i * 100 + 10, 1000 + i * 100 + 20, 1000 + i * 100 + 30)
+    e.launch("outside", 50, 60, 70)  # in a batch's time, but in the loop's process
+    r = runner.invoke(app, ["summary", str(e.write(tmp_path / "x.sqlite")), "--json"])
+    assert "'batch 3' ×1, 'iteration 0' ×1; try --steps '^iteration\\b'" in r.stderr
+    e = Export()
+    for i in range(3):
+        e.range(f"batch {i}", i * 100, i * 100 + 90)
+    e.launch("k", 500, 510, 520)  # after every range
+    r = runner.invoke(app, ["summary", str(e.write(tmp_path / "y.sqlite")), "--json"])
+    assert r.stderr.rstrip().endswith(
+        "the numbered ranges ('batch N') hold no GPU work launches: mark the steps with "
+        "census.steps() or NVTX ranges 'step N', or name them with --steps"
+    ), r.stderr
 
 
 @pytest.mark.fixtures

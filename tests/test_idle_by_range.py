@@ -81,7 +81,7 @@ def test_summary_json_and_limiter_name_the_range(tmp_path: Path) -> None:
     assert "idle_by_range" in doc["definitions"]
     assert doc["limiter"] == "host (other)"
     c = census.summarize(path, use_cache=False)
-    from census.compare.limiter import summary_lead
+    from census.limiter import summary_lead
 
     assert summary_lead(c).endswith(", most inside t3 (27% of the idle)")
 
@@ -90,7 +90,7 @@ def test_no_idle_turns_it_off(tmp_path: Path) -> None:
     c = census.summarize(_nested(tmp_path), use_cache=False, idle=False)
     assert c.idle_by_range is None and c.idle_ranges() is None
     assert all(s.idle is None for s in c.steps)
-    from census.compare.limiter import summary_lead
+    from census.limiter import summary_lead
 
     assert summary_lead(c) == (
         "host-bound: GPU idle 92% of the step (the idle split was off: --no-idle)"

@@ -24,6 +24,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.step_model",
         "census.step_table",
         "census.model",
+        "census.limiter",
         "census.notebook",
     ),
     ("census.capture",),

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 import census
-from census.errors import UsageError
+from census.errors import CensusError, UsageError
 from census.notebook import REPR_CHARS
 from tests.helpers.exports import launch_bound
 
@@ -27,9 +27,17 @@ def test_dir_lists_the_public_api() -> None:
 
 def test_reprs_are_short_and_say_the_headline(pair) -> None:
     a, d = pair
-    assert repr(a).endswith(": 20 steps, 247 kernels/step, step 11.70 ms, GPU busy 4.94 ms>")
+    assert repr(a).endswith(
+        ": 20 steps, 247 kernels/step, step 11.70 ms, GPU busy 4.94 ms; host-bound: GPU idle 58% "
+        "of the step, mostly in other host work (5.56 ms/step)>"
+    )
     assert repr(a).startswith("<Census '")
-    assert repr(d) == "<CensusDiff 'eager -> compiled': step -2.55 ms (-21.8%), kernels/step -22>"
+    assert repr(d) == (
+        "<CensusDiff 'eager -> compiled': compiled is faster than eager: step time -2.55 ms/step "
+        "(-21.8%) = GPU busy -645.5 µs + GPU idle -1.90 ms, kernels/step -22>"
+    )
+    verdict = repr(d).split("': ", 1)[1].rsplit(", kernels/step", 1)[0]
+    assert census.explain(d)[0].startswith(f"{verdict}; mostly")  # the CLI's first sentence
     long_path = "/" + "x" * 5000 + "/capture.sqlite"
     long = dataclasses.replace(a, source=dataclasses.replace(a.source, path=long_path),
                                warnings=("w",) * 3)  # fmt: skip
@@ -50,7 +58,8 @@ def test_html_cards_keep_the_two_kinds_of_numbers_apart(pair) -> None:
         assert len(window) == 1 and len(launched) == 1
         assert "GPU busy in the step window" in window[0] and "union" not in window[0]
         assert "non-NCCL union (unclipped)" in launched[0] and "GPU busy" not in launched[0]
-    assert "<td>step time</td><td>11.70 ms</td><td>9.15 ms</td><td>-2.55 ms</td>" in d._repr_html_()
+    row = "<td>step time</td><td>11.70 ms</td><td>9.15 ms</td><td>-2.55 ms</td>"
+    assert row.replace(" ms", "\u00a0ms") in d._repr_html_()  # a number and its unit kept together
 
 
 def test_html_card_says_what_is_not_comparable_first(pair) -> None:
@@ -62,6 +71,89 @@ def test_html_card_says_what_is_not_comparable_first(pair) -> None:
     assert repr(dataclasses.replace(d, comparability=problems)).startswith(
         "<CensusDiff 'eager -> compiled': NOT COMPARABLE (1 problem)"
     )
+
+
+# The repr and the card lead with what the CLI says first (issue #49, item 4)
+
+
+@pytest.fixture(scope="module")
+def samples():
+    """The bundled H200 pair, whose host ran ahead of the GPU: compared on the GPU spans."""
+    return census.diff("sample:eager", "sample:compiled", labels="eager,compiled")
+
+
+def test_repr_leads_with_the_verdict_on_the_gpu_when_the_host_ran_ahead(samples) -> None:
+    assert repr(samples) == (
+        "<CensusDiff 'eager -> compiled': compiled is faster than eager on the GPU: GPU span "
+        "-1.76 ms/step (-11.5%) (beyond the ±166.9 µs spread of one capture each), kernels/step "
+        "-22>"
+    )
+    assert repr(samples.a) == (
+        "<Census 'sample:eager': 20 steps, 251 kernels/step, GPU span 15.32 ms (the host ran "
+        "ahead by ~3 steps); GPU-bound: GPU busy 97% of the step>"
+    )
+
+
+def test_cards_say_the_verdict_the_limiter_and_the_span_under_the_name_given(samples) -> None:
+    import html
+
+    page = html.unescape(samples._repr_html_()).replace("\u00a0", " ")
+    verdict = census.explain(samples)[0]
+    assert page.index(verdict) < page.index("<table>")
+    assert "<p>eager: GPU-bound: GPU busy 97% of the step</p>" in page
+    assert "<p>compiled: GPU-bound: GPU busy 96% of the step</p>" in page
+    launched = page.split("<caption>Work launched", 1)[1]
+    assert launched.index("GPU span") < launched.index("GPU kernels")  # the step's GPU time first
+    assert "<td>GPU span (first to last GPU op)</td><td>15.32 ms</td><td>13.56 ms</td>" in page
+    card = html.unescape(samples.a._repr_html_()).replace("\u00a0", " ")
+    assert card.startswith("<div><p><b>sample:eager</b>: 20 steps; GPUs NVIDIA H200</p>")
+    assert "<p><b>the host ran ahead of the GPU by ~3 steps: step and phase times below are " in (
+        card
+    )
+    assert ".cache" not in card and ".cache" not in repr(samples.a)
+
+
+def test_an_experiment_shows_itself_in_one_line(ab_demo) -> None:
+    exp = census.load_experiment(ab_demo)
+    text = repr(exp)
+    assert len(text) <= REPR_CHARS
+    assert text == (
+        "<Experiment 'eager -> compiled': no difference between eager and compiled is settled: "
+        "compiled − eager = -1.48 ms/step (95% CI -3.76 ms to +792.1 µs; 3/4 pairs agree) over 8 "
+        "uncaptured arms; about 28 arms would resolve a difference of this size at this spread "
+        "(80% power); captured>"
+    )
+
+
+# API mistakes raise CensusError (issue #49, item 5)
+
+
+def test_labels_are_taken_as_the_cli_takes_them(samples) -> None:
+    assert samples.labels == ("eager", "compiled")
+    for wrong in ("eager", "a,b,c", ("a",), ("a", 2), 5):
+        with pytest.raises(
+            CensusError, match=r"^labels .*: give two labels separated by a comma, "
+        ):
+            census.diff(samples.a, samples.b, labels=wrong)
+
+
+def test_frames_take_a_path_and_refuse_anything_else_with_a_census_error(samples, ab_demo) -> None:
+    assert census.frames.kernels("sample:eager").equals(census.frames.kernels(samples.a))
+    assert len(census.frames.arms(str(ab_demo))) == len(
+        census.frames.arms(census.load_experiment(ab_demo))
+    )
+    with pytest.raises(CensusError, match=r"^census\.frames\.kernels takes a Census or what "):
+        census.frames.kernels(3)
+    with pytest.raises(
+        CensusError, match=r"^census\.frames\.metrics takes a CensusDiff .*not Census"
+    ):
+        census.frames.metrics(samples.a)
+    with pytest.raises(CensusError, match=r"^census\.frames\.arms takes an Experiment or a "):
+        census.frames.arms(samples)
+    for call in (lambda: census.summarize(None), lambda: census.diff(1, "sample:eager"),
+                 lambda: census.load_experiment(5)):  # fmt: skip
+        with pytest.raises(CensusError, match=r": give a path \(an export, a report, a capture "):
+            call()
 
 
 def test_summarize_and_diff_take_options() -> None:

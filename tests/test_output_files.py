@@ -25,7 +25,7 @@ from census.cli import app
 from census.errors import UsageError
 from census.paths import owner_tag
 from tests.helpers.exports import small_export
-from tests.helpers.files import FAKE_NSYS, SLEEP_TRAIN, fixture_file
+from tests.helpers.files import FAKE_NSYS, fixture_file
 
 runner = CliRunner()
 
@@ -34,7 +34,11 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-ARM = f"{shlex.quote(sys.executable)} {shlex.quote(SLEEP_TRAIN)} --ms 1 --steps 3"
+# An arm that records three steps and ends: what census reads of an arm (its step-times record),
+# at a twentieth of a training loop's start-up (these tests are about the folders it goes to)
+RECORD = ("import json, os; open(os.environ['CENSUS_STEP_TIMES'], 'w')"
+          ".write(json.dumps({'clock': 'host', 'step_time_ns': [1000, 1001, 999]}))")  # fmt: skip
+ARM = f"{shlex.quote(sys.executable)} -c {shlex.quote(RECORD)}"
 
 
 def census(*args: object, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess:

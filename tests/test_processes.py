@@ -5,6 +5,7 @@ own standard output (full, closed, a reader that stopped early)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -12,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from census.cli import app
 from census.load.pool import sweep_spill_folders
 from census.paths import owner_tag
 from census.sources.samples import sample_path
-from tests.helpers.cli import census_process
+from tests.helpers.cli import census_process, started
 from tests.helpers.exports import small_export
 from tests.helpers.files import FAKE_NSYS, REPO, SLEEP_TRAIN
 from tests.helpers.reaper import reaped
@@ -199,7 +200,9 @@ time.sleep(300)
 """
 
 
-def start_ab(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
+@contextlib.contextmanager
+def ab_started(tmp_path: Path, mode: str) -> Iterator[tuple[subprocess.Popen, Path]]:
+    """`census ab` of the ARM program in `mode`, running (killed if it still runs at the end)."""
     script, marks, tmp = tmp_path / "arm.py", tmp_path / "marks", tmp_path / "tmp"
     script.write_text(ARM)
     marks.mkdir()
@@ -208,8 +211,8 @@ def start_ab(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
     command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path / "out"),
                "--no-capture", "--arms", "4", "--a", arm, "--b", arm]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(tmp), "CENSUS_NSYS": ""}
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    return proc, marks
+    with started(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        yield proc, marks
 
 
 @pytest.mark.parametrize(
@@ -218,8 +221,7 @@ def start_ab(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
 def test_ctrl_c_twice_or_sigterm_leaves_no_process_of_the_arm(
     tmp_path: Path, signals: tuple[int, ...]
 ) -> None:
-    proc, marks = start_ab(tmp_path, "stubborn")
-    with proc:
+    with ab_started(tmp_path, "stubborn") as (proc, marks):
         assert wait_until(lambda: any(marks.iterdir())), "the arm did not start"
         arm, grandchild = pids_in(marks)
         for signum in signals:  # the second arrives while census stops the arm's group
@@ -241,7 +243,7 @@ def test_sigterm_ends_census_like_ctrl_c(tmp_path: Path) -> None:
     (tmp_path / "tmp").mkdir()
     command = [sys.executable, "-m", "census", "ab", "exp", "-o", str(tmp_path / "out"),
                "--no-capture", "--a", arm, "--b", arm]  # fmt: skip
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
+    with started(command, env=env, stderr=subprocess.PIPE, text=True) as proc:
         assert proc.stderr is not None
         for line in proc.stderr:
             if "warm arm" in line:
@@ -254,8 +256,7 @@ def test_sigterm_ends_census_like_ctrl_c(tmp_path: Path) -> None:
 
 
 def test_an_arm_that_leaves_a_child_holding_its_output_does_not_hang(tmp_path: Path) -> None:
-    proc, marks = start_ab(tmp_path, "leave")
-    with proc:
+    with ab_started(tmp_path, "leave") as (proc, marks):
         assert proc.wait(timeout=60) == 0, proc.stderr.read().decode() if proc.stderr else ""
     pids = pids_in(marks)
     assert len(pids) == 10  # five arms, each with a child
@@ -471,7 +472,7 @@ def test_ctrl_c_twice_during_a_capture_leaves_no_process_of_it(tmp_path: Path, n
     command = [sys.executable, "-m", "census", "capture", "c", "-o", str(tmp_path / "out"),
                "--nsys", fake, "--", *program]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(tmp), "FAKE_NSYS_MODE": "crash"}
-    with subprocess.Popen(command, env=env, stderr=subprocess.PIPE) as proc:
+    with started(command, env=env, stderr=subprocess.PIPE) as proc:
         assert wait_until(lambda: any(marks.iterdir())), "the program did not start"
         pids = pids_in(marks)
         proc.send_signal(signal.SIGINT)

@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from census import census as census_stage
+from census import limiter
 from census.api import Options, diff_view, experiment_view, summarize, summary_view
 from census.cli import app
-from census.compare import experiment, explain, limiter, tails
+from census.compare import experiment, explain, tails
 from census.errors import UsageError
 from census.metrics import LAUNCHED_TITLE, WINDOW_TITLE
 from census.render import FORMATS, render

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 import census
 from census.api import census_view
 from census.cli import app
-from census.compare.limiter import summary_lead
 from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
+from census.limiter import summary_lead
 from census.render.html import render_summary_html
 from census.render.table import render_summary
 from tests.helpers.exports import build_run_ahead, launch_bound
@@ -59,7 +59,8 @@ def table(lines: list[str], title: str) -> list[list[str]]:
 def page_text(page: str) -> list[str]:
     """The page's text, one item per element, from its first line to its kernel table."""
     body = page.split("<body>", 1)[1].split("<h2>Kernels</h2>", 1)[0]
-    return [html.unescape(t) for t in (s.strip() for s in re.split("<[^>]+>", body)) if t]
+    texts = (html.unescape(s).strip() for s in re.split("<[^>]+>", body))
+    return [t.replace("\u00a0", " ") for t in texts if t]  # no-break spaces read as spaces
 
 
 # -- the H200 capture of a host running ahead ---------------------------------------------------
@@ -99,7 +100,8 @@ def test_real_run_ahead_capture_first_line_and_tables(ra_eager: Path) -> None:
     # on the NVTX ranges steps 12-16 were the tail (47 ms against a 5.94 ms median); on the GPU
     # every step takes 44-47 ms: no tail
     assert (
-        "GPU span: median 47.16 ms, p95 47.45 ms, max 47.46 ms; tail above 48.40 ms: 0 of 12 "
+        "GPU span: median 47.16 ms, p95 47.45 ms (of 12 steps, fewer than 20: between the two "
+        "largest), max 47.46 ms; tail above 48.40 ms: 0 of 12 "
         "step(s)"
     ) in lines
     assert not any("(tail)" in ln for ln in lines)
@@ -157,7 +159,8 @@ def test_built_host_ahead_first_line_and_steps(tmp_path: Path) -> None:
     assert work[1:] == [[f"step {k}", "3", "10.00 ms", "15 ns", "10.00 ms", f"+{7 + 6 * k}.00 ms"]
                         for k in range(5)]  # fmt: skip
     assert (
-        "GPU span: median 10.00 ms, p95 10.00 ms, max 10.00 ms; tail above 15.00 ms: 0 of 5 step(s)"
+        "GPU span: median 10.00 ms, p95 10.00 ms (of 5 steps, fewer than 20: between the two "
+        "largest), max 10.00 ms; tail above 15.00 ms: 0 of 5 step(s)"
     ) in lines
 
 
@@ -205,7 +208,8 @@ def test_tails_on_gpu_spans_when_the_host_ran_ahead(tmp_path: Path) -> None:
     lines = summary(path)
     assert lines[0].startswith(AHEAD.format(n="1 step"))  # a 3 ms lead over 4 ms spans
     assert (
-        "GPU span: median 4.00 ms, p95 6.20 ms, max 8.00 ms; tail above 6.00 ms: 1 of 10 step(s) "
+        "GPU span: median 4.00 ms, p95 6.20 ms (of 10 steps, fewer than 20: between the two "
+        "largest), max 8.00 ms; tail above 6.00 ms: 1 of 10 step(s) "
         "(1 without GPU work left out)"
     ) in lines
     assert table(lines, "Tail steps against the median step") == [

@@ -14,9 +14,14 @@ from census.cli.common import (
     STEPS_DEFAULT,
     EquivalenceOpt,
     FailIfOpt,
+    FormatOpt,
+    HtmlOpt,
     IdleOpt,
+    JsonOpt,
+    LabelsOpt,
     PhasesOpt,
     RanksOpt,
+    SampleOpt,
     SchedulerOpt,
     SkipOpt,
     StepsOpt,
@@ -28,7 +33,6 @@ from census.cli.common import (
     handle_errors,
     output_format,
     parse_gates,
-    parse_labels,
     shape,
     show,
     summary_shown,
@@ -37,20 +41,22 @@ from census.cli.common import (
 from census.cli.fast import TOP_DEFAULT
 from census.cli.stdout import piped_json, warn, write_cached
 from census.errors import UsageError
+from census.options import parse_labels
 from census.paths import check_output
 
 if TYPE_CHECKING:
     from census.render.views import ExperimentView
 
 
-def _input(profile: str | None, sample: str | None) -> Path:
-    from census.api import resolve_input
-
-    if sample:
-        return resolve_input(f"sample:{sample}")
+def _named(profile: str | None, sample: str | None) -> str:
+    """What the user named: PROFILE, or `sample:NAME` for --sample NAME (one of them)."""
+    if sample is not None and profile is not None:
+        raise UsageError(f"give either {profile} or --sample {sample}, not both")
+    if sample is not None:
+        return f"sample:{sample}"
     if not profile:
         raise UsageError("name a profile (.sqlite, .nsys-rep or capture folder) or --sample")
-    return Path(profile)
+    return profile
 
 
 def _metric_help() -> str:
@@ -66,19 +72,15 @@ def summary(
     profile: Annotated[
         str | None, typer.Argument(help=".sqlite, .nsys-rep or capture folder")
     ] = None,
-    sample: Annotated[
-        str | None, typer.Option(help="A bundled capture: eager or compiled.")
-    ] = None,
+    sample: SampleOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = True,
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
-    fmt: Annotated[
-        str, typer.Option("--format", help="table, markdown or json (--json: json).")
-    ] = "table",
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = "table",
     top: TopOpt = TOP_DEFAULT,
     fail_if: FailIfOpt = None,
     all_steps: Annotated[
@@ -89,11 +91,12 @@ def summary(
     ] = False,
 ) -> None:
     """The kernel census of one capture."""
-    from census.api import Options, summary_json_text
+    from census.api import Options, resolve_input, summary_json_text
 
     fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
-    path = _input(profile, sample)
+    named = _named(profile, sample)
+    path = resolve_input(named)
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     gates = parse_gates(fail_if)
     if gates:
@@ -105,7 +108,7 @@ def summary(
         return
     from census.render import render
 
-    view = summary_shown(path, options, shown=profile or f"sample:{sample}")
+    view = summary_shown(path, options, shown=named)
     warn(view.census.warnings)
     show(render(view, fmt, top=top, **_summary_options(fmt, all_steps)), fmt)
     if gates:
@@ -127,16 +130,17 @@ def diff(
     b: Annotated[
         str | None, typer.Argument(help="Candidate, as A (none when A is a `census ab` folder)")
     ] = None,
-    labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
+    labels: LabelsOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
     idle: IdleOpt = True,
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
+    as_json: JsonOpt = False,
+    fmt: FormatOpt = "table",
     top: TopOpt = TOP_DEFAULT,
-    html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+    html: HtmlOpt = None,
     fail_if: FailIfOpt = None,
     equivalence: EquivalenceOpt = None,
 ) -> None:
@@ -146,7 +150,7 @@ def diff(
     from census.compare.gates import check_diff
     from census.render import render
 
-    fmt = output_format(fmt)
+    fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
     if html:
         check_output(html, [Path(a), *([Path(b)] if b else [])])
@@ -158,8 +162,7 @@ def diff(
             "--equivalence asks a `census ab` experiment's arms: give its folder alone"
         )
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
-    pa, pb = resolve_input(a), resolve_input(b)
-    names = parse_labels(labels) if labels else None
+    pa, pb, names = resolve_input(a), resolve_input(b), parse_labels(labels)
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
         write_cached(f"diff of {pa.name} and {pb.name}", document)
@@ -196,12 +199,25 @@ def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
 @app.command()
 @handle_errors
 def dashboard(
-    a: Annotated[str, typer.Argument(help="A capture (or the baseline of a diff)")],
-    b: Annotated[str | None, typer.Argument(help="Optional second capture to diff against")] = None,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="HTML file to write.")
+    a: Annotated[
+        str | None,
+        typer.Argument(
+            help="A capture, a `census ab` folder, or the baseline of a diff "
+            "(.sqlite, .nsys-rep, capture folder, or sample:NAME)"
+        ),
     ] = None,
-    labels: Annotated[str | None, typer.Option(help="Two labels for a diff.")] = None,
+    b: Annotated[str | None, typer.Argument(help="Optional second capture to diff against")] = None,
+    sample: SampleOpt = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="HTML file to write (default: reports/LABEL.html; "
+            "a diff's reports/A-vs-B.html, from its labels).",
+        ),
+    ] = None,
+    labels: LabelsOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
@@ -216,8 +232,9 @@ def dashboard(
     from census.sources.experiment import is_experiment
 
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
+    a = _named(a, sample)
     pa, pb = resolve_input(a), resolve_input(b) if b else None
-    names = parse_labels(labels) if labels and pb else None
+    names = parse_labels(labels) if pb else None
     named = names or (default_label(pa), *([default_label(pb)] if pb else []))
     out = output or Path("reports") / f"{'-vs-'.join(named)}.html"
     check_output(out, [pa, *([pb] if pb else [])])  # the default target too, before any work

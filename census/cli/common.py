@@ -40,25 +40,80 @@ METAVARS = {
 
 
 class CommandGroup(typer.core.TyperGroup):
-    """Names every option's value by its meaning in --help (typer shows `<str>` and `<bool>`)."""
+    """The app's commands as a person reads them: every option's value named by its meaning in
+    --help (typer shows `<str>` and `<bool>`), usage lines without typer's braces, descriptions
+    as whole sentences; a mistake on the command line is one line on stderr, as any other error
+    (typer and click draw a box of five)."""
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
-        if command is None or getattr(command, "_metavars_named", False):
-            return command
-        for param in command.params:
-            name_metavar(param)
-        plain_help = command.get_help_option
-
-        def help_option(ctx: Any) -> Any:
-            option = plain_help(ctx)
-            if option is not None:
-                option.metavar = ""
-            return option
-
-        command.get_help_option = help_option
-        command._metavars_named = True
+        if command is not None and not getattr(command, "_metavars_named", False):
+            plain_command(command)
         return command
+
+    def get_params(self, ctx: Any) -> list:
+        params = super().get_params(ctx)  # census's own: --debug, --version, --help
+        for param in params:
+            name_metavar(param)
+        return params
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        import importlib
+
+        click = importlib.import_module(typer.BadParameter.__module__)  # typer's click
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.NoArgsIsHelpError as exc:  # `census` alone: the help, shown
+            raise SystemExit(exc.exit_code) from None
+        except click.ClickException as exc:
+            print(f"Error: {usage_error(exc)}", file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
+        except typer.Abort:
+            print("Error: aborted", file=sys.stderr)
+            raise SystemExit(1) from None
+        raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def usage_error(exc: Any) -> str:
+    """A command line click refused, in one line: its message, then the command's usage."""
+    from census.units import one_line
+
+    message = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if ctx is None:
+        return one_line(message)
+    usage = " ".join(ctx.get_usage().split()).removeprefix("Usage: ")
+    return one_line(f"{message} (usage: {usage}; {ctx.command_path} --help for more)")
+
+
+def plain_command(command: Any) -> None:
+    """Name the command's values (name_metavar), its arguments in its usage line as ARG and
+    [ARG], a command after `--` (capture's) in it too, and its description unwrapped: typer
+    keeps a docstring's line breaks, which then fall mid-sentence in the command list."""
+    for param in command.params:
+        name_metavar(param)
+        if getattr(param, "param_type_name", "") == "argument":
+            name = param.name.upper()
+            shown = name if param.required else f"[{name}]"
+            param.get_usage_pieces = lambda ctx, shown=shown: [shown]
+    if command.context_settings.get("allow_extra_args"):
+        pieces = command.collect_usage_pieces
+        command.collect_usage_pieces = lambda ctx: [*pieces(ctx), "-- COMMAND..."]
+    if command.help:
+        paragraphs = command.help.split("\n\n")
+        command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+    plain_help = command.get_help_option
+
+    def help_option(ctx: Any) -> Any:
+        option = plain_help(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = help_option
+    command._metavars_named = True
 
 
 def name_metavar(param: Any) -> None:
@@ -93,12 +148,25 @@ _state = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _show_version(shown: bool) -> None:
+    if shown:
+        from census import __version__
+
+        print(f"census {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     debug: Annotated[
         bool, typer.Option("--debug", help="Show tracebacks of internal errors.")
     ] = False,
-) -> None:
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Show census's version and exit.", is_eager=True,
+                     callback=_show_version),
+    ] = False,
+) -> None:  # fmt: skip
     _state["debug"] = debug
 
 
@@ -158,6 +226,17 @@ FailIfOpt = Annotated[
         help="A CI gate, KEY OP VALUE ('kernel_count>+0', 'd2d_bytes>+5%', "
         "'forward.launch_api_count>+0'); repeatable; exit 5 when one fails.",
     ),
+]
+
+
+# The options summary, diff, dashboard and ab share: one name, one meaning, one help text
+# (tests/test_cli_options.py holds them to it).
+LabelsOpt = Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table, markdown or json (--json: json).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout (= --format json).")]
+HtmlOpt = Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")]
+SampleOpt = Annotated[
+    str | None, typer.Option(help="A bundled capture, eager or compiled (= sample:NAME).")
 ]
 
 
@@ -255,16 +334,6 @@ def write_report(text: str, target: Path) -> None:
         size = fmt_bytes(len(text.encode("utf-8", "backslashreplace")))
         raise type(resource)(f"{resource} (the report takes {size})") from None
     print(f"wrote {target}", file=sys.stderr)
-
-
-def parse_labels(text: str) -> tuple[str, str]:
-    """`--labels eager,compiled` -> ("eager", "compiled")."""
-    from census.errors import UsageError
-
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise UsageError(f"--labels {text!r}: give two labels separated by a comma")
-    return parts[0], parts[1]
 
 
 def check_count(option: str, value: int | None, least: int = 0) -> None:

@@ -11,6 +11,10 @@ import typer
 
 from census.cli.common import (
     EquivalenceOpt,
+    FormatOpt,
+    HtmlOpt,
+    JsonOpt,
+    LabelsOpt,
     NsysOpt,
     OutputDirOpt,
     app,
@@ -215,7 +219,7 @@ def ab(
     name: Annotated[str, typer.Argument(help="Experiment name: the folder under -o.")],
     a: Annotated[str | None, typer.Option("--a", help="Side A's command (shell-quoted).")] = None,
     b: Annotated[str | None, typer.Option("--b", help="Side B's command (shell-quoted).")] = None,
-    labels: Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")] = None,
+    labels: LabelsOpt = None,
     arms: ArmsOpt = "8",
     max_arms: MaxArmsOpt = None,
     min_effect: MinEffectOpt = None,
@@ -227,17 +231,15 @@ def ab(
     capture: Annotated[
         bool, typer.Option(help="After the arms, capture each side once under nsys.")
     ] = True,
-    fmt: Annotated[str, typer.Option("--format", help="table, markdown or json.")] = "table",
-    as_json: Annotated[
-        bool, typer.Option("--json", help="JSON on stdout (= --format json).")
-    ] = False,
+    fmt: FormatOpt = "table",
+    as_json: JsonOpt = False,
     demo: Annotated[
         str | None, typer.Option(help="The built-in workload: eager,compiled or eager,eager.")
     ] = None,
     output: OutputDirOpt = Path("profiles"),
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace an existing experiment.")] = False,
-    html: Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")] = None,
+    html: HtmlOpt = None,
     equivalence: EquivalenceOpt = None,
     fail_if: ABFailIfOpt = None,
     steps: StepsRefusedOpt = None,
@@ -352,7 +354,7 @@ def _ab_commands(a, b, labels, demo, warmup, active) -> tuple[dict, tuple[str, s
             raise UsageError(f"--a/--b: {exc}") from None
         default = ("A", "B")
     if labels:
-        from census.cli.common import parse_labels
+        from census.options import parse_labels
 
         return commands, parse_labels(labels)
     return commands, default

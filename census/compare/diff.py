@@ -95,14 +95,16 @@ class CensusDiff:
         return "gpu_span_ns" if self.clock == "gpu" else "step_time_ns"
 
     def __repr__(self) -> str:
+        from census.compare.headline import headline
         from census.notebook import diff_repr
 
-        return diff_repr(self)
+        return diff_repr(self, headline(self))
 
     def _repr_html_(self) -> str:
+        from census.compare.headline import headline
         from census.notebook import diff_html
 
-        return diff_html(self)
+        return diff_html(self, headline(self))
 
     @property
     def warnings(self) -> tuple[str, ...]:

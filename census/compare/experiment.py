@@ -31,7 +31,7 @@ from census.units import coverage_name, fmt_ci, fmt_ns, fmt_pct
 BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Experiment:
     labels: tuple[str, str]
     commands: dict[str, list[str]]
@@ -65,6 +65,12 @@ class Experiment:
 
     def label(self, side: str) -> str:
         return self.labels[0 if side == "a" else 1]
+
+    def __repr__(self) -> str:
+        """One line: the arms' verdict (census.notebook.experiment_repr), not every arm."""
+        from census.notebook import experiment_repr
+
+        return experiment_repr(self, verdict_sentence(self.stats, self.labels))
 
 
 def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff, Delta, compared_value
-from census.compare.limiter import find_limiter, limiter_sentence
+from census.compare.headline import IDLE_CAUSES, change_text, headline, idle_cause
 from census.definitions import NON_GAIN_MIN_SHARE
+from census.limiter import find_limiter, limiter_sentence
 from census.metrics import COUNTED_COPIES, MEMCPY_KINDS
 from census.step_table import int_sum
 from census.triton_names import decode_triton
@@ -34,94 +35,10 @@ def explain_diff(d: CensusDiff) -> list[str]:
         said = None if name in hidden else make(d, unit)
         ranked.extend(said if isinstance(said, list) else [said] if said else [])
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (_headline(d, unit), non_gain(d, unit), _uncaptured(d),
+    head = [line for line in (headline(d), non_gain(d, unit), _uncaptured(d),
                               _phases(d)) if line]  # fmt: skip
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
-
-
-def _change(delta: Delta, fmt, unit: str) -> str:
-    return f"{fmt(delta.delta, signed=True)}{unit} ({fmt_pct(delta.pct)})"
-
-
-def _headline(d: CensusDiff, unit: str) -> str | None:
-    if d.clock == "gpu":
-        return _gpu_headline(d, unit)
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
-    if step.delta is None or busy.delta is None or idle.delta is None:
-        return None
-    la, lb = d.labels
-    split = (
-        f"GPU busy {fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}"
-    )
-    noise = d.noise_ns
-    if d.within_noise:
-        sa, sb = d.spread
-        return (
-            f"{lb} and {la} are within noise: step time {_change(step, fmt_ns, unit)} is inside "
-            f"±{fmt_ns(noise)}, the 95% spread of the difference of their step means "
-            f"({sa.steps} and {sb.steps} steps, one capture each; {split}); "  # type: ignore[union-attr]
-            "`census ab` settles it with repeated uncaptured runs"
-        )
-    verdict = "faster" if step.delta < 0 else "slower"
-    # The larger term of Δ step = Δ busy + Δ idle names where the change came from; a change
-    # of the idle time is named by the part of the idle split that moved most.
-    if abs(idle.delta) > abs(busy.delta):
-        share = f"{'fewer' if idle.delta < 0 else 'more'} GPU gaps{_idle_cause(d)}"
-    else:
-        share = "less GPU work" if busy.delta < 0 else "more GPU work"
-    basis = (
-        f"beyond the ±{fmt_ns(noise)} spread of one capture each"
-        if noise is not None
-        else "one capture per side, no spread to judge by"
-    )
-    if "verdict" in d.comparability.hidden:  # nsys distorted the step times: no verdict
-        shorter = "shorter" if step.delta < 0 else "longer"
-        return (
-            f"under nsys only, {lb}'s steps are {shorter} than {la}'s: step time "
-            f"{_change(step, fmt_ns, unit)} = {split}; mostly {share}; not a verdict on speed, "
-            "since nsys distorted the step times (see above): `census ab` decides"
-        )
-    return (
-        f"{lb} is {verdict} than {la}: step time {_change(step, fmt_ns, unit)} = {split}; "
-        f"mostly {share} ({basis}; `census ab` gives a verdict that repeated runs back)"
-    )
-
-
-HOST_AHEAD = "the host ran ahead of the GPU, so the NVTX ranges time its enqueueing"
-
-
-def _gpu_headline(d: CensusDiff, unit: str) -> str | None:
-    """The headline when either side's host ran ahead: the steps as the GPU ran them."""
-    span, step = d.metrics["gpu_span_ns"], d.metrics["step_time_ns"]
-    if span.delta is None:
-        return None
-    la, lb = d.labels
-    host = f"{HOST_AHEAD} (step time {_change(step, fmt_ns, unit)} there)"
-    noise = d.noise_ns
-    if d.within_noise:
-        return (
-            f"on the GPU, {lb} and {la} are within noise: GPU span {_change(span, fmt_ns, unit)} "
-            f"is inside ±{fmt_ns(noise)}, the 95% spread of the difference of their mean spans; "
-            f"{host}; `census ab` settles it with repeated uncaptured runs"
-        )
-    if "verdict" in d.comparability.hidden:
-        shorter = "shorter" if span.delta < 0 else "longer"
-        return (
-            f"under nsys only, {lb}'s steps are {shorter} on the GPU than {la}'s: GPU span "
-            f"{_change(span, fmt_ns, unit)}; {host}; not a verdict on speed, since nsys "
-            "distorted the step times (see above): `census ab` decides"
-        )
-    verdict = "faster" if span.delta < 0 else "slower"
-    basis = (
-        f"beyond the ±{fmt_ns(noise)} spread of one capture each"
-        if noise is not None
-        else "one capture per side, no spread to judge by"
-    )
-    return (
-        f"{lb} is {verdict} than {la} on the GPU: GPU span {_change(span, fmt_ns, unit)} "
-        f"({basis}); {host}; `census ab` gives a verdict that repeated runs back"
-    )
 
 
 def _phases(d: CensusDiff) -> str | None:
@@ -148,23 +65,6 @@ def _phases(d: CensusDiff) -> str | None:
     return text + (f"; {others}" if others else "")
 
 
-IDLE_CAUSES = {
-    "idle_after_sync_ns": "after host syncs",
-    "idle_launch_ns": "while the host launched",
-    "idle_other_ns": "in other host work",
-}
-
-
-def _idle_cause(d: CensusDiff, lead: str = " ") -> str:
-    """` in other host work`: the idle part whose change was largest, after `lead`; "" without
-    the split."""
-    parts = {k: d.metrics[k].delta for k in IDLE_CAUSES if d.metrics[k].delta is not None}
-    if not parts:
-        return ""
-    key = max(parts, key=lambda k: abs(parts[k] or 0))
-    return f"{lead}{IDLE_CAUSES[key]}"
-
-
 def non_gain(
     d: CensusDiff, unit: str, arms: Delta | None = None, unsettled: str = ""
 ) -> str | None:
@@ -188,15 +88,15 @@ def non_gain(
     where = ("uncaptured arms: step time" if arms else
              "without nsys: step time" if uncaptured else "step time")  # fmt: skip
     text = (
-        f"{HOST_BOUND} {lb} removed GPU work (GPU busy {_change(busy, fmt_ns, unit)}, "
+        f"{HOST_BOUND} {lb} removed GPU work (GPU busy {change_text(busy, fmt_ns, unit)}, "
         f"{fmt_count(d.metrics['kernel_count'].delta, signed=True)} kernels{unit}) but its step "
-        f"did not follow ({where} {_change(moved, fmt_ns, unit)}{unsettled})"
+        f"did not follow ({where} {change_text(moved, fmt_ns, unit)}{unsettled})"
     )
     if idle.delta > 0:
         grew = [(n, v.delta) for n, v in d.idle_by_range.items() if (v.delta or 0) > 0][:3]
         ranges = ", ".join(f"{one_line(clip(n, 60))} ({fmt_ns(x, signed=True)}{unit})"
                            for n, x in grew)  # fmt: skip
-        text += f": GPU idle {fmt_ns(idle.delta, signed=True)}{unit}{_idle_cause(d, ', mostly ')}"
+        text += f": GPU idle {fmt_ns(idle.delta, signed=True)}{unit}{idle_cause(d, ', mostly ')}"
         text += f"; the idle grew most inside {ranges}" if ranges else ""
     limiter = find_limiter(d.b)
     return text + (f"; {lb} is {limiter_sentence(limiter, d.b.idle_ranges())}" if limiter else "")
@@ -220,7 +120,7 @@ def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         return None
     key = max(parts, key=lambda k: abs(parts[k] or 0))
     text = (
-        f"GPU idle {_change(idle, fmt_ns, unit)}: mostly {IDLE_CAUSES[key]} "
+        f"GPU idle {change_text(idle, fmt_ns, unit)}: mostly {IDLE_CAUSES[key]} "
         f"{fmt_ns(parts[key], signed=True)}{unit}"
     )
     syncs = d.metrics["sync_count"].delta
@@ -267,7 +167,7 @@ def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     return (
         time.delta or 0.0,
         f"{fmt_count(count.delta, signed=True)} kernels{unit} ({fmt_pct(count.pct)}): {detail}; "
-        f"kernel time {_change(time, fmt_ns, unit)}",
+        f"kernel time {change_text(time, fmt_ns, unit)}",
     )
 
 
@@ -276,7 +176,7 @@ def _union(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     if not u.delta:
         return None
     what = "non-NCCL kernel union of the work launched in the step (unclipped)"
-    return u.delta, f"{what} {_change(u, fmt_ns, unit)}"
+    return u.delta, f"{what} {change_text(u, fmt_ns, unit)}"
 
 
 def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
@@ -293,12 +193,12 @@ def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     calls = d.metrics["launch_api_count"]
     if not calls.delta:  # the same calls, each slower or faster on the host
         return t.delta, (
-            f"launch API time {_change(t, fmt_ns, unit)} with the same "
+            f"launch API time {change_text(t, fmt_ns, unit)} with the same "
             f"{fmt_count(calls.a)} calls{unit}: each launch took longer or shorter on the host"
         )
     return (
         t.delta,
-        f"launch API time {_change(t, fmt_ns, unit)} over "
+        f"launch API time {change_text(t, fmt_ns, unit)} over "
         f"{fmt_count(calls.delta, signed=True)} calls{unit}"
         + (f": {', '.join(parts)}" if parts else ""),
     )
@@ -344,7 +244,7 @@ def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     by_collective = _collective_changes(d)
     return (
         t.delta or 0.0,
-        f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {_change(t, fmt_ns, unit)}"
+        f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {change_text(t, fmt_ns, unit)}"
         + (f" ({by_collective})" if by_collective else "")
         + f"; overlapped with compute {fmt_ns(overlap[0])} -> {fmt_ns(overlap[1])}{unit}",
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def read_steps(
 def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
     """The warning for a capture whose NVTX ranges match no step: its most frequent range
     texts, and a --steps that would select the most frequent leading word (`iteration` of
-    `iteration 0`, `iteration 1`, ...)."""
+    `iteration 0`, `iteration 1`, ...) among those whose ranges hold GPU work launches."""
     text = "COALESCE(n.text, s.value)" if _has_text_ids(conn) else "n.text"
     join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId' if _has_text_ids(conn) else ""
     counts = conn.execute(
@@ -114,16 +115,20 @@ def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
     if not counts:
         return message + " (the capture has no NVTX ranges with text)"
     listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
-    return f"{message}; its most frequent ranges: {listed}; {_steps_suggestion(counts)}"
+    suggestion = _steps_suggestion(counts, lambda pattern: _launches_in(conn, pattern))
+    return f"{message}; its most frequent ranges: {listed}; {suggestion}"
 
 
 NUMBERED_TEXT = re.compile(r"(?P<word>[A-Za-z][A-Za-z_]*?)(?P<sep>[ #_:-]*)[0-9]+", re.ASCII)
+MARK_STEPS = "mark the steps with census.steps() or NVTX ranges 'step N', or name them with --steps"
 
 
-def _steps_suggestion(counts: list[tuple[str, int]]) -> str:
+def _steps_suggestion(counts: list[tuple[str, int]], launching: Callable[[str], bool]) -> str:
     """A --steps for the texts that look like numbered steps (`iteration 0`, `iteration 1`, ...:
-    one word, then a number, at least two different numbers); none for operator ranges
-    (`aten::mm` ×18,088 is not a step)."""
+    one word, then a number, at least two different numbers) and whose ranges hold GPU work
+    launches (`launching(pattern)`: a data loader's `batch 0`, `batch 1` on a thread of its own
+    would give steps of no kernels); none for operator ranges (`aten::mm` ×18,088 is not a
+    step)."""
     numbered: dict[str, set[str]] = {}
     underscored: set[str] = set()
     for text, _ in counts:
@@ -134,11 +139,54 @@ def _steps_suggestion(counts: list[tuple[str, int]]) -> str:
                 underscored.add(m["word"])
     words = {w: len(texts) for w, texts in numbered.items() if len(texts) >= 2}
     if not words:
-        return ("none looks like a numbered step ('step 0', 'step 1', ...): mark the steps with "
-                "census.steps() or NVTX ranges 'step N', or name them with --steps")  # fmt: skip
-    best = max(words, key=lambda w: (words[w], w))
-    pattern = f"^{best}_?[0-9]" if best in underscored else f"^{best}\\b"
-    return f"try --steps '{pattern}'"
+        return f"none looks like a numbered step ('step 0', 'step 1', ...): {MARK_STEPS}"
+    for word in sorted(words, key=lambda w: (words[w], w), reverse=True):
+        pattern = f"^{word}_?[0-9]" if word in underscored else f"^{word}\\b"
+        if launching(pattern):
+            return f"try --steps '{pattern}'"
+    named = ", ".join(f"'{w} N'" for w in sorted(words, key=lambda w: (-words[w], w))[:3])
+    return f"the numbered ranges ({named}) hold no GPU work launches: {MARK_STEPS}"
+
+
+def _launches_in(conn: sqlite3.Connection, pattern: str) -> bool:
+    """Whether a range `pattern` selects holds a CUDA call that issues GPU work (a launch, a
+    memcpy or a memset) in its process, as a step counts the work launched in it: the calls are
+    read once, a batch at a time, and looked up in the ranges' union per process."""
+    import numpy as np
+
+    from census.load.api_names import read_api_names
+
+    schema = sc.read_schema(conn)
+    ranges = [r for r in matching_ranges(conn, schema, pattern, "hint_texts") if _usable(r)]
+    if not ranges or not schema.has(sc.RUNTIME):
+        return False
+    spans = {p: _union(sorted((s, e) for _, s, e, q, _ in ranges if q == p))
+             for p in {r[3] for r in ranges}}  # fmt: skip
+    calls = conn.execute(
+        f"""SELECT globalTid >> 24, start FROM "{sc.RUNTIME}"
+            WHERE {read_api_names(conn, schema).where} AND start IS NOT NULL"""
+    )
+    while batch := calls.fetchmany(65_536):
+        rows = np.array([r for r in batch if r[0] in spans], np.int64).reshape(-1, 2)
+        for proc, (starts, ends) in spans.items():
+            at = rows[rows[:, 0] == proc, 1]
+            i = np.searchsorted(starts, at, side="right") - 1
+            if np.any((i >= 0) & (at <= ends[np.maximum(i, 0)])):
+                return True
+    return False
+
+
+def _union(spans: list[tuple[int, int]]):
+    """Sorted intervals merged where they overlap: (starts, ends) arrays, both increasing."""
+    import numpy as np
+
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return np.array([m[0] for m in merged], np.int64), np.array([m[1] for m in merged], np.int64)
 
 
 def _has_text_ids(conn: sqlite3.Connection) -> bool:

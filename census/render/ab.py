@@ -10,6 +10,7 @@ from rich.table import Table
 
 from census.compare.experiment import Experiment, Explanation
 from census.compare.stats import ABStats, Side
+from census.definitions import few_values_note, p95_text
 from census.model import Arm
 from census.render.fit import print_fit
 from census.render.text import rich_text
@@ -22,8 +23,8 @@ E2E_HEAD = ["side", "median", "p95", "arm median", "steps", "throughput", "peak 
 
 def _side_row(label: str, s: Side, gain: str) -> list[str]:
     recompiles = "" if s.recompiles is None else fmt_count(s.recompiles)
-    return [label, fmt_ns(s.median_ns), fmt_ns(s.p95_ns), fmt_ns(s.median_of_arm_medians_ns),
-            fmt_count(s.steps), gain, fmt_bytes(s.peak_allocated_bytes),
+    return [label, fmt_ns(s.median_ns), p95_text(fmt_ns(s.p95_ns), s.steps),
+            fmt_ns(s.median_of_arm_medians_ns), fmt_count(s.steps), gain, fmt_bytes(s.peak_allocated_bytes),
             fmt_bytes(s.peak_reserved_bytes), recompiles]  # fmt: skip
 
 
@@ -125,12 +126,20 @@ def arm_rows(exp: Experiment) -> list[list[str]]:
         label = exp.labels[0 if arm.side == "a" else 1]
         rows.append([
             str(arm.index), f"{label} (warm, discarded)" if arm.discarded else label,
-            fmt_ns(arm.median_ns), fmt_ns(arm.p95_ns), fmt_count(len(arm.step_time_ns)),
+            fmt_ns(arm.median_ns), p95_text(fmt_ns(arm.p95_ns), len(arm.step_time_ns)),
+            fmt_count(len(arm.step_time_ns)),
             fmt_bytes(arm.peak_allocated_bytes),
             "" if arm.recompiles is None else fmt_count(arm.recompiles), arm.clock,
             *_env_cells(arm, exp.stats.disturbed.get(arm.index)),
         ])  # fmt: skip
     return rows
+
+
+def p95_notes(exp: Experiment) -> tuple[str, str]:
+    """The notes under the end-to-end table and the arms' table for their p95s of fewer than
+    P95_MIN_VALUES steps ("" where none is)."""
+    sides = few_values_note([exp.stats.a.steps, exp.stats.b.steps])
+    return sides, few_values_note([len(a.step_time_ns) for a in exp.arms])
 
 
 def pairs_line(st: ABStats, labels: tuple[str, str]) -> str:
@@ -157,6 +166,12 @@ def render_experiment_table(
     return text
 
 
+def _filled(head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The columns that are not empty in every row (no torch: no memory, no recompilations)."""
+    keep = [i for i in range(len(head)) if i == 0 or any(r[i] for r in rows)]
+    return [head[i] for i in keep], [[r[i] for i in keep] for r in rows]
+
+
 def _table(title: str, head: list[str], rows: list[list[str]], cols=None) -> Table:
     """The columns `cols` (default all) that are not empty in every row (no torch: no memory,
     no recompilations); nothing wraps."""
@@ -180,6 +195,9 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     rows = e2e_rows(exp)
     # two tables on a terminal: the times, then memory and compilation (markdown has one)
     console.print(_table(title, E2E_HEAD, rows, range(6)))
+    sides_note, arms_note = p95_notes(exp)
+    if sides_note:
+        console.print(escape(sides_note))
     if any(r[i] for r in rows for i in (6, 7, 8)):
         console.print(_table("Memory and compilation", E2E_HEAD, rows, (0, 6, 7, 8)))
     console.print(escape(one_line(delta_line(exp))))
@@ -196,7 +214,12 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
         print_fit(console, ranks_title(exp.labels), ranks_head(exp), ranks_rows(exp), left=2)
     for line in parts.ranks:
         console.print(escape(one_line(line)))
-    console.print(_table("Arms in run order", ARM_HEAD, arm_rows(exp)))
+    # split over several tables when wider than the terminal, each led by the arm (# and side)
+    head, rows = _filled(ARM_HEAD, arm_rows(exp))
+    print_fit(console, "Arms in run order", ["arm", *head[2:]],
+              [[f"{r[0]} {r[1]}", *r[2:]] for r in rows])  # fmt: skip
+    if arms_note:
+        console.print(escape(arms_note))
     if exp.diff is None:
         for line in parts.findings:
             console.print(escape(one_line(line)))
@@ -211,7 +234,9 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
            "", one_line(f"**{parts.verdict}**"), ""]  # fmt: skip
     out += [x for line in parts.said_next for x in (one_line(line), "")]
     out += [one_line(f"> warning: {w}") for w in parts.warnings]
-    out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "", one_line(delta_line(exp)), "",
+    sides_note, arms_note = p95_notes(exp)
+    out += ["", markdown_table(E2E_HEAD, e2e_rows(exp)), "",
+            *([sides_note, ""] if sides_note else []), one_line(delta_line(exp)), "",
             one_line(pairs_line(exp.stats, exp.labels)), ""]  # fmt: skip
     if exp.stats.phases:
         out += [one_line(f"#### {phase_title(exp.labels)}"), "",
@@ -225,7 +250,8 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
                 markdown_table(ranks_head(exp), ranks_rows(exp)), ""]  # fmt: skip
     out += [x for line in parts.ranks for x in (one_line(line), "")]
     out += ["<details><summary>Arms in run order</summary>", "",
-            markdown_table(ARM_HEAD, arm_rows(exp)), "", "</details>", ""]  # fmt: skip
+            markdown_table(ARM_HEAD, arm_rows(exp)), "", *([arms_note, ""] if arms_note else []),
+            "</details>", ""]  # fmt: skip
     if view.diff is not None:
         out += [f"### {CAPTURES_TITLE}", "", render_diff_markdown(view.diff, top)]
     else:

@@ -14,7 +14,7 @@ from census.compare.diff import CensusDiff
 from census.metrics import COUNTED_COPIES, LABELS, MEMCPY_KINDS
 from census.model import Census
 from census.render.fit import short_names
-from census.units import fmt_count, fmt_ns, one_line
+from census.units import fmt_count, fmt_ns, keep_units, one_line
 
 TOP_CHART = 20
 NAME_CHARS = 60  # kernel names on a chart axis
@@ -35,7 +35,8 @@ class Chart:
 
 
 def esc(text: Any) -> str:
-    return html.escape(str(text), quote=True)
+    """Text for a page, markup escaped, a number and its unit kept on one line."""
+    return html.escape(keep_units(str(text)), quote=True)
 
 
 def _axis_names(names: list[str]) -> list[str]:

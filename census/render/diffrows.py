@@ -6,9 +6,9 @@ from census.compare.diff import CensusDiff
 from census.metrics import (
     HIDDEN_WHEN_ZERO,
     LABELS,
-    LAUNCHED_TITLE,
     VIEW_DIFF,
     WINDOW_TITLE,
+    launched_title,
     shown_in,
 )
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
@@ -25,7 +25,7 @@ def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
     launched = (*LAUNCHED_KEYS[:1], "host_lead_ns", *LAUNCHED_KEYS[1:]) if d.clock == "gpu" \
         else LAUNCHED_KEYS  # fmt: skip
     groups = [(WINDOW_TITLE, _metric_rows(d, WINDOW_KEYS)),
-              (LAUNCHED_TITLE, _metric_rows(d, launched))]  # fmt: skip
+              (launched_title(d.per_step), _metric_rows(d, launched))]  # fmt: skip
     return [(title, rows) for title, rows in groups if rows]
 
 

@@ -27,7 +27,7 @@ from census.render.diffrows import (
 from census.render.diffrows import idle_range_rows as diff_range_rows
 from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows, phase_keys
 from census.render.views import DiffView, RanksView, SummaryView
-from census.units import fmt_metric, one_line
+from census.units import fmt_metric, keep_units, one_line
 
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
@@ -51,7 +51,9 @@ border-left:4px solid #457b9d}
 
 TABLE_JS = """
 (function(){
-  const data = JSON.parse(document.getElementById('kernel-data').textContent);
+  const holder = document.getElementById('kernel-data');
+  if (!holder) return;  // a page without a kernel table (an experiment without captures)
+  const data = JSON.parse(holder.textContent);
   const table = document.getElementById('kernels');
   const body = table.querySelector('tbody');
   const filter = document.getElementById('filter');
@@ -160,12 +162,13 @@ def page(title: str, subtitle: str, body: str, lead: str = "") -> str:
     )
 
 
-def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str) -> str:
+def _kernel_table(columns: list[dict[str, Any]], rows: list[dict[str, Any]], sort: str,
+                  title: str = "Kernels") -> str:  # fmt: skip
     head = "".join(
         f"<th class='{'l' if c.get('left') else ''}'>{esc(c['label'])}</th>" for c in columns
     )
     return (
-        "<h2>Kernels</h2><input id='filter' placeholder='filter by name or class'> "
+        f"<h2>{esc(title)}</h2><input id='filter' placeholder='filter by name or class'> "
         "<span id='shown' class='sub'></span>"
         f"<table id='kernels'><thead><tr>{head}</tr></thead><tbody></tbody></table>"
         + _json_script("kernel-data", {"columns": columns, "rows": rows, "sort": sort})
@@ -227,7 +230,8 @@ def _summary_cards(census: Census) -> list[tuple[str, str]]:
 
 
 def _summary_kernels(census: Census) -> str:
-    """Every kernel, sortable and filtered in the page, by time first."""
+    """Every kernel, sortable and filtered in the page, by time first; per step too, when the
+    capture has steps (without, the whole capture's alone, and the title says so)."""
     n = census.step_count
     columns = [
         {"key": "name", "label": "kernel", "left": True},
@@ -236,21 +240,22 @@ def _summary_kernels(census: Census) -> str:
         {"key": "time_ns", "label": "time", "fmt": "time"},
         {"key": "per_step_count", "label": "per step count"},
         {"key": "per_step_time_ns", "label": "per step time", "fmt": "per_step_time"},
-    ]
+    ][: 6 if n else 4]
     rows = [
         {
             "name": one_line(k.name),
             "cls": k.cls,
             "count": k.count,
             "time_ns": k.time_ns,
-            "time": fmt_metric("time_ns", k.time_ns),
+            "time": keep_units(fmt_metric("time_ns", k.time_ns)),
             "per_step_count": round(k.step_count / n, 2) if n else 0,
             "per_step_time_ns": k.step_time_ns / n if n else 0,
-            "per_step_time": fmt_metric("time_ns", k.step_time_ns / n) if n else "",
+            "per_step_time": keep_units(fmt_metric("time_ns", k.step_time_ns / n)) if n else "",
         }
         for k in census.kernels
     ]
-    return _kernel_table(columns, rows, "time_ns")
+    title = "Kernels" if n else "Kernels: the whole capture (no step ranges, so none per step)"
+    return _kernel_table(columns, rows, "time_ns", title)
 
 
 def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[str, str]]:
@@ -351,10 +356,10 @@ def _kernel_changes(d: CensusDiff) -> tuple[list[dict[str, Any]], list[dict[str,
             "count_b": round(k.count.b or 0, 2),
             "time_a": k.time_ns.a or 0,
             "time_b": k.time_ns.b or 0,
-            "time_a_text": fmt_metric("t_ns", k.time_ns.a),
-            "time_b_text": fmt_metric("t_ns", k.time_ns.b),
+            "time_a_text": keep_units(fmt_metric("t_ns", k.time_ns.a)),
+            "time_b_text": keep_units(fmt_metric("t_ns", k.time_ns.b)),
             "abs_delta": abs(k.time_ns.delta or 0),
-            "delta_text": fmt_metric("t_ns", k.time_ns.delta, signed=True),
+            "delta_text": keep_units(fmt_metric("t_ns", k.time_ns.delta, signed=True)),
         }
         for k in d.kernels
     ]

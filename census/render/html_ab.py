@@ -12,6 +12,7 @@ from census.render.ab import (
     arm_rows,
     delta_line,
     e2e_rows,
+    p95_notes,
     pairs_line,
     phase_head,
     phase_rows,
@@ -46,13 +47,16 @@ def render_experiment_html(view: ExperimentView) -> str:
         )
     strip.update_layout(height=420)
     figs = [Chart("Step time of every arm, in run order (ms, uncaptured)", strip)]
+    sides_note, arms_note = p95_notes(exp)
     head = (
         "".join(f"<p class='warn'>warning: {esc(w)}</p>" for w in parts.warnings)
         + html_table(E2E_HEAD, e2e_rows(exp))
+        + (f"<p class='sub'>{esc(sides_note)}</p>" if sides_note else "")
         + f"<p>{esc(delta_line(exp))}</p>"
         + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
         + _phases(view)
         + html_table(ARM_HEAD, arm_rows(exp))
+        + (f"<p class='sub'>{esc(arms_note)}</p>" if arms_note else "")
     )
     tail = ""
     if view.diff is not None:

@@ -3,7 +3,7 @@ one capture (or a rank folder), and the metric table docs/definitions.md carries
 
 from __future__ import annotations
 
-from census.metrics import LAUNCHED_TITLE, METRICS, TIMING_METRICS, WINDOW_TITLE
+from census.metrics import METRICS, TIMING_METRICS, WINDOW_TITLE, launched_title
 from census.render import summaryrows as sr
 from census.render.diffrows import (
     IDLE_RANGES_TITLE,
@@ -101,7 +101,7 @@ def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
     if ranges:
         out += [f"#### {sr.IDLE_RANGES_TITLE}", "", markdown_table(*ranges), ""]
     launched = markdown_table(*sr.census_rows(census))
-    out += [f"#### Kernel census: {LAUNCHED_TITLE}", "", launched, ""]
+    out += [f"#### Kernel census: {launched_title(bool(census.steps))}", "", launched, ""]
     if census.per_phase():
         out += ["#### Phases (per step, mean)", "", markdown_table(*sr.phase_rows(census)), ""]
     head, rows = sr.kernel_rows(census, top)

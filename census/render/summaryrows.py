@@ -4,6 +4,7 @@ renderers (as census.render.diffrows is for a diff)."""
 from __future__ import annotations
 
 from census.compare.tails import GPU_SPAN, Tail
+from census.definitions import P95_MIN_VALUES
 from census.metrics import HIDDEN_WHEN_ZERO, LABELS, METRIC_KEYS, VIEW_PHASES, Metric, shown_in
 from census.model import Census
 from census.render.views import RanksView
@@ -90,9 +91,11 @@ def census_rows(census: Census) -> Table:
 def tail_line(tail: Tail, steps: int) -> str:
     """The step-time distribution and how many steps are in its tail, of `steps` selected."""
     left_out = steps - tail.steps  # with the GPU's clock, the steps that launched no GPU work
+    few = (f" (of {tail.steps} steps, fewer than {P95_MIN_VALUES}: between the two largest)"
+           if tail.steps < P95_MIN_VALUES else "")  # fmt: skip
     return (
         f"{'GPU span' if tail.clock == GPU_SPAN else 'step time'}: median "
-        f"{fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}, max {fmt_ns(tail.max_ns)}; tail "
+        f"{fmt_ns(tail.median_ns)}, p95 {fmt_ns(tail.p95_ns)}{few}, max {fmt_ns(tail.max_ns)}; tail "
         f"above {fmt_ns(tail.threshold_ns)}: {len(tail.outliers)} of {tail.steps} step(s)"
         + (f" ({left_out} without GPU work left out)" if left_out else "")
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from census.metrics import LAUNCHED_TITLE, WINDOW_TITLE
+from census.metrics import WINDOW_TITLE, launched_title
 from census.render.fit import print_fit
 from census.render.summaryrows import (
     IDLE_RANGES_TITLE,
@@ -71,7 +71,7 @@ def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool
     ranges = idle_range_rows(census)
     if ranges:
         print_fit(console, IDLE_RANGES_TITLE, *ranges, left=1)
-    print_fit(console, f"Kernel census: {LAUNCHED_TITLE}", *census_rows(census))
+    print_fit(console, f"Kernel census: {launched_title(bool(census.steps))}", *census_rows(census))
     if census.steps:
         _draw_steps(view, console, all_steps)
     if census.per_phase():

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from census.census import Spread
     from census.compare.diff import CensusDiff
     from census.compare.experiment import Experiment, Explanation
-    from census.compare.limiter import Limiter
     from census.compare.tails import Tail
+    from census.limiter import Limiter
     from census.model import Census
 
 
@@ -25,7 +25,7 @@ class SummaryView:
 
     census: Census
     tail: Tail | None  # the tail steps (census.compare.tails); None without steps
-    limiter: Limiter | None  # what limits the step (census.compare.limiter); None without steps
+    limiter: Limiter | None  # what limits the step (census.limiter); None without steps
     lead: str  # the first line in every format: run-ahead, then the limiter ("" without steps)
     label: str  # its name on a page's title
     shown: str | None = None  # what the user named it (else the export's path is shown)

@@ -65,7 +65,7 @@ def export_report(report: Path, progress: Progress | None = None, nsys: str | No
     target = export_target(report)
     if target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns:
         return target
-    exe = find_nsys(nsys)
+    exe = find_nsys(nsys, option=None)  # summary, diff and dashboard take no --nsys
     if progress:
         progress(f"exporting {report.name} to SQLite with nsys")
     target.parent.mkdir(parents=True, exist_ok=True)

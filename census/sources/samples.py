@@ -6,7 +6,7 @@ import lzma
 from pathlib import Path
 
 from census.errors import UsageError
-from census.paths import cache_dir, write_atomic
+from census.paths import SAMPLES_FOLDER, cache_dir, write_atomic
 
 SAMPLES_DIR = Path(__file__).parents[1] / "samples"
 SAMPLE_NAMES = ("eager", "compiled")
@@ -21,7 +21,7 @@ def sample_path(name: str) -> Path:
     if not packed.is_file():
         raise UsageError(f"the bundled sample {packed} is missing from this install")
     stat = packed.stat()
-    folder = cache_dir() / "samples" / f"{stat.st_size}-{stat.st_mtime_ns}" / name
+    folder = cache_dir() / SAMPLES_FOLDER / f"{stat.st_size}-{stat.st_mtime_ns}" / name
     target = folder / "capture.sqlite"
     if not target.is_file():
         info = SAMPLES_DIR / f"{name}.run.json"

@@ -4,15 +4,18 @@ The rule is census.definitions.LIMITER_RULE: from the per-step means of the step
 when the GPU is busy most of the step, else the largest class of the GPU's idle time. When the
 host ran ahead of the GPU (Census.host_ran_ahead), the summary says so first: its step and phase
 times are then the GPU's spans, the NVTX ranges timing only the host's enqueueing.
+
+A leaf beside the model, as census.notebook is: it reads a Census by its fields (`census` below
+is one) and imports nothing of census.model, so that a Census's repr and card can say it.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 from census.definitions import GPU_BOUND_SHARE, LIMITER_IDLE_CLASSES
-from census.model import Census
 from census.units import clip, fmt_ns, one_line
 
 
@@ -24,7 +27,7 @@ class Limiter:
     cause: str | None  # its words: "after host syncs", "inside launch calls", ...
 
 
-def find_limiter(census: Census) -> Limiter | None:
+def find_limiter(census: Any) -> Limiter | None:
     """The limiter of the capture's steps; None without steps (or with steps of zero length)."""
     timing = census.per_step_timing()
     if not timing or timing["step_time_ns"] <= 0:
@@ -63,7 +66,7 @@ def range_clause(ranges: list[dict] | None) -> str:
     )
 
 
-def steps_ahead(census: Census) -> int:
+def steps_ahead(census: Any) -> int:
     """How many steps the host ran ahead of the GPU: the median host lead over the median GPU
     span (both over the steps that launched GPU work), rounded, at least 1."""
     steps = census.steps
@@ -72,7 +75,7 @@ def steps_ahead(census: Census) -> int:
     return max(1, round(lead / span)) if span > 0 else 1
 
 
-def ahead_sentence(census: Census) -> str:
+def ahead_sentence(census: Any) -> str:
     """`the host ran ahead of the GPU by ~6 steps: ...`, for a census whose host ran ahead."""
     n = steps_ahead(census)
     return (
@@ -81,7 +84,7 @@ def ahead_sentence(census: Census) -> str:
     )
 
 
-def summary_lead(census: Census) -> str:
+def summary_lead(census: Any) -> str:
     """The first line of a summary in every format: that the host ran ahead of the GPU, if it
     did, then what limits the step, joined by "; " ("" without steps)."""
     limiter = find_limiter(census)
