@@ -24,6 +24,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.step_table",
         "census.model",
         "census.notebook",
+        "census.nccl_wait",
     ),
     ("census.capture",),
     ("census.sources",),
