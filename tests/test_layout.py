@@ -26,6 +26,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
         "census.model",
         "census.limiter",
         "census.notebook",
+        "census.nccl_wait",
     ),
     ("census.capture",),
     ("census.sources",),
