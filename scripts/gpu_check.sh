@@ -308,8 +308,8 @@ pages() {
 import sys
 from pathlib import Path
 import numpy as np
-from census.load import columns as C
-from census.load.plan import page_plan
+from census.sqlite import columns as C
+from census.sqlite.plan import page_plan
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
 conn = open_readonly(Path(sys.argv[1]))

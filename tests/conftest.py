@@ -52,9 +52,9 @@ def export(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fallbacks(monkeypatch) -> list:
-    """The rowid ranges census.load.columns.read_batches leaves to SQL (the page reader's
+    """The rowid ranges census.sqlite.columns.read_batches leaves to SQL (the page reader's
     tests): recorded, then read with SQL as before."""
-    from census.load import columns
+    from census.sqlite import columns
 
     asked, sql = [], columns._sql_batches
 

@@ -30,6 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ),
     ("census.capture",),
     ("census.sources",),
+    ("census.sqlite",),
     ("census.load",),
     ("census.census",),
     ("census.compare",),
@@ -244,6 +245,21 @@ def test_the_test_import_check_can_fail(tmp_path: Path) -> None:
     )
     assert imported_test_modules(module) == {
         "tests.test_engine", "tests.test_ranks", "tests.test_gpu_span", "tests.test_cli"}  # fmt: skip
+
+
+# census/sqlite/'s one door: its package (read_batches and the ranges it reads) and its notes.
+SQLITE_DOOR = {"census.sqlite", "census.sqlite.notes"}
+
+
+def test_the_sqlite_reader_has_one_door() -> None:
+    """Outside census/sqlite/, nothing imports the file-format reader's modules (btree, pages,
+    plan, columns) but through the package itself: what reads a table asks read_batches."""
+    inside = sorted(
+        f"{m} imports {d}" for m, deps in _graph().items() if not m.startswith("census.sqlite")
+        for d in deps if d.startswith("census.sqlite") and d not in SQLITE_DOOR
+    )  # fmt: skip
+    assert inside == []
+    assert _floor("census.sqlite.pages") < _floor("census.load.kernels")
 
 
 def test_only_the_api_calls_the_store() -> None:

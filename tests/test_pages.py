@@ -1,4 +1,4 @@
-"""The page reader (census/load/pages.py, plan.py) against SQLite's own reading (the SQL path),
+"""The page reader (census/sqlite/pages.py, plan.py) against SQLite's own reading (the SQL path),
 batch for batch, on the shared exports and on built files that reach every case of the format
 it reads or declines."""
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from census.errors import ColumnError, InputError
-from census.load import columns as C
-from census.load.pages import Unreadable, open_table
-from census.load.plan import page_plan
+from census.sqlite import columns as C
+from census.sqlite.pages import Unreadable, open_table
+from census.sqlite.plan import page_plan
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
 from tests.helpers.files import FIXTURES, fixture_file
@@ -218,7 +218,7 @@ def test_a_file_changed_while_it_is_read_is_an_error(tmp_path):
 
 def test_the_page_reader_keeps_the_last_files_tables_only(tmp_path):
     """A process that reads many exports (a Dask worker, a rank folder) holds one file's leaves."""
-    from census.load import plan
+    from census.sqlite import plan
 
     first = build(tmp_path / "a.sqlite", [(i, i, i) for i in range(500)])
     page_plan(first, "t", {"a": "a"}, "")
@@ -252,7 +252,7 @@ def _decode(data: list[int], at: int) -> tuple[int, int]:
 def test_varints_of_every_length_and_of_any_bytes():
     """btree.varints (whole-array bit arithmetic) against a byte-by-byte decoder: the varints
     of values of every bit length 0..64, and any bytes read as varints."""
-    from census.load.btree import varints
+    from census.sqlite.btree import varints
 
     rng = np.random.default_rng(7)
     values = [0, 127, 128, 16383, 16384, (1 << 56) - 1, 1 << 56, (1 << 63), (1 << 64) - 1]

@@ -1,4 +1,4 @@
-"""The page reader (census/load/pages.py, plan.py) against SQLite's own reading on files built to
+"""The page reader (census/sqlite/pages.py, plan.py) against SQLite's own reading on files built to
 break it: every page size, reserved bytes, auto-vacuum, fragmented and vacuumed files, extreme
 rowids, payloads at the overflow threshold, logs beside the file, odd file names, odd schemas,
 odd values and damaged pages. Each read must give SQL's rows (or SQL's error), never a traceback,
@@ -21,10 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
-from census.load import columns as C
-from census.load import pages as P
-from census.load.pages import Unreadable, open_table
-from census.load.plan import page_plan
+from census.sqlite import columns as C
+from census.sqlite import pages as P
+from census.sqlite.pages import Unreadable, open_table
+from census.sqlite.plan import page_plan
 from census.sources.readonly import open_readonly
 from census.sources.readonly import opened_file as database_file
 from tests.nsysdb import Export

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from census.errors import ColumnError, InputError, ran_out
-from census.load import notes
 from census.load.figures import (
     FIGURES,
     UNIONS,
@@ -32,6 +31,7 @@ from census.load.steps import StepRange, read_steps
 from census.sources import schema as sc
 from census.sources.export import Progress
 from census.sources.readonly import describe_sqlite_error, open_readonly, wal_note
+from census.sqlite import notes
 
 if TYPE_CHECKING:
     from census.load.launch_totals import LaunchTotals
@@ -114,7 +114,7 @@ class Profile:
     # range text -> GPU idle ns inside it over the steps (census.load.idle_ranges); None: not
     # computed
     idle_by_range: dict[str, int] | None = None
-    # (table, why) of each table read with SQL, not from the file's pages (census.load.notes)
+    # (table, why) of each table read with SQL, not from the file's pages (census.sqlite.notes)
     read_with_sql: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -308,7 +308,7 @@ def _aggregates(
     """(the steps' aggregates, the segments' or None without phases). With phases the passes
     attributed the work to segments (segment i inside step parents[i]): the steps' figures are
     their segments' sums, and their unions their own, swept under parent_scope keys."""
-    from census.load.columns import read_strings
+    from census.load.api_names import read_strings
     from census.load.kernels import parent_scope
 
     gpu = passes.gpu

@@ -20,11 +20,11 @@ import numpy as np
 
 from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
-from census.load.columns import TIMED, RowidRange, read_batches, rowid_range, with_end
-from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex, unique
+from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex, unique, with_end
 from census.load.launch_totals import LaunchTotals
 from census.load.timeline import TimelineParts
 from census.sources import schema as sc
+from census.sqlite import TIMED, RowidRange, read_batches, rowid_range
 
 RUNTIME_COLUMNS = {**TIMED, "proc": "globalTid >> 24", "corr": "correlationId", "name": "nameId"}
 

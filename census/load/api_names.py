@@ -1,10 +1,13 @@
 """The names of the CUDA API calls census reads (launches, memcpys, memsets, and the
 synchronising calls of the idle split), by StringIds id: which rows the runtime pass reads and
-what each launch name denotes (census.load.api_calls)."""
+what each launch name denotes (census.load.api_calls); and any StringIds values by id
+(read_strings: kernel names)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -114,3 +117,15 @@ def read_api_names(conn: sqlite3.Connection, schema: sc.Schema, syncs: bool = Fa
                               if normalise_api_name(str(v)) in SYNC_APIS)) if syncs else (),
         timeline=syncs,
     )  # fmt: skip
+
+
+def read_strings(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, str]:
+    """StringIds values of the given ids (ids without a value are left out)."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        'SELECT id, value FROM "StringIds" WHERE id IN (SELECT value FROM json_each(?))',
+        (json.dumps(wanted),),
+    )
+    return {int(i): str(v) for i, v in rows if v is not None}

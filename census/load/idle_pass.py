@@ -12,8 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from census.load import notes
-from census.load.columns import rowid_range
 from census.load.figures import IdleColumns, exact
 from census.load.idle import classify_window
 from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ranges
@@ -23,6 +21,7 @@ from census.load.timeline import TimelineParts
 from census.metrics import IDLE_KEYS
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
+from census.sqlite import notes, rowid_range
 
 LABEL = "splitting the GPU idle time"
 
@@ -69,7 +68,7 @@ def _read_threads(path: Path, steps: list) -> tuple[Threads, dict[str, str]]:
 
 
 def early_threads(early: Beside | None) -> Threads | None:
-    """What threads_early read, its notes (census.load.notes) kept here; None where it read
+    """What threads_early read, its notes (census.sqlite.notes) kept here; None where it read
     nothing or failed (then they are read here)."""
     done = early.result() if early is not None else None
     if done is None:

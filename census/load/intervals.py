@@ -13,11 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from census.errors import ColumnError
 from census.load.figures import Spans, Sums, add_rows
+from census.sqlite import INT_NULL
 
-INT_NULL = np.iinfo(np.int64).min
 INT_MAX = np.iinfo(np.int64).max
 NO_STEP = -1
+# Timestamps beyond ±2^61 ns (73 years) are not nsys data; refusing them keeps every
+# difference and sum of differences inside int64.
+TIME_LIMIT = 1 << 61
 _SAFE = 1 << 62
 
 
@@ -311,3 +315,23 @@ def covered_ns(
     """For disjoint pieces [lo, hi) sorted by lo: the length of them inside each window."""
     pieces = Covered(lo, hi)
     return pieces.upto(win_end) - pieces.upto(win_start)
+
+
+def with_end(table: str, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add `end` (INT_NULL where start or end is NULL) to a batch read with TIMED columns."""
+    start, dur = batch["start"], batch["dur"]
+    check_times(table, start=start)
+    known = (start != INT_NULL) & (dur != INT_NULL)
+    if known.any() and np.abs(dur[known]).max() > 2 * TIME_LIMIT:
+        raise ColumnError(f"{table} holds durations beyond ±2^62 ns")
+    batch["end"] = np.where(known, start + np.where(known, dur, 0), INT_NULL)
+    check_times(table, end=batch["end"])
+    return batch
+
+
+def check_times(table: str, **columns: np.ndarray) -> None:
+    """ColumnError where a column holds a time beyond ±TIME_LIMIT (NULLs aside)."""
+    for name, values in columns.items():
+        real = values[values != INT_NULL]
+        if real.size and (real.max() > TIME_LIMIT or real.min() < -TIME_LIMIT):
+            raise ColumnError(f"{table}.{name} holds timestamps beyond ±2^61 ns")

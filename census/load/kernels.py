@@ -18,14 +18,7 @@ import numpy as np
 
 from census.definitions import is_nccl, kernel_name
 from census.load.api_calls import ApiMap
-from census.load.columns import (
-    BATCH_ROWS,
-    TIMED,
-    RowidRange,
-    read_batches,
-    read_strings,
-    with_end,
-)
+from census.load.api_names import read_strings
 from census.load.figures import KERNEL_SUMS, MemoryGroups, Spans, Sums, add_rows
 from census.load.intervals import (
     INT_MAX,
@@ -41,10 +34,12 @@ from census.load.intervals import (
     factorize,
     sweep,
     unique,
+    with_end,
 )
 from census.load.timeline import TimelineParts
 from census.load.unions import Unions
 from census.sources import schema as sc
+from census.sqlite import BATCH_ROWS, TIMED, RowidRange, read_batches
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
 WHOLE = NO_STEP  # the scope of capture-wide unions

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import MEMSET_KIND
-from census.load.columns import TIMED, read_batches, rowid_range, split, with_end
 from census.load.figures import MemoryGroups, Spans, add_rows, exact
-from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows
+from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows, with_end
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.paths import write_arrays
 from census.sources import schema as sc
+from census.sqlite import TIMED, read_batches, rowid_range, split
 
 TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
 

@@ -25,7 +25,6 @@ from census.load.api_calls import (
     read_runtime_part,
 )
 from census.load.api_names import ApiNames, read_api_names
-from census.load.columns import BATCH_ROWS, RowidRange, first_value, rowid_range, split
 from census.load.figures import KERNEL_SUMS, Spans, Sums
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
@@ -37,6 +36,7 @@ from census.load.timeline import TimelineParts, spill_folder, spilling
 from census.load.unions import Unions
 from census.sources import schema as sc
 from census.sources.export import Progress
+from census.sqlite import BATCH_ROWS, RowidRange, first_value, rowid_range, split
 
 PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more than it saves
 

@@ -33,10 +33,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from census.errors import ran_out
-from census.load import notes
 from census.load.workers import Workers, broke
 from census.paths import keep_heap, owner_tag, pid_alive, trim_heap, writing
 from census.sources.export import Progress
+from census.sqlite import notes
 
 MAX_WORKERS = 8
 
@@ -376,7 +376,7 @@ def _unspill(name: str) -> np.ndarray:
 
 
 def _run_job(fn, job):
-    """(fn's result, the notes the job made: census.load.notes)."""
+    """(fn's result, the notes the job made: census.sqlite.notes)."""
     if "failed" in _inherited:
         raise ran_out(_inherited["failed"]) or _inherited["failed"]
     notes.taken()  # the parent's, inherited when it forked: its own

@@ -14,7 +14,6 @@ import sqlite3
 
 import numpy as np
 
-from census.load.columns import RowidRange, read_batches
 from census.load.intervals import INT_NULL, add_into, sweep
 from census.load.kernels import (
     GpuContext,
@@ -28,6 +27,7 @@ from census.load.kernels import (
     reached,
 )
 from census.sources import schema as sc
+from census.sqlite import RowidRange, read_batches
 
 HEAD_BATCH_ROWS = 4096
 

@@ -77,7 +77,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
 
 
 # the file SQLite opened for a connection -> its (device, inode): the page reader
-# (census/load/pages.py) reads that file or none, whatever is renamed over its path later
+# (census/sqlite/pages.py) reads that file or none, whatever is renamed over its path later
 _identities: dict[Path, tuple[int, int]] = {}
 
 

@@ -1,4 +1,4 @@
-"""SQLite's file format, the parts the page reader (census/load/pages.py) needs: which tables it
+"""SQLite's file format, the parts the page reader (census/sqlite/pages.py) needs: which tables it
 reads, their b-tree's leaves, pages read with pread, cells and varints
 (https://www.sqlite.org/fileformat2.html).
 

@@ -1,5 +1,6 @@
 """What reading an export learns on the way, for census to say once: the tables read with SQL
-instead of from the file's pages (census.load.columns), each with why (docs/performance.md).
+instead of from the file's pages (census.sqlite.read_batches), each with why
+(docs/performance.md).
 
 Kept per process: load_profile takes them when it is done (census.load.aggregates); a forked
 worker's come back with each job's result (census.load.pool), a process beside's with its value
@@ -14,6 +15,7 @@ _read_with_sql: dict[str, str] = {}  # table -> why its rows were read with SQL 
 
 
 def read_with_sql(table: str, why: str) -> None:
+    """Note that `table` was read with SQL because of `why` (its first why is kept)."""
     _read_with_sql.setdefault(table, why)
 
 

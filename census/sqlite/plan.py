@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.load.intervals import INT_NULL, unique
-from census.load.pages import Batch, TablePages, Unreadable, open_table
 from census.sources.readonly import opened_file
+from census.sqlite.pages import Batch, TablePages, Unreadable, open_table
 
+INT_NULL = np.iinfo(np.int64).min  # what a NULL reads as, on either path
 _NAME = r'"?([A-Za-z_][A-Za-z0-9_]*)"?'
 Eval = Callable[[Batch], np.ndarray]
 # the tables of the file read last (forked workers inherit what the parent opened); a process
@@ -70,7 +70,7 @@ def page_plan(
         m = re.fullmatch(_NAME + r"\s+IN\s+\(([-0-9,\s]+)\)", cond, re.IGNORECASE)
         if m is None or not all(int(v) in _INT64 for v in m[2].split(",")):
             raise Unreadable(f"a condition the page reader does not evaluate ({cond})")
-        keep = (m[1], unique(np.array([int(v) for v in m[2].split(",")], np.int64)))
+        keep = (m[1], np.array(sorted({int(v) for v in m[2].split(",")}), np.int64))
     pages = _open(conn, table)
     for column in sorted({*raw, *(keep[:1] if keep else ())}):
         if pages.index(column) is None:

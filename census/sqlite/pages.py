@@ -2,7 +2,7 @@
 
 SQLite's own scan renders what it returns as text (`group_concat`) or as one Python object per
 value; both cost more than the scan. Here the table's b-tree is walked once through its interior
-pages (about 0.3% of the file; census/load/btree.py) to find the leaf pages of a rowid range and
+pages (about 0.3% of the file; census/sqlite/btree.py) to find the leaf pages of a rowid range and
 the rowids each can hold; a batch of leaves is read with `pread` and decoded with whole-array
 numpy operations (https://www.sqlite.org/fileformat2.html: cell pointers, varints, record headers
 of serial types, big-endian integers of 1-8 bytes and the constants 0 and 1).
@@ -28,7 +28,8 @@ from functools import cached_property
 import numpy as np
 
 from census.errors import InputError
-from census.load.btree import (
+from census.sources.readonly import opened_file
+from census.sqlite.btree import (
     CHANGE_COUNTER,
     Layout,
     Unreadable,
@@ -38,7 +39,6 @@ from census.load.btree import (
     read_pages,
     varints,
 )
-from census.sources.readonly import opened_file
 
 __all__ = ["Batch", "TablePages", "Unreadable", "open_table"]
 

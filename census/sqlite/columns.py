@@ -1,38 +1,35 @@
-"""SQLite -> numpy: integer columns of one table, read in rowid order, a batch at a time.
+"""A table's integer columns over a rowid range, in batches: read from the file's pages where the
+page reader reads them exactly (census/sqlite/pages.py, plan.py), else with SQL, and each table
+read with SQL noted with why (census.sqlite.notes).
 
-SQLite renders each batch of each column as one comma-separated string (`group_concat`), which
-numpy parses in C: no Python object is made per row. NULL arrives as intervals.INT_NULL. A value
-that is not an integer (a mutated or foreign file) is an error, never a silent zero.
+With SQL, SQLite renders each batch of each column as one comma-separated string
+(`group_concat`), which numpy parses in C: no Python object is made per row. Either way NULL
+arrives as INT_NULL, and a value that is not an integer (a mutated or foreign file) is an error,
+never a silent zero.
 
 A table WITHOUT ROWID has no rowids: its rows are numbered 1, 2, ... in its primary key's order
 (its b-tree's, each column's direction and collation), the order a plain scan of it gives (the
 tests' oracle's), and read with SQL by those numbers (LIMIT and OFFSET; the page reader reads
-rowid tables only). Every table read with SQL instead of from its pages is noted with why
-(census.load.notes), and census says so once.
+rowid tables only).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from census.errors import ColumnError
-from census.load import notes
-from census.load.btree import without_rowid
-from census.load.intervals import INT_NULL
-from census.load.pages import Unreadable
-from census.load.plan import ASKED, page_plan
+from census.sqlite import notes
+from census.sqlite.btree import without_rowid
+from census.sqlite.pages import Unreadable
+from census.sqlite.plan import ASKED, INT_NULL, page_plan
 
 BATCH_ROWS = 100_000  # per column: ~1 MiB of text, 0.8 MiB parsed
 _NULL_SQL = f"({INT_NULL + 1} - 1)"  # the literal -2^63 would parse as a real
-# Timestamps beyond ±2^61 ns (73 years) are not nsys data; refusing them keeps every
-# difference and sum of differences inside int64.
-TIME_LIMIT = 1 << 61
 
 
 @dataclass(frozen=True)
@@ -49,6 +46,7 @@ class RowidRange:
 
 
 def rowid_range(conn: sqlite3.Connection, table: str) -> RowidRange | None:
+    """The range of all of `table`'s rows; None for an empty table."""
     if key_order(conn, table) is not None:
         count = conn.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()[0]
         return RowidRange(0, count) if count else None
@@ -113,9 +111,10 @@ def read_batches(
 ) -> Iterator[tuple[dict[str, np.ndarray], int]]:
     """(columns of one batch, last rowid covered) for the rows of `rows` that match `where`,
     in windows of about `batch_rows` rowids. `columns` maps a name to the SQL expression for it.
-    Read from the file's pages (census/load/pages.py) where the expressions are ones
-    census/load/plan.py evaluates and the table is one the page reader reads exactly, else with
-    SQL; the two give the same batches' rows (tests/test_pages.py)."""
+    Read from the file's pages (census/sqlite/pages.py) where the expressions are ones
+    census/sqlite/plan.py evaluates and the table is one the page reader reads exactly, else with
+    SQL (from the batch the pages could not read on, noted with why: census.sqlite.notes); the
+    two give the same batches' rows (tests/test_pages.py)."""
     try:
         for batch, top in page_plan(conn, table, columns, where).batches(rows, batch_rows):
             yield batch, top
@@ -180,6 +179,7 @@ def _fetch_bytes(conn: sqlite3.Connection, sql: str, args: tuple) -> tuple:
 
 
 def parse_integers(text: bytes, count: int, table: str, name: str) -> np.ndarray:
+    """`count` integers from `text`, SQLite's comma-separated column; ColumnError otherwise."""
     try:
         values = np.fromstring(text, dtype=np.int64, sep=",")
     except ValueError:
@@ -187,34 +187,3 @@ def parse_integers(text: bytes, count: int, table: str, name: str) -> np.ndarray
     if values is None or len(values) != count:
         raise ColumnError(f"{table}.{name} holds values that are not integers")
     return values
-
-
-def with_end(table: str, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Add `end` (INT_NULL where start or end is NULL) to a batch read with TIMED columns."""
-    start, dur = batch["start"], batch["dur"]
-    check_times(table, start=start)
-    known = (start != INT_NULL) & (dur != INT_NULL)
-    if known.any() and np.abs(dur[known]).max() > 2 * TIME_LIMIT:
-        raise ColumnError(f"{table} holds durations beyond ±2^62 ns")
-    batch["end"] = np.where(known, start + np.where(known, dur, 0), INT_NULL)
-    check_times(table, end=batch["end"])
-    return batch
-
-
-def check_times(table: str, **columns: np.ndarray) -> None:
-    for name, values in columns.items():
-        real = values[values != INT_NULL]
-        if real.size and (real.max() > TIME_LIMIT or real.min() < -TIME_LIMIT):
-            raise ColumnError(f"{table}.{name} holds timestamps beyond ±2^61 ns")
-
-
-def read_strings(conn: sqlite3.Connection, ids: Iterable[int]) -> dict[int, str]:
-    """StringIds values of the given ids (ids without a value are left out)."""
-    wanted = sorted(set(ids))
-    if not wanted:
-        return {}
-    rows = conn.execute(
-        'SELECT id, value FROM "StringIds" WHERE id IN (SELECT value FROM json_each(?))',
-        (json.dumps(wanted),),
-    )
-    return {int(i): str(v) for i, v in rows if v is not None}
