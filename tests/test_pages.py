@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from census.errors import ColumnError, InputError
+from census.sources import schema as sc
+from census.sources.readonly import open_readonly
 from census.sqlite import columns as C
 from census.sqlite.pages import Unreadable, open_table
 from census.sqlite.plan import page_plan
-from census.sources import schema as sc
-from census.sources.readonly import open_readonly
 from tests.helpers.files import FIXTURES, fixture_file
 
 KERNEL_COLUMNS = {**C.TIMED, "dev": "deviceId", "proc": "globalPid >> 24",

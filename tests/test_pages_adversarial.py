@@ -21,12 +21,12 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
+from census.sources.readonly import open_readonly
+from census.sources.readonly import opened_file as database_file
 from census.sqlite import columns as C
 from census.sqlite import pages as P
 from census.sqlite.pages import Unreadable, open_table
 from census.sqlite.plan import page_plan
-from census.sources.readonly import open_readonly
-from census.sources.readonly import opened_file as database_file
 from tests.nsysdb import Export
 
 SQL = C._sql_batches  # SQLite's own reading, whatever a test patches

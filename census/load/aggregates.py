@@ -1,8 +1,10 @@
-"""SQLite export -> aggregates: the schema, the NVTX steps, then the passes of census.engine.
+"""SQLite export -> aggregates: the schema, the NVTX steps, then the passes (census.load.passes).
 
-The big tables are read as integer columns (census.columns) and aggregated with numpy; what
-reaches the Census is one row per kernel name and copy kind, and columns of figures with one row
-per step or phase segment (census.load.figures). Inputs are opened read-only and never written.
+The big tables are read as integer columns (census.sqlite.read_batches) and aggregated with
+numpy; what reaches the Census is one row per kernel name and copy kind, and one table of
+columns with one row per step or phase segment: the accumulators' per-key columns
+(census.load.accumulators.key_table, census.load.figures.Figures). Inputs are opened read-only
+and never written.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from census.errors import ColumnError, InputError, ran_out
+from census.load.accumulators import key_table
 from census.load.figures import (
-    FIGURES,
+    LAUNCH_SUMS,
     UNIONS,
     Figures,
     IdleColumns,
@@ -80,7 +83,7 @@ class Aggregates:
     launch: LaunchSums  # the whole capture's
     launch_by_api: dict[str, ApiSums]
     memory: MemoryGroups
-    by_key: Figures  # FIGURES (census.load.figures) per key
+    by_key: Figures  # the accumulators' per-key columns (census.load.accumulators.key_table)
     # the whole capture's unions per device, summed: of non-NCCL, NCCL and all kernels (the
     # last two, like by_key's, only meaningful when any_nccl)
     non_nccl_union_ns: int = 0
@@ -249,11 +252,11 @@ def _profile(conn, path, schema, steps, segments, parents, passes, warnings, pro
     idle = _start_idle(conn, schema, steps, passes, path, progress)
     try:
         agg, seg_agg = _aggregates(conn, schema, passes, len(steps), parents)
-        passes.let_go()  # what the aggregates hold now (at 3x10^7 kernels: ~110 MiB)
+        passes.release()  # what the aggregates hold now (at 3x10^7 kernels: ~110 MiB)
         if schema.has(sc.GRAPH_TRACE):
             count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
             agg.graph_executions = conn.execute(count).fetchone()[0]
-        warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels)
+        warnings += _data_warnings(schema, agg, passes.gpu.bad_kernels.n)
         gpus = sc.read_gpus(conn, schema, passes.gpu.devices)
         profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
                           segments, seg_agg)  # fmt: skip
@@ -319,11 +322,11 @@ def _aggregates(
     # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
     whole, unions = _unions(gpu.unions, keys if parents is None else parent_scope(steps, keys))
     launch, by_api, launched = _launch(passes.launch, keys)
-    kernels, busy = (fit_rows(s.values, keys) for s in (gpu.step_kernels, gpu.busy_ns))
-    columns = (kernels, launched, unions[:keys], busy)
-    agg = Aggregates(groups, names, launch, by_api, gpu.memory or MemoryGroups.empty(),
-                     figures_of(FIGURES, np.concatenate(columns, axis=1), gpu.span),
-                     *whole, any_nccl=passes.any_nccl)  # fmt: skip
+    # the per-key table: every accumulator's columns, one row per key
+    table = key_table([gpu.step_kernels.finish(keys), (LAUNCH_SUMS, launched),
+                       (UNIONS, unions[:keys]), gpu.busy_ns.finish(keys)])  # fmt: skip
+    agg = Aggregates(groups, names, launch, by_api, passes.memory,
+                     figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     if parents is None:
         return agg, None

@@ -14,12 +14,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-# What census.load.aggregates keeps per key: the kernels, launch calls, unions (summed over
-# devices) and GPU busy time of the work launched in it.
-KERNEL_SUMS = ("kernel_count", "kernel_time_ns", "nccl_kernel_count", "nccl_kernel_time_ns")
+# Per-key columns of the accumulators (census.load.accumulators: KernelSums and BusySums name
+# their own): the launch calls and the unions (summed over devices) of the work launched in
+# each key, in the table census.load.aggregates makes (key_table).
 LAUNCH_SUMS = ("launch_api_count", "launch_api_time_ns", "graph_launch_count")
 UNIONS = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
-FIGURES = (*KERNEL_SUMS, *LAUNCH_SUMS, *UNIONS, "gpu_busy_ns")
 
 NO_START, NO_END = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)  # no GPU work
 _ROOM = 1 << 60  # below this in magnitude, sums and differences of a few values fit in int64

@@ -1,8 +1,9 @@
 """GPU activity -> per-name, per-step, union and busy aggregates for one rowid range of kernels.
 
-Kernels arrive in rowid order, a batch at a time. nsys writes them in start order, so every
-batch starts no earlier than the one before it, and the union's running maximum end carries
-from batch to batch (and, in merge.py, from range to range). A range that is not in start
+Kernels arrive in rowid order, a batch at a time, into the range's accumulators (PartResult,
+census.load.accumulators). nsys writes them in start order, so every batch starts no earlier
+than the one before it, and the union's running maximum end carries from batch to batch (and,
+in census.load.range_fold, from range to range). A range that is not in start
 order raises OutOfOrder; the engine then reads the export as one batch. Memcpys and memsets
 count in busy time, fed into the sweep alongside the kernels that start when they do.
 """
@@ -17,23 +18,30 @@ from typing import Protocol
 import numpy as np
 
 from census.definitions import is_nccl, kernel_name
+from census.load.accumulators import (
+    BusySums,
+    Count,
+    Devices,
+    GroupSums,
+    KernelSums,
+    Maxima,
+    Missing,
+    merge_fields,
+)
 from census.load.api_calls import ApiMap
 from census.load.api_names import read_strings
-from census.load.figures import KERNEL_SUMS, MemoryGroups, Spans, Sums, add_rows
+from census.load.figures import Spans, Sums, add_rows
 from census.load.intervals import (
     INT_MAX,
     INT_NULL,
     NO_STEP,
     StepIndex,
     Swept,
-    add_into,
     add_spans,
-    add_sums,
     covered_ns,
     distinct,
     factorize,
     sweep,
-    unique,
     with_end,
 )
 from census.load.timeline import TimelineParts
@@ -116,17 +124,24 @@ class Part:
 
 @dataclass
 class PartResult:
-    groups: dict[tuple, list[int]] = field(default_factory=dict)  # (dn, sn, has_api) -> 4 sums
-    step_kernels: Sums = field(default_factory=lambda: Sums(0, len(KERNEL_SUMS)))
+    """What a rowid range of kernels adds up to: accumulators (census.load.accumulators), so
+    that two ranges' merge field by field (`merge`)."""
+
+    groups: GroupSums = field(default_factory=GroupSums)  # (dn, sn, has_api) -> 4 sums
+    step_kernels: KernelSums = field(default_factory=lambda: KernelSums(0))  # per key
     unions: Unions = field(default_factory=lambda: Unions(0))  # per (scope, class, device)
-    busy_ns: Sums = field(default_factory=lambda: Sums(0, 1))  # per step or segment
-    busy_high: dict[int, int] = field(default_factory=dict)  # per process
-    span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
-    memory: MemoryGroups | None = None  # from the memcpys and memsets (census.load.memory)
-    bad_kernels: int = 0
-    devices: set[int] = field(default_factory=set)
-    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
+    busy_ns: BusySums = field(default_factory=lambda: BusySums(0))  # per key
+    busy_high: Maxima = field(default_factory=Maxima)  # per process
+    span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each key
+    bad_kernels: Count = field(default_factory=Count)  # a missing or negative duration
+    devices: Devices = field(default_factory=Devices)
+    missing: Missing = field(default_factory=Missing)  # GPU rows without a call
     timeline: TimelineParts = field(default_factory=TimelineParts)  # with ctx.timeline
+
+    def merge(self, other: PartResult) -> None:
+        """Add the result of the range after this one (its boundary fixed up before:
+        census.load.range_fold)."""
+        merge_fields(self, other)
 
 
 def kernel_columns(ctx: GpuContext) -> dict[str, str]:
@@ -147,8 +162,8 @@ class PartReader:
         self.conn = conn
         self.ctx = ctx
         n = ctx.steps.size
-        self.res = PartResult(step_kernels=Sums(n, len(KERNEL_SUMS)), busy_ns=Sums(n, 1),
-                              span=Spans(n), unions=Unions(union_scopes(ctx)))  # fmt: skip
+        self.res = PartResult(step_kernels=KernelSums(n), busy_ns=BusySums(n), span=Spans(n),
+                              unions=Unions(union_scopes(ctx)))  # fmt: skip
         self.nccl: dict[tuple[int, int], bool] = {}
         self.latest_start: int | None = None
         self.step_procs = ctx.step_procs
@@ -160,17 +175,16 @@ class PartReader:
         """Aggregate one batch. Returns the latest start among its kernels with an extent, and
         what they add to the unions and to busy time, for sweeping."""
         with_end(sc.KERNEL, b)
-        found, step = self.ctx.api.lookup(b["proc"], b["corr"])
-        note_missing(self.res.missing, b["proc"], b["corr"], found)
+        b["found"], b["step"] = found, step = self.ctx.api.lookup(b["proc"], b["corr"])
+        self.res.missing.add(b)
         pairs, pair = factorize(b["dn"], b["sn"])
-        nccl = self._nccl_flags(pairs)[pair]
+        b["nccl"] = nccl = self._nccl_flags(pairs)[pair]
         timed = b["dur"] != INT_NULL  # start and end both known
-        dur = np.where(timed, b["dur"], 0)
-        self.res.bad_kernels += int(np.count_nonzero(~timed | (b["dur"] < 0)))
-        dev = b["dev"]
-        self.res.devices.update(distinct(dev[dev != INT_NULL])[0].tolist())
+        b["time_ns"] = dur = np.where(timed, b["dur"], 0)
+        self.res.bad_kernels.add(int(np.count_nonzero(~timed | (b["dur"] < 0))))
+        self.res.devices.add(b)
         self._add_groups(pairs, pair, found, step, dur)
-        self._add_step_kernels(step, dur, nccl)
+        self.res.step_kernels.add(b)
         add_spans(self.res.span, step, b["start"], b["end"])
         extent = timed & (b["dur"] > 0)
         latest = self._check_order(b["start"][extent], part)
@@ -219,12 +233,7 @@ class PartReader:
             return (None if dn == INT_NULL else dn, None if sn == INT_NULL else sn, bool(c % 2))
 
         used = np.flatnonzero(sums[0]).tolist()
-        add_into(self.res.groups, ((key(c), [s[c] for s in sums]) for c in used))
-
-    def _add_step_kernels(self, step: np.ndarray, dur: np.ndarray, nccl: np.ndarray) -> None:
-        """KERNEL_SUMS per step: count, time, NCCL count, NCCL time."""
-        add_sums(self.res.step_kernels, step, np.ones(len(step), np.int64), dur,
-                 nccl.astype(np.int64), np.where(nccl, dur, 0))  # fmt: skip
+        self.res.groups.add((key(c), [s[c] for s in sums]) for c in used)
 
     def _union_members(self, b, extent, step, nccl) -> list[Members]:
         """Each kernel with an extent joins its class's and (with NCCL about) the all-kernel
@@ -273,7 +282,7 @@ class PartReader:
         swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
         for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
             high[m.key(code)] = top
-        add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
+        add_busy(self.res.busy_ns.sums, self.ctx.steps, swept, m.key)
         if self.ctx.timeline:
             new = swept.end > swept.piece_lo
             pieces = Members(
@@ -331,13 +340,6 @@ def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
     i = np.minimum(np.searchsorted(procs, proc), len(procs) - 1)
     rows = np.flatnonzero(extent & (procs[i] == proc))
     return Members(i[rows], start[rows], end[rows], lambda c: int(procs[c]))
-
-
-def note_missing(missing: dict, proc: np.ndarray, corr: np.ndarray, found: np.ndarray) -> None:
-    """Remember the keys of GPU rows that found no API call."""
-    lost = np.flatnonzero(~found & (proc != INT_NULL) & (corr != INT_NULL))
-    for p in unique(proc[lost]).tolist():
-        missing.setdefault(p, []).append(corr[lost[proc[lost] == p]])
 
 
 def _resolve(conn: sqlite3.Connection, ctx: GpuContext, ids: list[int]) -> dict[int, str]:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import MEMSET_KIND
+from census.load.accumulators import MemoryCells, Missing, Runs, merge_fields
 from census.load.figures import MemoryGroups, Spans, add_rows, exact
 from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows, with_end
-from census.load.kernels import GpuContext, Members, add_timeline, busy_members, note_missing
+from census.load.kernels import GpuContext, Members, add_timeline, busy_members
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.paths import write_arrays
 from census.sources import schema as sc
@@ -30,19 +31,22 @@ TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
 
 @dataclass
 class MemoryResult:
-    # per (kind or MEMSET_KIND, step, has API row): count, bytes, time_ns
-    memory: MemoryGroups = field(default_factory=MemoryGroups.empty)
+    """What a rowid range of memcpys or memsets adds up to: accumulators
+    (census.load.accumulators), merged field by field."""
+
     # per batch: the cells (3 x k: kind, step, has API row) and their sums (3 x k)
-    cells: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
-    missing: dict[int, list[np.ndarray]] = field(default_factory=dict)
-    # (process index, start, end) batches of intervals that count in busy time; merged: one
-    busy: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    cells: MemoryCells = field(default_factory=MemoryCells)
+    missing: Missing = field(default_factory=Missing)
+    # the job's intervals that count in busy time, as one run sorted by start
+    busy: Runs = field(default_factory=Runs)
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
     # zero-length memcpys/memsets (ctx.timeline): the next GPU work after a sync, too
     timeline: TimelineParts = field(default_factory=TimelineParts)
 
 
 def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
+    """(table, copy kind expression, rowid range, batch rows) of each job of the memory pass:
+    up to `parts` ranges of each of the memcpy and memset tables there are."""
     jobs = []
     for table, kind in TABLES:
         whole = rowid_range(conn, table) if table in ctx.tables else None
@@ -55,30 +59,33 @@ def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_row
 def read_memory_part(
     conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
 ) -> MemoryResult:
+    """One job's memcpys or memsets (memory_jobs): per batch its cells, the rows without a
+    call, the GPU spans, and the intervals of processes with steps that count in busy time."""
     table, kind, rows, batch_rows = job
     res = MemoryResult(span=Spans(ctx.steps.size))
+    batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
             "bytes": "bytes", "kind": kind}  # fmt: skip
     last = rows.lo
     procs = ctx.step_procs
     for b, top in read_batches(conn, table, cols, rows, "", batch_rows):
         with_end(table, b)
-        found, step = ctx.api.lookup(b["proc"], b["corr"])
-        note_missing(res.missing, b["proc"], b["corr"], found)
-        res.cells.append(_cells(b, found, step))
+        b["found"], b["step"] = found, step = ctx.api.lookup(b["proc"], b["corr"])
+        res.missing.add(b)
+        res.cells.add(_cells(b, found, step))
         add_spans(res.span, step, b["start"], b["end"])
         extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
         m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
-        res.busy.append((m.code, m.start, m.end))
+        batches.append((m.code, m.start, m.end))
         if ctx.timeline:
             zero = (b["dur"] != INT_NULL) & (b["dur"] == 0)
             add_timeline(res.timeline, ctx.steps,
                          busy_members(procs, b["proc"], b["start"], b["end"], zero))  # fmt: skip
         tick(top - last)
         last = top
-    run = _by_start(res.busy, len(procs))
+    run = _by_start(batches, len(procs))
     folder = spill_folder()
-    res.busy = [run if folder is None else SpilledRun.of(folder, *run)]
+    res.busy.append(run if folder is None else SpilledRun.of(folder, *run))
     return res
 
 
@@ -116,21 +123,21 @@ def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> MemoryGroups:
     return MemoryGroups(kind, step, exact(add_rows(code, len(kind), sums.T)))
 
 
-def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Members]:
-    """One result, and its busy intervals as Members sorted by start."""
-    out = MemoryResult(memory=_reduce([batch for res in results for batch in res.cells]),
-                       span=Spans(ctx.steps.size))  # fmt: skip
+def merge_memory(
+    results: list[MemoryResult], ctx: GpuContext
+) -> tuple[MemoryResult, MemoryGroups, Members | SpilledBusy]:
+    """The jobs' results merged in order into one; its cells summed into MemoryGroups; its
+    busy intervals as Members sorted by start (or the spilled runs, read a window at a
+    time)."""
+    out = MemoryResult(span=Spans(ctx.steps.size))
     for res in results:
-        for p, corrs in res.missing.items():
-            out.missing.setdefault(p, []).extend(corrs)
-        out.span.merge(res.span)
-        out.timeline.merge(res.timeline)
+        merge_fields(out, res)
     procs = ctx.step_procs
-    runs = [run for res in results for run in res.busy]
+    runs = list(out.busy)
     if runs and all(isinstance(run, SpilledRun) for run in runs):
-        return out, SpilledBusy(runs, procs)
+        return out, _reduce(out.cells), SpilledBusy(runs, procs)
     code, start, end = _merged(runs, np.min_scalar_type(len(procs)))
-    return out, Members(code, start, end, lambda c: int(procs[c]))
+    return out, _reduce(out.cells), Members(code, start, end, lambda c: int(procs[c]))
 
 
 @dataclass(frozen=True)

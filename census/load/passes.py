@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from census.definitions import NCCL_SQL_LIKE
+from census.load.accumulators import BusySums, KernelSums, merge_fields
 from census.load.api_calls import (
     ApiMap,
     merge_runtime,
@@ -25,13 +26,13 @@ from census.load.api_calls import (
     read_runtime_part,
 )
 from census.load.api_names import ApiNames, read_api_names
-from census.load.figures import KERNEL_SUMS, Spans, Sums
+from census.load.figures import MemoryGroups, Spans
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
-from census.load.range_fold import fold
+from census.load.range_fold import merge_ranges
 from census.load.timeline import TimelineParts, spill_folder, spilling
 from census.load.unions import Unions
 from census.sources import schema as sc
@@ -43,18 +44,23 @@ PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more 
 
 @dataclass
 class Passes:
+    """What the passes read: the GPU work's accumulators (kernels, and memcpys' and memsets'
+    busy time, spans and rows without a call merged in), the memcpys' and memsets' sums, the
+    launch calls' totals."""
+
     gpu: PartResult
+    memory: MemoryGroups
     launch: LaunchTotals
     any_nccl: bool
     timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
     workers: int = 1  # the processes the passes ran in
     aside: Any = None  # what run_passes' `aside` returned
 
-    def let_go(self) -> None:
+    def release(self) -> None:
         """Drop the per-key sums (of kernels, busy time, unions, spans, launches) once the
         aggregates are made of them; the rest stays."""
-        self.gpu = replace(self.gpu, step_kernels=Sums(0, len(KERNEL_SUMS)), unions=Unions(0),
-                           busy_ns=Sums(0, 1), span=Spans(0))  # fmt: skip
+        self.gpu = replace(self.gpu, step_kernels=KernelSums(0), unions=Unions(0),
+                           busy_ns=BusySums(0), span=Spans(0))  # fmt: skip
         self.launch = LaunchTotals()
 
 
@@ -108,34 +114,36 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
     with set_aside(launch, folder):  # read back once the workers are done
-        gpu = _gpu_passes(runner, ctx, batch_rows)
+        gpu, memory = _gpu_passes(runner, ctx, batch_rows)
         if gpu.missing and schema.has(sc.RUNTIME):
             missing = {p: unique(np.concatenate(c)) for p, c in gpu.missing.items()}
             more = read_other_calls(conn, names, steps, missing)
             if more:  # GPU work issued by calls that are not launches, memcpys or memsets
                 ctx = replace(ctx, api=api.extended(more))
-                gpu = _gpu_passes(runner, ctx, batch_rows)
+                gpu, memory = _gpu_passes(runner, ctx, batch_rows)
     if not timeline:
-        return Passes(gpu, launch, ctx.any_nccl, workers=runner.size, aside=runner.aside())
+        return Passes(gpu, memory, launch, ctx.any_nccl, workers=runner.size,
+                      aside=runner.aside())  # fmt: skip
     gathered = gpu.timeline
     gathered.launch, gathered.sync = calls.launch, calls.sync
-    return Passes(gpu, launch, ctx.any_nccl, gathered, runner.size, runner.aside())
+    return Passes(gpu, memory, launch, ctx.any_nccl, gathered, runner.size, runner.aside())
 
 
-def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
-    """Memcpys and memsets (in any order), then kernels (in start order) with them."""
+# What the memory pass's result adds to the kernel pass's (the rest is its own: MemoryGroups)
+SHARED_WITH_KERNELS = ("timeline", "span", "missing")
+
+
+def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int):
+    """Memcpys and memsets (in any order), then kernels (in start order) with them: (the GPU
+    work's result, the memcpys' and memsets' sums)."""
     jobs = memory_jobs(runner.conn, ctx, runner.jobs, batch_rows)
     total = sum(job[2].rows for job in jobs)
     parts = runner.map(read_memory_part, ctx, jobs, total, "reading memcpys and memsets")
-    memory, busy = merge_memory(parts, ctx)
+    memory, groups, busy = merge_memory(parts, ctx)
     del parts  # merged: not held through the kernel pass (at 3x10^7, ~230 MiB)
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
-    gpu.memory = memory.memory
-    gpu.timeline.merge(memory.timeline)
-    gpu.span.merge(memory.span)
-    for p, corrs in memory.missing.items():
-        gpu.missing.setdefault(p, []).extend(corrs)
-    return gpu
+    merge_fields(gpu, memory, SHARED_WITH_KERNELS)
+    return gpu, groups
 
 
 def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
@@ -178,7 +186,7 @@ def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
         except BaseException:
             started.close()
             raise
-        return fold(conn, ctx, parts, started.result())
+        return merge_ranges(conn, ctx, parts, started.result())
     except OutOfOrder:  # not written in start order (not by nsys): one batch, in memory
         runner.progress("kernels are not in start order: reading them in one batch")
         return read_part(conn, ctx, Part(whole, None, None, max(1, whole.rows if whole else 1)))

@@ -1,6 +1,7 @@
-"""Fold the results of consecutive kernel ranges, read in parallel, into one.
+"""The kernel ranges' results, read in parallel, merged into one in rowid order, each range
+boundary fixed up (census.load.accumulators: the merge of the map-reduce).
 
-Counts and sums add. Unions need one correction at each boundary: range B starts no earlier
+Counts and sums add (PartResult.merge). Unions need one correction at each boundary: range B starts no earlier
 than range A ends its starts, so A's union covers everything from B's first start up to A's
 running maximum end M. Hence U(A ∪ B) = U(A) + U(B) − |U(B) ∩ (−∞, M)|, per partition, and
 only B's first kernels (those starting before M) are read again to measure the overlap.
@@ -14,7 +15,7 @@ import sqlite3
 
 import numpy as np
 
-from census.load.intervals import INT_NULL, add_into, sweep
+from census.load.intervals import sweep
 from census.load.kernels import (
     GpuContext,
     Members,
@@ -32,21 +33,27 @@ from census.sqlite import RowidRange, read_batches
 HEAD_BATCH_ROWS = 4096
 
 
-def fold(conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: list[PartResult]):
-    """One result of the ranges' results, added in order; each range's result is dropped once
-    added (its columns, mapped from the file it came in, are let go one range at a time)."""
+def merge_ranges(
+    conn: sqlite3.Connection, ctx: GpuContext, parts: list[Part], results: list[PartResult]
+) -> PartResult:
+    """One result of the ranges' results, merged in order, each boundary fixed up first; each
+    range's result is dropped once merged (its columns, mapped from the file it came in, are
+    released one range at a time)."""
     total = results[0]
     for i in range(1, len(results)):
         res, results[i] = results[i], None
         _remove_overlap(conn, ctx, total, parts[i], res)
-        _add(total, res)
+        total.merge(res)
     return total
 
 
 def _remove_overlap(
     conn: sqlite3.Connection, ctx: GpuContext, before: PartResult, part: Part, res: PartResult
 ) -> None:
-    reach = max(before.unions.reach(), *before.busy_high.values(), INT_NULL)
+    """Take away from `res` what its range's head adds to the unions and busy time that the
+    ranges before it (`before`) already cover: the boundary fix-up of the Straddling
+    accumulators."""
+    reach = max(before.unions.reach(), before.busy_high.reach())
     if part.after_ns is None or reach <= part.after_ns:
         return  # nothing earlier reaches into this range
     unions, busy = _head(conn, ctx, part, reach)
@@ -55,7 +62,7 @@ def _remove_overlap(
     res.unions.add(*_key_columns(clipped, swept.codes), -swept.added_ns)
     clipped = _clip(busy, lambda codes: reached(before.busy_high, codes, busy.key))
     swept = sweep(clipped.code, clipped.start, clipped.end)
-    add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
+    add_busy(res.busy_ns.sums, ctx.steps, swept, clipped.key, sign=-1)
 
 
 def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
@@ -112,18 +119,3 @@ def _concat(members: list[Members]) -> Members:
     return Members(
         np.concatenate(code_parts), np.concatenate(starts), np.concatenate(ends), decode.__getitem__
     )
-
-
-def _add(total: PartResult, res: PartResult) -> None:
-    add_into(total.groups, res.groups.items())  # (memory: from the memory pass, not here)
-    total.step_kernels.merge(res.step_kernels)
-    total.busy_ns.merge(res.busy_ns)
-    total.unions.merge(res.unions)
-    for key, v in res.busy_high.items():
-        total.busy_high[key] = max(total.busy_high.get(key, v), v)
-    total.span.merge(res.span)
-    total.timeline.merge(res.timeline)
-    total.bad_kernels += res.bad_kernels
-    total.devices |= res.devices
-    for p, corrs in res.missing.items():
-        total.missing.setdefault(p, []).extend(corrs)

@@ -1,0 +1,237 @@
+"""The engine as a declared map-reduce: what every accumulator of a pass does.
+
+A pass maps its workers over consecutive rowid ranges of a table (census.load.pool); each worker
+adds the range's batches into its accumulators (`add`); census's process merges the ranges'
+accumulators in rowid order (`merge`), fixing up at each range boundary what was counted on both
+sides of it (`Straddling`: only unions and busy time have rows whose intervals reach across,
+census.load.range_fold); and the accumulators with per-key figures finish into one table of
+columns (`finish`, `key_table`), one row per key (a step's or phase segment's idx), the table
+census.census makes the step table of.
+
+    accumulator            add                           merge         finish
+    KernelSums             a kernel batch: per key       sums add      kernel_count, ...
+                           count, time, NCCL's
+    BusySums               swept busy pieces (kernels,   sums add      gpu_busy_ns
+                           memcpys, memsets), clipped
+    Unions                 swept kernel members          lengths add   UNIONS columns
+    Spans                  a batch's GPU work per key    min, max      the GPU span per key
+    LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns
+    MemoryCells            a memcpy/memset batch         batches join  MemoryGroups
+    TimelineParts          intervals touching a step     pieces join   the idle split's input
+    GroupSums, Count,      kernel groups, bad rows,      add, union,   themselves
+    Devices, Missing,      devices, rows without a       extend, max
+    Maxima                 call, running maximum ends
+
+A batch is a dict of int64 columns (census.sqlite.read_batches'), with what the pass looked up
+added to it (`step`: the key of its launching call, `found`: whether it has one). A result of
+a range (census.load.kernels.PartResult, census.load.memory.MemoryResult) is a dataclass of
+accumulators, so merging two is `merge_fields`: no field listed by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+from census.load.figures import Sums, fit_rows
+from census.load.intervals import INT_NULL, add_into, add_sums, distinct, unique
+
+Batch = dict[str, np.ndarray]
+Columns = tuple[tuple[str, ...], np.ndarray]  # (names, one row per key)
+B = TypeVar("B", contravariant=True)
+
+
+class Accumulator(Protocol[B]):
+    """What a pass accumulates from its batches: added to a batch at a time, merged with
+    another range's (the later one), and, where it has per-key columns, finished into them."""
+
+    def add(self, batch: B) -> None:
+        """Take in one batch."""
+
+    def merge(self, other: Any) -> None:
+        """Take in another range's accumulator of the same kind, read after this one."""
+
+
+class PerKey(Protocol):
+    """An accumulator whose figures are columns, one row per key."""
+
+    def finish(self, keys: int) -> Columns:
+        """(the columns' names, their values: `keys` rows)."""
+        ...
+
+
+class Straddling(Protocol):
+    """An accumulator whose rows' intervals can reach across a range boundary, so that two
+    ranges' merge counts their overlap twice (unions, busy time): census.load.range_fold reads
+    the next range's head again and takes the overlap away (its boundary fix-up)."""
+
+    def reach(self) -> int:
+        """The latest end any of its intervals reached (INT_NULL: none)."""
+        ...
+
+
+def merge_fields(total: Any, other: Any, names: Iterable[str] | None = None) -> None:
+    """Merge `other`, a result of a later range, into `total`, field by field (dataclasses of
+    accumulators); `names`: only these fields (two kinds of results that share them)."""
+    for name in names if names is not None else (f.name for f in fields(total)):
+        getattr(total, name).merge(getattr(other, name))
+
+
+def key_table(columns: Sequence[Columns]) -> Columns:
+    """Finished accumulators' columns side by side: one table, one row per key."""
+    names = tuple(n for names, _ in columns for n in names)
+    return names, np.concatenate([values for _, values in columns], axis=1)
+
+
+class KeySums:
+    """Exact running sums of named columns per key (census.load.figures.Sums): `add` takes the
+    batch's rows of a key (its `step`, NO_STEP rows left out); a subclass says which columns
+    (`NAMES`) and how a batch makes them (`values`)."""
+
+    NAMES: tuple[str, ...] = ()
+
+    def __init__(self, keys: int) -> None:
+        self.sums = Sums(keys, len(self.NAMES))
+
+    def add(self, batch: Batch) -> None:
+        """The batch's columns summed into the keys of its rows."""
+        add_sums(self.sums, batch["step"], *self.values(batch))
+
+    def values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """Per row of the batch, its value of each of NAMES."""
+        raise NotImplementedError
+
+    def merge(self, other: KeySums) -> None:
+        """Sums add."""
+        self.sums.merge(other.sums)
+
+    def finish(self, keys: int) -> Columns:
+        """NAMES and their sums, `keys` rows (keys nothing was added to: zeros)."""
+        return self.NAMES, fit_rows(self.sums.values, keys)
+
+
+class KernelSums(KeySums):
+    """Per key, the kernels launched in it, their time, the NCCL ones and theirs. The batch's
+    `time_ns` is its duration, 0 where unknown; `nccl` marks NCCL kernels. A per-step kernel
+    figure is a name here and its column in `values` (and its Metric in census/metrics.py)."""
+
+    NAMES = ("kernel_count", "kernel_time_ns", "nccl_kernel_count", "nccl_kernel_time_ns")
+
+    def values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """count, time_ns, NCCL count, NCCL time_ns of each kernel."""
+        time_ns, nccl = batch["time_ns"], batch["nccl"]
+        return (np.ones(len(time_ns), np.int64), time_ns, nccl.astype(np.int64),
+                np.where(nccl, time_ns, 0))  # fmt: skip
+
+
+class BusySums:
+    """gpu_busy_ns per key: the new coverage of the GPU work of the key's process, clipped to
+    the key's window (census.load.kernels.add_busy adds it, and takes the boundary's overlap
+    away)."""
+
+    NAMES = ("gpu_busy_ns",)
+
+    def __init__(self, keys: int) -> None:
+        self.sums = Sums(keys, 1)
+
+    def merge(self, other: BusySums) -> None:
+        """Sums add."""
+        self.sums.merge(other.sums)
+
+    def finish(self, keys: int) -> Columns:
+        """gpu_busy_ns, `keys` rows."""
+        return self.NAMES, fit_rows(self.sums.values, keys)
+
+
+class Count:
+    """A count of rows (the kernels with a missing or negative duration)."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.n = n
+
+    def add(self, n: int) -> None:
+        """`n` more."""
+        self.n += n
+
+    def merge(self, other: Count) -> None:
+        """Counts add."""
+        self.n += other.n
+
+
+class Devices(set):
+    """The deviceIds met."""
+
+    def add(self, batch: Batch) -> None:  # type: ignore[override]
+        """The batch's known devices."""
+        dev = batch["dev"]
+        self.update(distinct(dev[dev != INT_NULL])[0].tolist())
+
+    def merge(self, other: Devices) -> None:
+        """Devices met by either."""
+        self |= other
+
+
+class GroupSums(dict):
+    """Sums of a few numbers per group key (a kernel's names and whether it has a call)."""
+
+    def add(self, items: Iterable[tuple[Any, Iterable[int]]]) -> None:
+        """(key, values) added into the key's sums, element by element."""
+        add_into(self, items)
+
+    def merge(self, other: GroupSums) -> None:
+        """Sums add, group by group."""
+        add_into(self, other.items())
+
+
+class Maxima(dict):
+    """A running maximum per key (the latest end busy time reached, per process)."""
+
+    def reach(self) -> int:
+        """The largest of them (INT_NULL: none)."""
+        return max(self.values(), default=INT_NULL)
+
+    def merge(self, other: Maxima) -> None:
+        """The larger of the two, key by key."""
+        for key, v in other.items():
+            self[key] = max(self.get(key, v), v)
+
+
+class MemoryCells(list):
+    """The memcpys' and memsets' sums per (copy kind, key, has a call) cell, batch by batch:
+    summed once, at the end, all batches at a time (census.load.memory)."""
+
+    def add(self, cells: tuple[np.ndarray, np.ndarray]) -> None:
+        """One batch's cells (3 x k: kind, key, has a call) and their sums (3 x k)."""
+        self.append(cells)
+
+    def merge(self, other: MemoryCells) -> None:
+        """Both ranges' batches, this one's first."""
+        self.extend(other)
+
+
+class Runs(list):
+    """A memory job's busy intervals, one run sorted by start (in memory, or spilled)."""
+
+    def merge(self, other: Runs) -> None:
+        """Both ranges' runs, this one's first."""
+        self.extend(other)
+
+
+class Missing(dict):
+    """Per process, the correlationIds of GPU rows that found no API call (looked up later
+    among the calls that are not launches, memcpys or memsets)."""
+
+    def add(self, batch: Batch) -> None:
+        """The batch's rows with a process and correlationId but no call (`found` false)."""
+        proc, corr = batch["proc"], batch["corr"]
+        lost = np.flatnonzero(~batch["found"] & (proc != INT_NULL) & (corr != INT_NULL))
+        for p in unique(proc[lost]).tolist():
+            self.setdefault(p, []).append(corr[lost[proc[lost] == p]])
+
+    def merge(self, other: Missing) -> None:
+        """Both ranges' rows, this one's first."""
+        for p, corrs in other.items():
+            self.setdefault(p, []).extend(corrs)
