@@ -16,7 +16,6 @@ from typing import Any
 
 from census.definitions import (
     CLASS_ORDER,
-    NCCL,
     classify_kernel,
     kernel_name,
     memory_kind_name,
@@ -80,7 +79,7 @@ def _census(profile: Profile) -> Census:
             gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
             read_with_sql=profile.read_with_sql,
         ),
-        totals=_totals(agg, kernels),
+        totals=_totals(agg),
         steps=_steps(profile),
         classes=_class_stats(kernels),
         kernels=kernels,
@@ -105,28 +104,25 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
     return tuple(RangeIdle(name, -ns) for ns, name in rows)
 
 
-def _totals(agg: Aggregates, kernels: tuple[KernelStat, ...]) -> Metrics:
-    nccl = [k for k in kernels if k.cls == NCCL]
-    count, time_ns = sum(k.count for k in kernels), sum(k.time_ns for k in kernels)
-    nccl_count, nccl_time_ns = sum(k.count for k in nccl), sum(k.time_ns for k in nccl)
-    copies = {}
+def _totals(agg: Aggregates) -> Metrics:
+    """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
+    step's), the launch calls', the non-NCCL union's and the counted copies'."""
+    whole = {**agg.kernel_totals, "non_nccl_union_ns": agg.non_nccl_union_ns,
+             "launch_api_count": agg.launch.count, "launch_api_time_ns": agg.launch.time_ns,
+             "graph_launch_count": agg.launch.graph_count}  # fmt: skip
     for kind, (count_key, bytes_key) in COPY_KEYS.items():
         sums = agg.memory.sums[agg.memory.kind == kind]
-        copies[count_key] = sum(sums[:, 0].tolist())
-        copies[bytes_key] = sum(sums[:, 1].tolist())
-    return Metrics(
-        kernel_count=count,
-        kernel_time_ns=time_ns,
-        nccl_kernel_count=nccl_count,
-        nccl_kernel_time_ns=nccl_time_ns,
-        non_nccl_kernel_count=count - nccl_count,
-        non_nccl_kernel_time_ns=time_ns - nccl_time_ns,
-        non_nccl_union_ns=agg.non_nccl_union_ns,
-        launch_api_count=agg.launch.count,
-        launch_api_time_ns=agg.launch.time_ns,
-        graph_launch_count=agg.launch.graph_count,
-        **copies,
-    )
+        whole[count_key] = sum(sums[:, 0].tolist())
+        whole[bytes_key] = sum(sums[:, 1].tolist())
+    return Metrics(**{k: v for k, v in _derived(whole).items() if k in METRIC_KEYS})
+
+
+def _derived(col: dict[str, Any]) -> dict[str, Any]:
+    """The keys made of others (numbers or columns alike): the non-NCCL kernels' count and
+    time."""
+    col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
+    col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
+    return col
 
 
 def _steps(profile: Profile) -> StepTable:
@@ -190,9 +186,7 @@ def _metric_columns(fig: Figures, **instead: Any) -> list[Any]:
     """Per key of `fig` (FIGURES and COPY_COLUMNS), its METRIC_KEYS values, as (keys, 1) columns (views
     of fig's where they are its own: one array is made of them, side by side with others);
     `instead`: columns that replace fig's of those names."""
-    col = {name: fig.column(name) for name in fig.names} | instead
-    col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
-    col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
+    col = _derived({name: fig.column(name) for name in fig.names} | instead)
     return [col[k][:, None] for k in METRIC_KEYS]
 
 

@@ -87,18 +87,18 @@ def key_table(columns: Sequence[Columns]) -> Columns:
 
 
 class KeySums:
-    """Exact running sums of named columns per key (census.load.figures.Sums): `add` takes the
-    batch's rows of a key (its `step`, NO_STEP rows left out); a subclass says which columns
-    (`NAMES`) and how a batch makes them (`values`)."""
+    """Exact running sums of named columns per key (census.load.figures.Sums), and of the rows
+    in no key (row 0; a key's row is its idx + 1), so that the whole capture's come the same way
+    (`total`). A subclass says which columns (`NAMES`) and how a batch makes them (`values`)."""
 
     NAMES: tuple[str, ...] = ()
 
     def __init__(self, keys: int) -> None:
-        self.sums = Sums(keys, len(self.NAMES))
+        self.sums = Sums(keys + 1, len(self.NAMES))
 
     def add(self, batch: Batch) -> None:
-        """The batch's columns summed into the keys of its rows."""
-        add_sums(self.sums, batch["step"], *self.values(batch))
+        """The batch's columns summed into the key of each row (its `step`; NO_STEP: row 0)."""
+        add_sums(self.sums, batch["step"] + 1, *self.values(batch))
 
     def values(self, batch: Batch) -> tuple[np.ndarray, ...]:
         """Per row of the batch, its value of each of NAMES."""
@@ -110,7 +110,12 @@ class KeySums:
 
     def finish(self, keys: int) -> Columns:
         """NAMES and their sums, `keys` rows (keys nothing was added to: zeros)."""
-        return self.NAMES, fit_rows(self.sums.values, keys)
+        return self.NAMES, fit_rows(self.sums.values[1:], keys)
+
+    def total(self) -> dict[str, int]:
+        """The whole capture's sums: every key's and those of the rows in none (exact: int64
+        sums stay below Sums' bound, Python ints beyond)."""
+        return dict(zip(self.NAMES, self.sums.values.sum(axis=0).tolist(), strict=True))
 
 
 class KernelSums(KeySums):

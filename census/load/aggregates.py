@@ -10,7 +10,7 @@ and never written.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -91,6 +91,8 @@ class Aggregates:
     all_union_ns: int = 0
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
+    # the whole capture's kernel sums (census.load.accumulators.KernelSums.total), by name
+    kernel_totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
 
     @property
@@ -326,7 +328,8 @@ def _aggregates(
     table = key_table([gpu.step_kernels.finish(keys), (LAUNCH_SUMS, launched),
                        (UNIONS, unions[:keys]), gpu.busy_ns.finish(keys)])  # fmt: skip
     agg = Aggregates(groups, names, launch, by_api, passes.memory,
-                     figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl)  # fmt: skip
+                     figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl,
+                     kernel_totals=gpu.step_kernels.total())  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     if parents is None:
         return agg, None
