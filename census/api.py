@@ -95,9 +95,9 @@ def summarize_ranks(
 ) -> tuple[Census, list[str], list[Census]]:
     """(merged Census, rank labels, per-rank Census list) of a multi-rank capture folder; the
     ranks are read in a process pool, or on the Dask cluster of `options.scheduler`
-    (census.load.spread)."""
+    (census.load.scheduler)."""
     from census.census import merge_census
-    from census.load.spread import map_ranks
+    from census.load.scheduler import map_ranks
     from census.sources.ranks import rank_files
 
     files = rank_files(folder, options.ranks)

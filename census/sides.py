@@ -19,7 +19,7 @@ def read_sides(sides: tuple, options: Options, progress: Progress | None,
     """(Census, path, read from that path) of each side (a Census, or what summarize takes).
     Two export files to compute are read side by side where there are two workers or more
     (CENSUS_WORKERS=1: one after the other): the second in a process of its own with half the
-    workers (census.load.pool.Beside), the first here with its progress. Else, and for anything
+    workers (census.load.pool.SideProcess), the first here with its progress. Else, and for anything
     else (rank folders, reports to export, a side in the cache: the other then has every
     worker), one after the other, the first side's errors before the second's; and also where
     another thread runs (a progress bar on a terminal, the caller's threads): a process forked
@@ -27,11 +27,11 @@ def read_sides(sides: tuple, options: Options, progress: Progress | None,
     pair = _pair_beside(sides, options, cached)
     if pair is None:
         return [_side(side, options, progress, summarize) for side in sides]
-    from census.load.pool import Beside, default_workers
+    from census.load.pool import SideProcess, default_workers
 
     workers = default_workers()
     half = workers // 2
-    with Beside(summarize, pair[1], options, None, True, half) as second:
+    with SideProcess(summarize, pair[1], options, None, True, half) as second:
         first = summarize(pair[0], options, progress, workers=workers - half)
         if progress:
             progress(f"waiting for {pair[1].name}")

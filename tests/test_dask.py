@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from census.api import Options, summarize_ranks
 from census.cli import app
-from census.load import spread
+from census.load import scheduler as rank_scheduler
 from tests.helpers.exports import rank_folder
 
 pytest.importorskip("distributed", reason="the Dask tests need pip install 'census[dask]'")
@@ -63,10 +63,10 @@ def test_a_diff_of_rank_folders_takes_the_scheduler_from_the_environment(
     a = rank_folder(tmp_path / "a", *RANKS[:2])
     b = rank_folder(tmp_path / "b", *reversed(RANKS[:2]))
     args = ["diff", str(a), str(b), "--format", "json"]
-    monkeypatch.delenv(spread.SCHEDULER_ENV, raising=False)
+    monkeypatch.delenv(rank_scheduler.SCHEDULER_ENV, raising=False)
     pooled = runner.invoke(app, args)
-    monkeypatch.setenv(spread.SCHEDULER_ENV, scheduler)
-    monkeypatch.setattr(spread, "map_processes", _no_pool)
+    monkeypatch.setenv(rank_scheduler.SCHEDULER_ENV, scheduler)
+    monkeypatch.setattr(rank_scheduler, "map_processes", _no_pool)
     on_dask = runner.invoke(app, args)
     assert on_dask.exit_code == 0, on_dask.output
     assert on_dask.stdout == pooled.stdout
@@ -91,7 +91,7 @@ def test_an_unreachable_scheduler_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = rank_folder(tmp_path, *RANKS[:2])
-    monkeypatch.setattr(spread, "CONNECT_S", 1)
+    monkeypatch.setattr(rank_scheduler, "CONNECT_S", 1)
     r = runner.invoke(app, ["summary", str(folder), "--scheduler", "tcp://127.0.0.1:1"])
     assert r.exit_code == 2
     assert r.stderr == (
@@ -106,7 +106,7 @@ def test_without_dask_the_error_names_the_extra(
 ) -> None:
     folder = rank_folder(tmp_path, *RANKS[:2])
     monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` fails
-    monkeypatch.setenv(spread.SCHEDULER_ENV, "tcp://scheduler:8786")
+    monkeypatch.setenv(rank_scheduler.SCHEDULER_ENV, "tcp://scheduler:8786")
     r = runner.invoke(app, ["diff", str(folder), str(folder)])
     assert r.exit_code == 2
     assert r.stderr == (
@@ -117,12 +117,13 @@ def test_without_dask_the_error_names_the_extra(
 
 
 def test_the_scheduler_is_the_option_then_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(spread.SCHEDULER_ENV, "tcp://env:8786")
-    assert spread.scheduler_address(None) == "tcp://env:8786"
-    assert spread.scheduler_address("tcp://given:8786") == "tcp://given:8786"
-    assert spread.scheduler_address("") is None  # --scheduler '': the pool, whatever the env
-    monkeypatch.delenv(spread.SCHEDULER_ENV)
-    assert spread.scheduler_address(None) is None
+    monkeypatch.setenv(rank_scheduler.SCHEDULER_ENV, "tcp://env:8786")
+    assert rank_scheduler.scheduler_address(None) == "tcp://env:8786"
+    assert rank_scheduler.scheduler_address("tcp://given:8786") == "tcp://given:8786"
+    # --scheduler '': the pool, whatever the env
+    assert rank_scheduler.scheduler_address("") is None
+    monkeypatch.delenv(rank_scheduler.SCHEDULER_ENV)
+    assert rank_scheduler.scheduler_address(None) is None
 
 
 def _no_pool(*args, **kwargs):

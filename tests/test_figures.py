@@ -14,9 +14,9 @@ from census.load.figures import (
     Spans,
     Sums,
     add_rows,
-    exact,
     figures_of,
     fit_rows,
+    int64_or_objects,
 )
 from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.model import IdleSplit, Metrics
@@ -24,11 +24,11 @@ from census.model import IdleSplit, Metrics
 BIG = 1 << 62
 
 
-def test_exact_keeps_int64_below_2_60_and_python_ints_beyond() -> None:
-    assert exact([[1, 2], [3, -4]]).dtype == np.int64
-    wide = exact([1, 1 << 60])
+def test_int64_or_objects_keeps_int64_below_2_60_and_python_ints_beyond() -> None:
+    assert int64_or_objects([[1, 2], [3, -4]]).dtype == np.int64
+    wide = int64_or_objects([1, 1 << 60])
     assert wide.dtype == object and wide.tolist() == [1, 1 << 60]
-    huge = exact([1 << 70, 5])
+    huge = int64_or_objects([1 << 70, 5])
     assert huge.dtype == object and huge.tolist() == [1 << 70, 5]
 
 
@@ -86,7 +86,7 @@ def test_sums_are_the_python_sums_in_any_batches(rows: list, batches: int) -> No
         mine = rows[i::batches]
         keys = sorted({k for k, _ in mine})
         sums = [[sum(v for k, v in mine if k == key)] for key in keys]
-        halves[i % 2].add(np.array(keys, np.int64), exact(sums).reshape(-1, 1))
+        halves[i % 2].add(np.array(keys, np.int64), int64_or_objects(sums).reshape(-1, 1))
     halves[0].merge(halves[1])
     assert halves[0].values[:, 0].tolist() == [
         sum(v for k, v in rows if k == key) for key in range(4)
@@ -116,7 +116,7 @@ keyed = st.lists(
 @given(keyed)
 def test_summed_is_the_python_sum_and_the_widest_span(rows: list) -> None:
     spans = {i: [min(s), max(s)] for i, (_, _, s) in enumerate(rows) if s is not None}
-    values = exact([v for _, v, _ in rows]).reshape(-1, 2)
+    values = int64_or_objects([v for _, v, _ in rows]).reshape(-1, 2)
     fig = figures_of(("x", "y"), values, spans_of(len(rows), spans)).summed(
         np.array([c for c, _, _ in rows], int), 5
     )

@@ -183,19 +183,19 @@ def test_step_threads_read_beside_equal_those_read_inline(path, tmp_path, monkey
     forced here for every export) give the same split by host range as read inline,
     and a process beside that fails leaves them read inline."""
     import census.load.idle_pass as idle_pass
-    from census.load.pool import Beside
+    from census.load.pool import SideProcess
 
     plain = _plain(path, tmp_path)
     inline = load_profile(plain, STEPS, 0, None, 2, 500, None)
     started = []
-    real = Beside.__init__
+    real = SideProcess.__init__
 
     def counted(self, *args):
         started.append(args[0].__name__)
         real(self, *args)
 
     monkeypatch.setattr(idle_pass, "EARLY_MIN_ROWS", 0)
-    monkeypatch.setattr(Beside, "__init__", counted)
+    monkeypatch.setattr(SideProcess, "__init__", counted)
     alone = idle_pass.alone
     monkeypatch.setattr(idle_pass, "alone", lambda: True)  # whatever threads other tests left
     beside = load_profile(plain, STEPS, 0, None, 2, 500, None)

@@ -85,7 +85,7 @@ if mode == "watch":  # where the kernel cannot kill a worker with its parent
 if mode == "ranks":
     pool.map_processes(nap_alone, [marks, marks], 2)
 elif mode == "beside":  # a diff's second side, read beside the first
-    with pool.Beside(nap_alone, marks):
+    with pool.SideProcess(nap_alone, marks):
         nap_alone(marks)
 else:
     pool.Runner(open_readonly(path), path, 2, lambda *a: None).map(nap, marks, [1, 2, 3, 4], 4, "")
@@ -543,30 +543,30 @@ def _fails() -> None:
 
 
 def test_a_process_beside_gives_its_value_none_when_it_failed_and_stops_with_its_owner() -> None:
-    from census.load.pool import Beside
+    from census.load.pool import SideProcess
 
-    with Beside(pow, 3, 50) as side:
+    with SideProcess(pow, 3, 50) as side:
         assert side.result() == 3**50
-    with Beside(_fails) as side:
+    with SideProcess(_fails) as side:
         assert side.result() is None  # the caller computes it again, where its error is raised
     started = time.monotonic()
-    with Beside(time.sleep, 300) as side:
+    with SideProcess(time.sleep, 300) as side:
         pid = side._process.pid
         assert alive(pid)
     assert not alive(pid) and time.monotonic() - started < 10
 
 
-def _beside_in_a_daemon(_: int) -> object:
-    from census.load.pool import Beside
+def _side_process_in_a_daemon(_: int) -> object:
+    from census.load.pool import SideProcess
 
-    with Beside(pow, 2, 10) as side:
+    with SideProcess(pow, 2, 10) as side:
         return side.result()
 
 
 def test_a_process_beside_inside_a_daemonic_process_runs_nothing() -> None:
-    """A multiprocessing.Pool's workers are daemonic and may not start processes: Beside then
+    """A multiprocessing.Pool's workers are daemonic and may not start processes: SideProcess then
     gives None, and a diff computes its second side itself."""
     import multiprocessing
 
     with multiprocessing.get_context("fork").Pool(1) as pool:
-        assert pool.map(_beside_in_a_daemon, [0]) == [None]
+        assert pool.map(_side_process_in_a_daemon, [0]) == [None]

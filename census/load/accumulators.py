@@ -4,7 +4,7 @@ A pass maps its workers over consecutive rowid ranges of a table (census.load.po
 adds the range's batches into its accumulators (`add`); census's process merges the ranges'
 accumulators in rowid order (`merge`), fixing up at each range boundary what was counted on both
 sides of it (`Straddling`: only unions and busy time have rows whose intervals reach across,
-census.load.range_fold); and the accumulators with per-key figures finish into one table of
+census.load.range_merge); and the accumulators with per-key figures finish into one table of
 columns (`finish`, `key_table`), one row per key (a step's or phase segment's idx), the table
 census.census makes the step table of.
 
@@ -65,7 +65,7 @@ class PerKey(Protocol):
 
 class Straddling(Protocol):
     """An accumulator whose rows' intervals can reach across a range boundary, so that two
-    ranges' merge counts their overlap twice (unions, busy time): census.load.range_fold reads
+    ranges' merge counts their overlap twice (unions, busy time): census.load.range_merge reads
     the next range's head again and takes the overlap away (its boundary fix-up)."""
 
     def reach(self) -> int:

@@ -103,6 +103,9 @@ class Aggregates:
 
 @dataclass(frozen=True)
 class Profile:
+    """One export as read: its schema, GPUs, steps (and phase segments), the aggregates of
+    the work launched in them, the idle split, and what was said on the way."""
+
     path: Path
     schema: sc.Schema
     gpus: tuple[tuple[int, str | None], ...]
@@ -239,9 +242,9 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     threads = early_threads(early)
     # the idle split's windows (and the threads' ranges where not read beside): made while the
     # workers read the kernels
-    aside = partial(idle_inputs, conn, schema, steps, segments, threads) if timeline else None
+    side_work = partial(idle_inputs, conn, schema, steps, segments, threads) if timeline else None
     passes = run_passes(conn, path, schema, index, progress, workers, batch_rows, parents,
-                        timeline, aside)  # fmt: skip
+                        timeline, side_work)  # fmt: skip
     try:
         return _profile(conn, path, schema, steps, segments, parents, passes, warnings, progress)
     finally:
@@ -282,7 +285,7 @@ def _start_idle(conn, schema, steps, passes, path, progress):
 
     timelines = gathered_timelines(conn, schema, passes.timeline, {s.proc for s in steps})
     runner = Runner(conn, path, passes.workers, progress)
-    return IdlePass(passes.aside, timelines, runner)
+    return IdlePass(passes.side_result, timelines, runner)
 
 
 def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:

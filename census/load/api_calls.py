@@ -70,6 +70,8 @@ class ApiMap:
         return ApiMap(self.corr, self.step, compact)
 
     def extended(self, more: dict[int, tuple[np.ndarray, np.ndarray]]) -> ApiMap:
+        """A new map with `more` calls (process -> (correlationIds, steps)) added: the calls
+        that are not launches, memcpys or memsets but issued GPU work (read_other_calls)."""
         out = ApiMap(dict(self.corr), dict(self.step), dict(self.compact))
         for p, (corr, step) in more.items():
             if p in out.compact:  # (rare: GPU work of calls that are not launches) as columns

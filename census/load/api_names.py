@@ -33,6 +33,7 @@ class ApiNames:
 
     @property
     def where(self) -> str:
+        """The SQL condition on nameId for the candidate calls (launches, memcpys, memsets)."""
         return name_in(self.candidates)
 
     @property
@@ -41,9 +42,11 @@ class ApiNames:
         return name_in(sorted({*self.candidates, *self.sync_ids}))
 
     def is_candidate(self, name: np.ndarray) -> np.ndarray:
+        """Whether each name id is a candidate's: a launch, memcpy or memset call."""
         return self._among(name, self.candidates, _CANDIDATE)
 
     def is_sync(self, name: np.ndarray) -> np.ndarray:
+        """Whether each name id is a synchronising call's (SYNC_APIS)."""
         return self._among(name, self.sync_ids, _SYNC)
 
     def _among(self, name: np.ndarray, ids: tuple[int, ...], bit: int) -> np.ndarray:

@@ -38,6 +38,7 @@ class CompactCalls:
 
     @property
     def lo(self) -> int:
+        """The correlationId of bit 0 of the bitmap: `first` rounded down to a multiple of 8."""
         return self.first - self.first % 8
 
     @classmethod

@@ -24,7 +24,7 @@ NO_START, NO_END = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)  # n
 _ROOM = 1 << 60  # below this in magnitude, sums and differences of a few values fit in int64
 
 
-def exact(values: Iterable | np.ndarray) -> np.ndarray:
+def int64_or_objects(values: Iterable | np.ndarray) -> np.ndarray:
     """`values` (an array, or rows of ints) as int64 when every one is below 2^60 in magnitude,
     else as Python ints (an object array)."""
     try:
@@ -35,6 +35,7 @@ def exact(values: Iterable | np.ndarray) -> np.ndarray:
 
 
 def magnitude(values: np.ndarray) -> int:
+    """The largest absolute value of `values` (0 when empty), as a Python int."""
     return max(int(values.max()), -int(values.min())) if values.size else 0
 
 
@@ -42,7 +43,7 @@ SUM_ROWS = 1 << 16  # rows of values summed at a time (their sorted copy and its
 
 
 def add_rows(index: np.ndarray, n: int, values: np.ndarray, more: int = 0) -> np.ndarray:
-    """The rows of `values` summed into n rows, row i into row index[i], exactly (`exact`);
+    """The rows of `values` summed into n rows, row i into row index[i], exactly (`int64_or_objects`);
     `more`: columns of zeros after them. A sorted copy of SUM_ROWS rows at a time, not of all
     (at 3x10^7 kernels, 850,000 segments' figures: 130 MiB a copy)."""
     safe = values.dtype != object and magnitude(values) < _ROOM // max(len(values), 1)
@@ -64,8 +65,8 @@ def add_rows(index: np.ndarray, n: int, values: np.ndarray, more: int = 0) -> np
 
 
 def rows(values: Iterable[int], width: int) -> np.ndarray:
-    """Values, row after row, as a (rows, width) array (`exact`)."""
-    return exact(list(values)).reshape(-1, width)
+    """Values, row after row, as a (rows, width) array (`int64_or_objects`)."""
+    return int64_or_objects(list(values)).reshape(-1, width)
 
 
 def fit_rows(values: np.ndarray, n: int) -> np.ndarray:
@@ -85,10 +86,11 @@ class MemoryGroups(NamedTuple):
 
     kind: np.ndarray  # copyKind; MEMSET_KIND for memsets
     step: np.ndarray  # NO_STEP: outside every step
-    sums: np.ndarray  # (groups, 3): count, bytes, time_ns (`exact`)
+    sums: np.ndarray  # (groups, 3): count, bytes, time_ns (`int64_or_objects`)
 
     @classmethod
     def empty(cls) -> MemoryGroups:
+        """No groups."""
         none = np.zeros(0, np.int64)
         return cls(none, none, np.zeros((0, 3), np.int64))
 
@@ -107,6 +109,7 @@ class Figures:
         return len(self.values)
 
     def column(self, name: str) -> np.ndarray:
+        """The column `name`, one value per key (a view)."""
         return self.values[:, self.names.index(name)]
 
     def summed(self, index: np.ndarray, n: int, names: Sequence[str] = (),
@@ -163,10 +166,12 @@ class Spans:
         self.last = np.full(n, NO_END, np.int64)
 
     def add(self, key: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        """Widen each key's span by its rows' start and end (keys may repeat)."""
         np.minimum.at(self.first, key, start)
         np.maximum.at(self.last, key, end)
 
     def merge(self, other: Spans) -> None:
+        """The earlier start and the later end of the two, key by key."""
         self.first = np.minimum(self.first, other.first)  # new arrays: a worker's are read-only
         self.last = np.maximum(self.last, other.last)
 
@@ -182,14 +187,14 @@ class Sums:
     def add(self, keys: np.ndarray, values: np.ndarray) -> None:
         """values[i] into the sums of key keys[i]; `keys` distinct."""
         if len(keys):
-            values = exact(values)  # a batch's sums that fit after all come back to int64
+            values = int64_or_objects(values)  # a batch's sums that fit come back to int64
             self._ready(values, 1)
             self.values[keys] += values
 
     def add_at(self, keys: np.ndarray, values: np.ndarray) -> None:
         """values[i] into the sums of key keys[i]; keys may repeat."""
         if len(keys):
-            values = exact(values)
+            values = int64_or_objects(values)
             self._ready(values, len(keys))
             for j in range(self.values.shape[1]):
                 np.add.at(self.values[:, j], keys, values[:, j])
@@ -202,6 +207,8 @@ class Sums:
             self.values = self.values.copy()
 
     def merge(self, other: Sums) -> None:
+        """Add another's sums, key by key (Python ints where the bound says int64 may not
+        hold them)."""
         self._widen(other.bound, other.values.dtype == object)
         self.values = self.values + other.values
 

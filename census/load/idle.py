@@ -292,6 +292,7 @@ def idle_splits(
 
 
 def as_splits(ws: list[Window], columns: list) -> tuple[dict, dict]:
+    """(step idx -> IdleSplit, segment idx -> IdleSplit) from each window's split columns."""
     out_steps: dict[int, IdleSplit] = {}
     out_segs: dict[int, IdleSplit] = {}
     for w, (a, b) in zip(ws, columns, strict=True):

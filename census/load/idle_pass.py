@@ -12,11 +12,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from census.load.figures import IdleColumns, exact
+from census.load.figures import IdleColumns, int64_or_objects
 from census.load.idle import classify_window
 from census.load.idle_ranges import Threads, step_threads, sum_ranges, window_ranges
 from census.load.idle_windows import Window, windows
-from census.load.pool import Beside, Runner, alone
+from census.load.pool import Runner, SideProcess, alone
 from census.load.timeline import TimelineParts
 from census.metrics import IDLE_KEYS
 from census.sources import schema as sc
@@ -28,7 +28,7 @@ LABEL = "splitting the GPU idle time"
 
 class IdleInputs(NamedTuple):
     """What the idle split needs besides the timeline: the windows of steps it works in, and
-    the step threads' NVTX ranges (read while the passes run: census.load.passes' aside)."""
+    the step threads' NVTX ranges (read while the passes run: census.load.passes' side work)."""
 
     windows: list[Window]
     threads: Threads
@@ -48,7 +48,7 @@ EARLY_MIN_ROWS = 10_000
 
 
 def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
-                  steps: list) -> Beside | None:  # fmt: skip
+                  steps: list) -> SideProcess | None:  # fmt: skip
     """The step threads' ranges read in a process of their own, started now (while this one
     reads the phases, a single-core stretch), where the NVTX table is large enough for that to
     pay and no other thread runs (pool.alone); None otherwise. Take its result() before the
@@ -56,7 +56,7 @@ def threads_early(conn: sqlite3.Connection, path: Path, schema: sc.Schema,
     rows = rowid_range(conn, sc.NVTX) if schema.has(sc.NVTX) else None
     if rows is None or rows.rows < EARLY_MIN_ROWS or not alone():
         return None
-    return Beside(_read_threads, path, steps)
+    return SideProcess(_read_threads, path, steps)
 
 
 def _read_threads(path: Path, steps: list) -> tuple[Threads, dict[str, str]]:
@@ -67,7 +67,7 @@ def _read_threads(path: Path, steps: list) -> tuple[Threads, dict[str, str]]:
         conn.close()
 
 
-def early_threads(early: Beside | None) -> Threads | None:
+def early_threads(early: SideProcess | None) -> Threads | None:
     """What threads_early read, its notes (census.sqlite.notes) kept here; None where it read
     nothing or failed (then they are read here)."""
     done = early.result() if early is not None else None
@@ -95,7 +95,7 @@ class IdlePass:
         out = []
         for side, size in ((0, steps), (1, segments)):
             keys = np.concatenate([(w.steps, w.segs)[side].idx for w in self.ws] or [[]])
-            cols = exact(np.array([np.concatenate([d[side][k] for d in done] or [[]])
+            cols = int64_or_objects(np.array([np.concatenate([d[side][k] for d in done] or [[]])
                                    for k in range(len(IDLE_KEYS))], np.int64))  # fmt: skip
             split = np.zeros((size, len(IDLE_KEYS)), cols.dtype)
             split[keys] = cols.T
@@ -103,6 +103,7 @@ class IdlePass:
         return IdleColumns(*out), sum_ranges(d[2] for d in done)
 
     def close(self) -> None:
+        """Stop the window jobs still running."""
         self.started.close()
 
 

@@ -97,6 +97,7 @@ def idle_by_range(
 
 
 def sum_ranges(parts) -> dict[str, int]:
+    """Range text -> GPU idle ns, summed over the parts (the windows' dicts)."""
     out: dict[str, int] = {}
     for part in parts:
         for name, ns in part.items():

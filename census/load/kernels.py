@@ -3,7 +3,7 @@
 Kernels arrive in rowid order, a batch at a time, into the range's accumulators (PartResult,
 census.load.accumulators). nsys writes them in start order, so every batch starts no earlier
 than the one before it, and the union's running maximum end carries from batch to batch (and,
-in census.load.range_fold, from range to range). A range that is not in start
+in census.load.range_merge, from range to range). A range that is not in start
 order raises OutOfOrder; the engine then reads the export as one batch. Memcpys and memsets
 count in busy time, fed into the sweep alongside the kernels that start when they do.
 """
@@ -92,11 +92,17 @@ class Members:
 class Windowed(Protocol):
     """Intervals sorted by start, read a window of starts at a time."""
 
-    def window(self, after_ns: int | None, before_ns: int | None) -> Members: ...
+    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
+        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
+        ...
 
 
 @dataclass(frozen=True)
 class GpuContext:
+    """What every range of the GPU passes shares: the keys (steps or segments) and the API
+    map that gives each row its key, the tables and columns there are, and the memcpys and
+    memsets that count in busy time."""
+
     steps: StepIndex
     api: ApiMap
     any_nccl: bool  # whether any kernel name can be NCCL; without, no all-kernel union
@@ -107,15 +113,18 @@ class GpuContext:
     # with phase segments as the index: each segment's step, for the steps' own unions (scopes
     # parent_scope(step)); None when the index holds the steps themselves
     parents: np.ndarray | None = None
-    timeline: bool = False  # gather the GPU busy pieces the idle split needs (census.timeline)
+    timeline: bool = False  # gather the GPU busy pieces the idle split needs (census.load.timeline)
 
     @property
     def step_procs(self) -> np.ndarray:
+        """The processes that have steps, sorted (a busy interval's code is its index here)."""
         return np.array(sorted(self.steps.by_proc), np.int64)
 
 
 @dataclass(frozen=True)
 class Part:
+    """One rowid range of kernels for one job, bounded by the kernels' start times around it."""
+
     rows: RowidRange | None  # kernel rowids; None: no kernel table
     after_ns: int | None = None  # every kernel of the range starts at or after this
     before_ns: int | None = None  # ... and at or before this; memcpys/memsets strictly before
@@ -140,11 +149,12 @@ class PartResult:
 
     def merge(self, other: PartResult) -> None:
         """Add the result of the range after this one (its boundary fixed up before:
-        census.load.range_fold)."""
+        census.load.range_merge)."""
         merge_fields(self, other)
 
 
 def kernel_columns(ctx: GpuContext) -> dict[str, str]:
+    """The kernel table's columns the pass reads, as read_batches' SQL expressions."""
     return {
         **TIMED,
         "dev": "deviceId",
@@ -272,12 +282,17 @@ class PartReader:
 
     # -- sweeping -------------------------------------------------------------------------
     def sweep_unions(self, members: list[Members]) -> None:
+        """Add the new coverage of each union's members to its length, and carry its running
+        maximum end."""
         unions = self.res.unions
         for m in members:
             swept = sweep(m.code, m.start, m.end, lambda codes, m=m: unions.high(*m.parts(codes)))
             unions.add(*m.parts(swept.codes), swept.added_ns, swept.high)
 
     def sweep_busy(self, m: Members) -> None:
+        """Add the new coverage of the busy intervals `m` to each step of their process
+        (clipped to it), carry each process's running maximum end, and (with ctx.timeline)
+        gather the new pieces for the idle split."""
         high = self.res.busy_high
         swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
         for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
@@ -329,6 +344,7 @@ def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.nd
 
 
 def no_members() -> Members:
+    """No intervals."""
     empty = np.zeros(0, np.int64)
     return Members(empty, empty, empty, lambda c: c)
 

@@ -55,6 +55,7 @@ class LaunchTotals:
         self.sums.add_at(row, np.stack([np.ones(len(code), np.int64), time_ns, graph], axis=1))
 
     def merge(self, other: LaunchTotals) -> None:
+        """Add another range's totals (a worker's sparse rows, or dense ones)."""
         if not other.apis:
             return
         if not self.apis:

@@ -18,7 +18,7 @@ import numpy as np
 
 from census.definitions import MEMSET_KIND
 from census.load.accumulators import MemoryCells, Missing, Runs, merge_fields
-from census.load.figures import MemoryGroups, Spans, add_rows, exact
+from census.load.figures import MemoryGroups, Spans, add_rows, int64_or_objects
 from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows, with_end
 from census.load.kernels import GpuContext, Members, add_timeline, busy_members
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
@@ -120,7 +120,7 @@ def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> MemoryGroups:
     cells = np.concatenate([c for c, _ in batches], axis=1)
     sums = np.concatenate([v for _, v in batches], axis=1)
     (kind, step, _), code = group_rows(*cells)
-    return MemoryGroups(kind, step, exact(add_rows(code, len(kind), sums.T)))
+    return MemoryGroups(kind, step, int64_or_objects(add_rows(code, len(kind), sums.T)))
 
 
 def merge_memory(
@@ -154,6 +154,7 @@ class SpilledRun:
 
     @classmethod
     def of(cls, folder: str, code: np.ndarray, start: np.ndarray, end: np.ndarray) -> SpilledRun:
+        """The run appended to this process's file in `folder` (a spill folder)."""
         path = os.path.join(folder, f"memory-busy-{os.getpid()}.bin")
         offset = write_arrays(path, [np.ascontiguousarray(c) for c in (start, end, code)])
         return cls(path, offset, len(start), code.dtype.str, start[::BLOCK].copy())
@@ -192,6 +193,7 @@ class SpilledBusy:
     procs: np.ndarray  # a code's process
 
     def window(self, after_ns: int | None, before_ns: int | None) -> Members:
+        """The runs' intervals starting in [after_ns, before_ns), ordered as one merged run."""
         parts = [run.window(after_ns, before_ns) for run in self.runs]
         if not parts:
             parts = [(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64))]

@@ -32,7 +32,7 @@ from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_p
 from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
-from census.load.range_fold import merge_ranges
+from census.load.range_merge import merge_ranges
 from census.load.timeline import TimelineParts, spill_folder, spilling
 from census.load.unions import Unions
 from census.sources import schema as sc
@@ -54,7 +54,7 @@ class Passes:
     any_nccl: bool
     timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
     workers: int = 1  # the processes the passes ran in
-    aside: Any = None  # what run_passes' `aside` returned
+    side_result: Any = None  # what run_passes' `side_work` returned
 
     def release(self) -> None:
         """Drop the per-key sums (of kernels, busy time, unions, spans, launches) once the
@@ -74,18 +74,18 @@ def run_passes(
     batch_rows: int | None = None,
     parents: np.ndarray | None = None,
     timeline: bool = False,
-    aside: Callable[[], Any] | None = None,
+    side_work: Callable[[], Any] | None = None,
 ) -> Passes:
     """`steps` indexes what the work is attributed to: the steps, or their phase segments with
     `parents[segment]` the step of each (then the steps' unions are kept too); `timeline`:
-    gather, on the way, the intervals the idle split needs (census.load.timeline); `aside`:
-    work for this process while the workers read the kernels (Passes.aside: its result)."""
+    gather, on the way, the intervals the idle split needs (census.load.timeline); `side_work`:
+    work for this process while the workers read the kernels (Passes.side_result: its result)."""
     batch_rows = batch_rows or BATCH_ROWS
     names = read_api_names(conn, schema, syncs=timeline)
     rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
-    runner = Runner(conn, path, size, progress, aside)
+    runner = Runner(conn, path, size, progress, side_work)
     if size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS):
         return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
     # the memory pass's busy intervals, the gathered timeline, the launch totals and the API
@@ -123,10 +123,10 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
                 gpu, memory = _gpu_passes(runner, ctx, batch_rows)
     if not timeline:
         return Passes(gpu, memory, launch, ctx.any_nccl, workers=runner.size,
-                      aside=runner.aside())  # fmt: skip
+                      side_result=runner.side_result())  # fmt: skip
     gathered = gpu.timeline
     gathered.launch, gathered.sync = calls.launch, calls.sync
-    return Passes(gpu, memory, launch, ctx.any_nccl, gathered, runner.size, runner.aside())
+    return Passes(gpu, memory, launch, ctx.any_nccl, gathered, runner.size, runner.side_result())
 
 
 # What the memory pass's result adds to the kernel pass's (the rest is its own: MemoryGroups)
@@ -182,7 +182,7 @@ def _gpu_pass(runner: Runner, ctx: GpuContext, batch_rows: int) -> PartResult:
         total = whole.rows if whole else 0
         started = runner.start(read_part, ctx, parts, total, "reading GPU activity")
         try:
-            runner.aside()
+            runner.side_result()
         except BaseException:
             started.close()
             raise

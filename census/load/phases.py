@@ -32,6 +32,9 @@ OVERLAP_WARNING = (
 
 
 class Segment(NamedTuple):
+    """One phase segment: a stretch of one step owned by one phase (or by none:
+    OUTSIDE_PHASES)."""
+
     idx: int  # position in the segment index
     step: int  # the StepRange.idx it belongs to
     name: str  # the phase's NVTX text, or OUTSIDE_PHASES

@@ -42,6 +42,8 @@ MAX_WORKERS = 8
 
 
 def default_workers() -> int:
+    """The worker processes to read with: $CENSUS_WORKERS, else one per core up to
+    MAX_WORKERS."""
     env = os.environ.get("CENSUS_WORKERS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
@@ -70,7 +72,7 @@ def alone() -> bool:
     return threading.active_count() <= 1
 
 
-class Beside:
+class SideProcess:
     """fn(*args) in a process of its own while this one goes on (a diff's second side, read
     while this process reads the first): `result()` is its value, or None when it failed in any
     way (the caller computes it again here, where its error is raised as it would be). The
@@ -81,7 +83,7 @@ class Beside:
     def __init__(self, fn: Callable[..., Any], *args: Any) -> None:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else None)
         self._conn, child = ctx.Pipe(duplex=False)
-        self._process: Any = ctx.Process(target=_beside, args=(child, os.getpid(), fn, args))
+        self._process: Any = ctx.Process(target=_side_process, args=(child, os.getpid(), fn, args))
         try:
             self._process.start()
         except (AssertionError, OSError):  # daemonic processes may not have children
@@ -89,6 +91,8 @@ class Beside:
         child.close()
 
     def result(self) -> Any:
+        """fn's value, once the process has sent it (the process then ends); None when it
+        failed, died or never started."""
         if self._process is None:
             self.stop()
             return None
@@ -112,7 +116,7 @@ class Beside:
             self._process.join()
         self._conn.close()
 
-    def __enter__(self) -> Beside:
+    def __enter__(self) -> SideProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -122,7 +126,7 @@ class Beside:
 STOP_S = 5  # how long a process beside may take to clean up after SIGTERM
 
 
-def _beside(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
+def _side_process(conn: Any, parent: int, fn: Callable[..., Any], args: tuple) -> None:
     die_with_parent(parent)
     keep_heap()
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -230,23 +234,25 @@ class Runner:
     """Runs fn(conn, shared, job, tick) for each job: inline, or in forked worker processes."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path, size: int, progress: Progress,
-                 aside: Callable[[], Any] | None = None) -> None:  # fmt: skip
+                 side_work: Callable[[], Any] | None = None) -> None:  # fmt: skip
         if "fork" not in multiprocessing.get_all_start_methods():
             size = 1  # workers inherit by fork; where there is none (Windows), one process
         self.conn, self.path, self.size, self.progress = conn, path, size, progress
         # two ranges per worker: one that finishes early takes the next
         self.jobs = 1 if size <= 1 else 2 * size
-        self._aside, self._aside_result = aside, None  # work for this process: run once
+        self._side_work, self._side_result = side_work, None  # this process's: run once
 
-    def aside(self) -> Any:
-        """The result of the `aside` work, run now unless it has run (None without any)."""
-        if self._aside is not None:
-            work, self._aside = self._aside, None
-            self._aside_result = work()
+    def side_result(self) -> Any:
+        """The result of the side work (work for this process while its workers read), run
+        now unless it has run (None without any)."""
+        if self._side_work is not None:
+            work, self._side_work = self._side_work, None
+            self._side_result = work()
             trim_heap()  # its temporaries: not held while the workers run
-        return self._aside_result
+        return self._side_result
 
     def map(self, fn, shared, jobs: list, total: int, label: str) -> list:
+        """fn's result for each job, in order (start, then wait for them)."""
         return self.start(fn, shared, jobs, total, label).result()
 
     def start(self, fn, shared, jobs: list, total: int, label: str) -> Started:
@@ -258,7 +264,11 @@ class Runner:
 
 
 class Started(Protocol):
-    def result(self) -> list: ...
+    """Jobs under way: their results, or stopped."""
+
+    def result(self) -> list:
+        """Each job's result, in order, once all are done."""
+        ...
 
     def close(self) -> None:
         """Stop what is still running (nothing once result() has returned)."""

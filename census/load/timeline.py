@@ -74,6 +74,8 @@ class Piece:
 
     @classmethod
     def of(cls, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> Piece:
+        """A piece of the intervals: kept in memory, or, while a pass spills, written to a file
+        of its folder (packed where the gaps and lengths fit 32 bits)."""
         lo, hi, n = int(start.min()), int(end.max()), len(start)
         folder = spill_folder()
         if folder is None:
@@ -140,10 +142,13 @@ class TimelineParts:
             self.put(kind, proc, start[keep], end[keep])
 
     def put(self, kind: str, proc: int, start: np.ndarray, end: np.ndarray) -> None:
+        """Keep the intervals as one more piece of `kind` of process `proc` (none: nothing)."""
         if len(start):
             getattr(self, kind).setdefault(proc, []).append(Piece.of(kind, proc, start, end))
 
     def merge(self, other: TimelineParts) -> None:
+        """Add another range's pieces after these; a kind either did not gather stays not
+        gathered (None)."""
         for kind in KINDS:
             mine, theirs = getattr(self, kind), getattr(other, kind)
             if mine is None or theirs is None:
@@ -154,6 +159,7 @@ class TimelineParts:
 
     @property
     def has_runtime(self) -> bool:
+        """Whether the launch and sync calls were gathered (not left to the idle split)."""
         return self.launch is not None and self.sync is not None
 
     def intervals(self, kind: str, proc: int, lo: int, hi: int) -> Intervals:

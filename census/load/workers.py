@@ -39,6 +39,7 @@ class Workers:
             threading.excepthook = _pool_thread_failed
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """fn(*args) in the pool: its future (the pool's processes noted as they start)."""
         assert self.pool is not None
         try:
             return self.pool.submit(fn, *args)

@@ -42,6 +42,7 @@ class RowidRange:
 
     @property
     def rows(self) -> int:
+        """How many rowids (or numbered rows) the range spans."""
         return self.hi - self.lo
 
 

@@ -68,6 +68,7 @@ class Batch:
 
     @staticmethod
     def joined(parts: list[Batch]) -> Batch:
+        """The batches' rows, one after another, as one batch."""
         if len(parts) == 1:
             return parts[0]
         cat = np.concatenate
@@ -79,6 +80,9 @@ class Batch:
 
 @dataclass(frozen=True)
 class TablePages:
+    """The page reader of one table: its columns read from its leaves, a rowid range at a
+    time."""
+
     table: str
     layout: Layout
 

@@ -32,6 +32,9 @@ _INT64 = range(-(1 << 63), 1 << 63)
 
 @dataclass(frozen=True)
 class PagePlan:
+    """How a read_batches call is read from the pages: the raw columns, each output column's
+    evaluation on them, and the condition's rows."""
+
     table: TablePages
     raw: tuple[str, ...]  # the table's columns to read
     evals: dict[str, Eval]  # output name -> its value from the raw columns
@@ -39,6 +42,8 @@ class PagePlan:
     none: bool  # the condition matches no row
 
     def batches(self, rows, batch_rows: int) -> Iterator[tuple[dict[str, np.ndarray], int]]:
+        """(the output columns of one batch, the last rowid it covers) for `rows`, batches of no
+        rows left out."""
         if self.none:
             return
         for batch, top in self.table.batches(list(self.raw), rows.lo, rows.hi, batch_rows,
