@@ -64,6 +64,18 @@ def test_the_real_fixtures_split_as_the_brute_force(name: str) -> None:
         "kernel_count"]  # fmt: skip
 
 
+@pytest.mark.fixtures
+def test_the_real_report_names_the_straggler_and_who_made_the_others_wait() -> None:
+    after = str(fixture_file(FIXTURES[1]))
+    shown = run("summary", after)
+    assert "straggler: rank 1, last to arrive in 16 of 31 matched collectives, making the" in shown
+    one = " ".join(run("summary", after, "--format", "markdown").split())
+    assert ("straggler: rank 1, last to arrive in 16 of 31 matched collectives, making the others "
+            "wait 4.27 ms; but rank 0 made the others wait longer: 18.22 ms in its 15 last "
+            "arrivals") in one  # fmt: skip
+    assert "| rank 1 | 1 | 1,794 | 23.75 ms | 18.22 ms | 5.53 ms | 23.75 ms | 16 |" in one
+
+
 # -- built reports of 8 and 16 ranks ----------------------------------------------------------
 def jitter_ns(rank: int, k: int) -> int:
     return (rank * 737 + k * 311) % DELAY_NS
@@ -153,6 +165,10 @@ def test_unequal_collective_counts_are_said(tmp_path: Path) -> None:
     counts = {f"rank {r}": STEPS - (r == 6) for r in range(8)}
     assert doc["nccl_ranks"]["unmatched"] == [{"collective": "AllGather", "counts": counts}]
     assert doc["nccl_ranks"]["straggler"]["rank"] == "rank 3"
+    text = " ".join(run("summary", str(path), "--format", "markdown").split())
+    assert ("not matched (the ranks launched different numbers, so their time is not split into "
+            "wait and transfer): AllGather (rank 0 4, rank 1 4, rank 2 4, rank 3 4, rank 4 4, "
+            "rank 5 4, rank 6 3, rank 7 4)") in text  # fmt: skip
 
 
 # -- rank folders ---------------------------------------------------------------------------
@@ -198,6 +214,9 @@ def test_a_rank_folder_on_two_hosts_is_not_matched(tmp_path: Path) -> None:
         nccl = rank["summary"]["nccl"]
         assert (nccl["wait_ns"], nccl["transfer_ns"], nccl["last_arrivals"]) == (None,) * 3
         assert nccl["unmatched_ns"] == nccl["time_ns"] > 0
+    text = " ".join(run("summary", str(folder)).split())
+    assert ("ranks on 2 hosts (node-a, node-b): their clocks differ, so NCCL kernels are not "
+            "matched across ranks and no wait is split") in text  # fmt: skip
 
 
 def test_one_process_gains_nothing_and_the_record_is_cached(tmp_path: Path) -> None:
@@ -207,6 +226,7 @@ def test_one_process_gains_nothing_and_the_record_is_cached(tmp_path: Path) -> N
     path = e.write(tmp_path / "one.sqlite")
     doc = summary_json(path)
     assert "ranks" not in doc and "nccl_ranks" not in doc
+    assert "Ranks" not in run("summary", str(path))
     report = build_report(tmp_path / "r.sqlite", 8, 2)
     first, again = summarize(report), summarize(report)  # the second from the cache
     assert again.nccl == first.nccl and again.nccl is not first.nccl
