@@ -76,6 +76,16 @@ def test_the_real_report_names_the_straggler_and_who_made_the_others_wait() -> N
     assert "| rank 1 | 1 | 1,794 | 23.75 ms | 18.22 ms | 5.53 ms | 23.75 ms | 16 |" in one
 
 
+@pytest.mark.fixtures
+def test_the_real_pair_says_who_waited_for_whom() -> None:
+    before, after = (str(fixture_file(n)) for n in FIXTURES)
+    lines = run("diff", before, after, "--format", "markdown").splitlines()
+    assert ("- rank 1's NCCL time +15.52 ms is waiting for rank 0 (wait +15.74 ms, transfer "
+            "-217.1 µs)") in lines  # fmt: skip
+    assert ("- rank 0's NCCL time -7.18 ms is less waiting for rank 1 (wait -6.63 ms, transfer "
+            "-551.9 µs)") in lines  # fmt: skip
+
+
 # -- built reports of 8 and 16 ranks ----------------------------------------------------------
 def jitter_ns(rank: int, k: int) -> int:
     return (rank * 737 + k * 311) % DELAY_NS
