@@ -8,7 +8,7 @@ per step or phase segment (census.load.figures). Inputs are opened read-only and
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -36,6 +36,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 if TYPE_CHECKING:
     from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
+    from census.load.rank_kernels import RankColumns
     from census.load.unions import Unions
     from census.model import IdleSplit
 
@@ -89,6 +90,11 @@ class Aggregates:
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
+    # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
+    # the whole capture's NCCL kernel time not overlapped by non-NCCL kernels there (when
+    # any_nccl): |all-kernel union| − |non-NCCL union|
+    ranks: RankColumns | None = None
+    exposed_by_device: dict[int, int] = field(default_factory=dict)
 
     @property
     def busy_ns(self) -> dict[int, int]:
@@ -325,6 +331,8 @@ def _aggregates(
                      figures_of(FIGURES, np.concatenate(columns, axis=1), gpu.span),
                      *whole, any_nccl=passes.any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
+    agg.ranks = gpu.ranks.finish()
+    agg.exposed_by_device = _exposed_by_device(gpu.unions) if passes.any_nccl else {}
     if parents is None:
         return agg, None
     return _steps_of(agg, parents, steps, unions[parent_scope(0, keys) :]), agg
@@ -349,6 +357,19 @@ def _unions(unions: Unions, n: int) -> tuple[list[int], np.ndarray]:
     order = (NON_NCCL, NCCL_CLASS, ALL_CLASS)  # UNIONS' order
     columns = [fit_rows(per[c], n) if c in per else np.zeros(n, np.int64) for c in order]
     return [whole.get(c, 0) for c in order], np.stack(columns, axis=1)
+
+
+def _exposed_by_device(unions: Unions) -> dict[int, int]:
+    """Per deviceId, the whole capture's |all-kernel union| − |non-NCCL union|: the NCCL
+    kernel time there that no non-NCCL kernel overlaps."""
+    from census.load.kernels import ALL_CLASS, NON_NCCL
+
+    def whole(cls: int, dev: int) -> int:
+        found = unions.columns.get((cls, dev))
+        return 0 if found is None else int(found[0].values[0, 0])
+
+    devices = {dev for cls, dev in unions.columns if cls == ALL_CLASS}
+    return {dev: whole(ALL_CLASS, dev) - whole(NON_NCCL, dev) for dev in sorted(devices)}
 
 
 def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:

@@ -42,6 +42,7 @@ from census.load.intervals import (
     sweep,
     unique,
 )
+from census.load.rank_kernels import RankKernels
 from census.load.timeline import TimelineParts
 from census.load.unions import Unions
 from census.sources import schema as sc
@@ -132,6 +133,7 @@ class PartResult:
     devices: set[int] = field(default_factory=set)
     missing: dict[int, list[np.ndarray]] = field(default_factory=dict)  # GPU rows without a call
     timeline: TimelineParts = field(default_factory=TimelineParts)  # with ctx.timeline
+    ranks: RankKernels = field(default_factory=RankKernels)  # per process; its NCCL kernels
 
 
 def kernel_columns(ctx: GpuContext) -> dict[str, str]:
@@ -177,6 +179,8 @@ class PartReader:
         self._add_groups(pairs, pair, found, step, dur)
         self._add_step_kernels(step, dur, nccl)
         add_spans(self.res.span, step, b["start"], b["end"])
+        self.res.ranks.add(b["proc"], dev, dur, nccl & timed,
+                           (b["dn"], b["sn"], b["start"], b["end"], step))  # fmt: skip
         extent = timed & (b["dur"] > 0)
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)

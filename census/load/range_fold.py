@@ -123,6 +123,7 @@ def _add(total: PartResult, res: PartResult) -> None:
         total.busy_high[key] = max(total.busy_high.get(key, v), v)
     total.span.merge(res.span)
     total.timeline.merge(res.timeline)
+    total.ranks.merge(res.ranks)
     total.bad_kernels += res.bad_kernels
     total.devices |= res.devices
     for p, corrs in res.missing.items():
