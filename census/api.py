@@ -98,13 +98,13 @@ def summarize_ranks(
     (census.load.spread)."""
     from census.census import merge_census
     from census.load.spread import map_ranks
-    from census.sources.ranks import rank_files, rank_hosts
+    from census.sources.ranks import rank_clocks, rank_files, rank_hosts
 
     files = rank_files(folder, options.ranks)
-    labels = [label for label, _ in files]
-    exports = [p for _, p in files]
+    labels, exports = [label for label, _ in files], [p for _, p in files]
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
-    return merge_census(labels, ranks, folder, rank_hosts(folder, exports)), labels, ranks
+    merged = merge_census(labels, ranks, folder, rank_hosts(folder, exports), rank_clocks(exports))
+    return merged, labels, ranks
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:

@@ -335,10 +335,12 @@ def _sum(items: list, cls: type, key: str) -> tuple:
 
 
 def merge_census(labels: list[str], ranks: list[Census], folder: Path,
-                 hosts: list[str | None] | None = None) -> Census:  # fmt: skip
+                 hosts: list[str | None] | None = None,
+                 clocks: list[int | None] | None = None) -> Census:  # fmt: skip
     """The ranks of one run as one Census, exactly as a single report holding every rank would
     read: totals summed, each rank's steps kept (named `rank: step`), kernels joined by name;
-    `hosts`: each rank's, where known (its NCCL kernels are matched only on one host)."""
+    `hosts`: each rank's, where known (its NCCL kernels are matched only on one host); `clocks`:
+    each export's clock origin (census.sources.ranks.rank_clocks; None: unknown)."""
     totals = Metrics(
         **{f.name: sum(getattr(c.totals, f.name) for c in ranks) for f in fields(Metrics)}
     )
@@ -375,6 +377,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
             [len(c.steps.phases) for c in ranks],
             labels,
             hosts or [None] * len(ranks),
+            clocks,
         ),
     )
 

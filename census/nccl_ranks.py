@@ -56,10 +56,12 @@ class NcclRanks:
     waited_for: Any
     steps: dict[str, Any]  # STEP_COLUMNS, and step_time_ns
     phases: dict[str, Any]  # STEP_COLUMNS
+    # separate nsys sessions whose clocks cannot be set on one: nothing matched
+    unaligned: bool = False
 
     @property
     def matched(self) -> bool:
-        return not self.hosts
+        return not self.hosts and not self.unaligned
 
     def rank_means(self, r: int) -> dict[str, float] | None:
         """Rank r's means over its steps of the per-step columns; None without steps."""
@@ -87,6 +89,8 @@ def split_ranks(census: Census) -> NcclRanks | None:
                for p in picks]  # fmt: skip
     hosts = [r.host for r in record.ranks]
     known = None if None in hosts else hosts
+    if not record.aligned:  # separate sessions, no common clock: each rank its own "host"
+        known = [str(r) for r in range(len(record.ranks))]
     split = split_nccl_time(kernels, known)  # type: ignore[arg-type]
     steps, phases = len(census.steps), len(census.steps.phases)
     step, phase = record.column("step"), record.column("phase")
@@ -108,8 +112,9 @@ def split_ranks(census: Census) -> NcclRanks | None:
     rows = tuple(_row(census, r, info, split.ranks[r].totals, matched)
                  for r, info in enumerate(record.ranks))  # fmt: skip
     unmatched = tuple((record.collectives[u.collective], u.counts) for u in split.unmatched)
-    return NcclRanks(rows, split.occurrences, unmatched, split.straggler, split.hosts,
-                     split.waited_for, columns["steps"], columns["phases"])  # fmt: skip
+    return NcclRanks(rows, split.occurrences, unmatched, split.straggler,
+                     split.hosts if record.aligned else (), split.waited_for, columns["steps"],
+                     columns["phases"], not record.aligned)  # fmt: skip
 
 
 def _row(census: Census, r: int, info: Any, totals: Any, matched: bool) -> RankRow:
@@ -151,6 +156,11 @@ def unmatched_line(view: NcclRanks) -> str | None:
     if view.hosts:
         return (f"ranks on {len(view.hosts)} hosts ({', '.join(view.hosts)}): their clocks "
                 "differ, so NCCL kernels are not matched across ranks and no wait is split")  # fmt: skip
+    if view.unaligned:
+        return ("the ranks' exports come from separate nsys sessions, and not every one records "
+                "its trace clock's start (TARGET_INFO_SESSION_START_TIME.systemClockNs, newer "
+                "nsys): their times cannot be set on one clock, so NCCL kernels are not matched "
+                "across ranks and no wait is split")  # fmt: skip
     if not view.unmatched:
         return None
     parts = "; ".join(f"{name} ({', '.join(f'{r.label} {n}' for r, n in zip(view.ranks, counts, strict=True))})"

@@ -50,6 +50,9 @@ class NcclRecord:
     step_rank: Any  # (steps,) int64
     step_exposed_ns: Any  # (steps,) int64, or object past int64
     phase_exposed_ns: Any  # (phases,)
+    # False when the ranks' exports come from separate nsys sessions whose clocks could not be
+    # set on one (an export without systemClockNs): their kernels are then never matched
+    aligned: bool = True
 
     def column(self, name: str) -> Any:
         return self.kernels[:, KERNEL_COLUMNS.index(name)]
@@ -57,9 +60,11 @@ class NcclRecord:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, NcclRecord):
             return NotImplemented
-        return (self.ranks, self.collectives) == (other.ranks, other.collectives) and all(
-            getattr(self, k).tolist() == getattr(other, k).tolist() for k in _ARRAYS
-        )
+        return (self.ranks, self.collectives, self.aligned) == (
+            other.ranks,
+            other.collectives,
+            other.aligned,
+        ) and all(getattr(self, k).tolist() == getattr(other, k).tolist() for k in _ARRAYS)
 
     def __hash__(self) -> int:
         return hash((self.ranks, self.collectives, len(self.kernels)))
@@ -70,27 +75,39 @@ _ARRAYS = ("kernels", "step_rank", "step_exposed_ns", "phase_exposed_ns")
 
 def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
                   phases: Sequence[int], labels: Sequence[str],
-                  hosts: Sequence[str | None]) -> NcclRecord | None:  # fmt: skip
+                  hosts: Sequence[str | None],
+                  clocks: Sequence[int | None] | None = None) -> NcclRecord | None:  # fmt: skip
     """The records of a rank folder's exports as one, in order (`steps`, `phases`: each
     export's step and phase rows, as census.step_table.concat joins them; `labels`, `hosts`:
     each export's), its ranks named by their export's label (`label:pid` where an export holds
-    several); an export without a record (no kernels) adds no rank. None when none has one."""
+    several); an export without a record (no kernels) adds no rank. None when none has one.
+    `clocks`: each export's clock origin (ns on the wall clock of its trace clock's zero): its
+    kernels' times are moved onto the earliest origin's clock, so that exports of separate nsys
+    sessions line up; when an export with a record has none, the record is not `aligned`."""
     import numpy as np
 
     if all(r is None for r in records):
         return None
+    known = [c for c, r in zip(clocks or [None] * len(records), records, strict=True)
+             if r is not None]  # fmt: skip
+    aligned = sum(r is not None for r in records) < 2 or None not in known
+    origin = min((c for c in known if c is not None), default=0)
     names = tuple(sorted({c for r in records if r is not None for c in r.collectives}))
     ranks: list[RankInfo] = []
     blocks, step_rank, step_exposed, phase_exposed = [], [], [], []
     step_at = phase_at = 0
-    for record, n_steps, n_phases, label, host in zip(records, steps, phases, labels, hosts,
-                                                       strict=True):  # fmt: skip
+    for record, n_steps, n_phases, label, host, clock in zip(
+            records, steps, phases, labels, hosts, clocks or [None] * len(records),
+            strict=True):  # fmt: skip
         if record is None:
             step_rank.append(np.full(n_steps, -1, np.int64))
             step_exposed.append(np.zeros(n_steps, np.int64))
             phase_exposed.append(np.zeros(n_phases, np.int64))
         else:
             k = record.kernels.copy()
+            if aligned and clock is not None:
+                for col in (KERNEL_COLUMNS.index("start_ns"), KERNEL_COLUMNS.index("end_ns")):
+                    k[:, col] += clock - origin
             k[:, 0] += len(ranks)
             k[:, 1] = np.array([names.index(c) for c in record.collectives], np.int64)[k[:, 1]]
             for col, at in ((4, step_at), (5, phase_at)):
@@ -105,7 +122,7 @@ def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
         step_at, phase_at = step_at + n_steps, phase_at + n_phases
     kernels = np.concatenate(blocks) if blocks else np.zeros((0, len(KERNEL_COLUMNS)), np.int64)
     return NcclRecord(tuple(ranks), names, kernels, *map(_joined, (step_rank, step_exposed,
-                                                                   phase_exposed)))  # fmt: skip
+                                                                   phase_exposed)), aligned)  # fmt: skip
 
 
 def _joined(parts: list) -> Any:

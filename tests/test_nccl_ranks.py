@@ -182,15 +182,23 @@ def test_unequal_collective_counts_are_said(tmp_path: Path) -> None:
 
 
 # -- rank folders ---------------------------------------------------------------------------
-def rank_folder(tmp_path: Path, hosts: list[str], straggler: int = 1) -> Path:
-    """One export per rank (the 8-rank report's processes, each alone), with a run.json that
-    maps ranks to exports and places them on `hosts`."""
+# each rank's nsys session starts its trace clock elsewhere: rank r's zero lies r x 1.3 s after
+# rank 0's on the wall clock, and each records that start (utcEpochNs, systemClockNs)
+UTC0_NS, SESSION_SHIFT_NS = 1_780_000_000_000_000_000, 1_300_000_017
+
+
+def rank_folder(tmp_path: Path, hosts: list[str], straggler: int = 1,
+                sessions: bool = True) -> Path:  # fmt: skip
+    """One export per rank (the 8-rank report's processes, each alone, each its own nsys
+    session: its times moved by its session's start), with a run.json that maps ranks to exports
+    and places them on `hosts`. `sessions` False: no export records its session's start."""
     folder = tmp_path / "cap"
     folder.mkdir()
     for r in range(len(hosts)):
-        e = Export()
+        d = r * SESSION_SHIFT_NS  # rank r's clock reads d less than rank 0's at one instant
+        e = Export(session=(UTC0_NS + d + 7 * r, 7 * r) if sessions else None)
         for k in range(STEPS):
-            base = (k + 1) * STEP_NS
+            base = (k + 1) * STEP_NS - d
             e.range(f"step {k}", base - 500, base + STEP_NS // 2)
             end = base + DELAY_NS + 1000 + r
             e.launch(ALL_REDUCE, base - 300, base + late_ns(r, k, straggler), end, device=r)
@@ -212,6 +220,21 @@ def test_a_rank_folder_on_one_host_is_split(tmp_path: Path) -> None:
         assert [s["wait_ns"] for s in nccl["steps"]] == [
             DELAY_NS - late_ns(r, k, 1) for k in range(STEPS)]  # fmt: skip
         assert nccl["collectives"][0]["collective"] == "AllReduce"  # its own summary's, kept
+
+
+def test_a_rank_folder_without_session_clocks_is_not_matched(tmp_path: Path) -> None:
+    """Exports of separate sessions that do not record their clock's start (nsys before
+    systemClockNs) cannot be set on one clock: nothing matched, and said."""
+    folder = rank_folder(tmp_path, ["node-a"] * 4, sessions=False)
+    doc = summary_json(folder)
+    assert doc["nccl_ranks"]["matched"] is False
+    assert doc["nccl_ranks"]["one_clock"] is False
+    assert doc["nccl_ranks"]["hosts"] == [] and doc["nccl_ranks"]["straggler"] is None
+    for rank in doc["ranks"]:
+        nccl = rank["summary"]["nccl"]
+        assert (nccl["wait_ns"], nccl["transfer_ns"], nccl["last_arrivals"]) == (None,) * 3
+    text = " ".join(run("summary", str(folder)).split())
+    assert "their times cannot be set on one clock, so NCCL kernels are not matched" in text
 
 
 def test_a_rank_folder_on_two_hosts_is_not_matched(tmp_path: Path) -> None:

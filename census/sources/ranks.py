@@ -168,3 +168,33 @@ def rank_hosts(folder: Path, exports: list[Path]) -> list[str | None]:
                 conn.close()
         out.append(host)
     return out
+
+
+def rank_clocks(exports: list[Path]) -> list[int | None]:
+    """Each export's clock origin: the wall-clock time (ns since the epoch) of its trace clock's
+    zero, utcEpochNs − systemClockNs of TARGET_INFO_SESSION_START_TIME, so that the times of
+    exports from separate nsys sessions on one host can be set on one clock (each session keeps
+    its own trace clock). None where the export records no systemClockNs (older nsys): its
+    times cannot be aligned with another session's."""
+    from census.sources.readonly import open_readonly
+
+    out: list[int | None] = []
+    for path in exports:
+        origin = None
+        try:
+            conn = open_readonly(path)
+        except InputError:
+            out.append(None)
+            continue
+        try:
+            if sc.read_schema(conn).has_column(sc.SESSION_START, "systemClockNs"):
+                row = conn.execute(f"SELECT utcEpochNs, systemClockNs FROM {sc.SESSION_START} "
+                                   "LIMIT 1").fetchone()  # fmt: skip
+                if row is not None and all(isinstance(v, int) for v in row):
+                    origin = row[0] - row[1]
+        except sqlite3.Error:
+            origin = None
+        finally:
+            conn.close()
+        out.append(origin)
+    return out
