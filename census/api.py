@@ -98,13 +98,13 @@ def summarize_ranks(
     (census.load.scheduler)."""
     from census.census import merge_census
     from census.load.scheduler import map_ranks
-    from census.sources.ranks import rank_files
+    from census.sources.ranks import rank_clocks, rank_files, rank_hosts
 
     files = rank_files(folder, options.ranks)
-    labels = [label for label, _ in files]
-    exports = [p for _, p in files]
+    labels, exports = [label for label, _ in files], [p for _, p in files]
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
-    return merge_census(labels, ranks, folder), labels, ranks
+    merged = merge_census(labels, ranks, folder, rank_hosts(folder, exports), rank_clocks(exports))
+    return merged, labels, ranks
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
@@ -209,11 +209,12 @@ def census_view(
     defaults to its export's name."""
     from census.compare.tails import tail_steps
     from census.limiter import find_limiter, summary_lead
+    from census.nccl_ranks import split_ranks
     from census.render.views import SummaryView
 
     label = label or default_label(Path(census.source.path))
     return SummaryView(census, tail_steps(census), find_limiter(census), summary_lead(census),
-                       label, shown, overhead)  # fmt: skip
+                       label, shown, overhead, split_ranks(census))  # fmt: skip
 
 
 def diff_view(

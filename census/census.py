@@ -38,6 +38,7 @@ from census.model import (
     RangeIdle,
     Source,
 )
+from census.rank_model import merge_records
 from census.step_table import PHASE_INTS, Rows, StepTable, concat, exact_array, rows_of
 
 # The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
@@ -69,8 +70,11 @@ def collector_paused() -> Iterator[None]:
 
 
 def _census(profile: Profile) -> Census:
+    from census.rank_census import nccl_record
+
     agg = profile.aggregates
     kernels = _kernel_stats(agg)
+    steps = _steps(profile)
     return Census(
         source=Source(
             path=str(profile.path),
@@ -80,7 +84,7 @@ def _census(profile: Profile) -> Census:
             read_with_sql=profile.read_with_sql,
         ),
         totals=_totals(agg),
-        steps=_steps(profile),
+        steps=steps,
         classes=_class_stats(kernels),
         kernels=kernels,
         memory=_memory_stats(agg.memory),
@@ -93,6 +97,7 @@ def _census(profile: Profile) -> Census:
             agg, agg.nccl_union_ns, agg.non_nccl_union_ns, agg.all_union_ns
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
+        nccl=nccl_record(profile, steps),
     )
 
 
@@ -323,9 +328,13 @@ def _sum(items: list, cls: type, key: str) -> tuple:
     return tuple(cls(**extra[k], **dict(zip(numeric, v, strict=True))) for k, v in acc.items())
 
 
-def merge_census(labels: list[str], ranks: list[Census], folder: Path) -> Census:
+def merge_census(labels: list[str], ranks: list[Census], folder: Path,
+                 hosts: list[str | None] | None = None,
+                 clocks: list[int | None] | None = None) -> Census:  # fmt: skip
     """The ranks of one run as one Census, exactly as a single report holding every rank would
-    read: totals summed, each rank's steps kept (named `rank: step`), kernels joined by name."""
+    read: totals summed, each rank's steps kept (named `rank: step`), kernels joined by name;
+    `hosts`: each rank's, where known (its NCCL kernels are matched only on one host); `clocks`:
+    each export's clock origin (census.sources.ranks.rank_clocks; None: unknown)."""
     totals = Metrics(
         **{f.name: sum(getattr(c.totals, f.name) for c in ranks) for f in fields(Metrics)}
     )
@@ -356,6 +365,14 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path) -> Census
         collectives=_sum([x for c in ranks for x in c.collectives], CollectiveStat, "collective"),
         nccl_overlap_ns=sum(c.nccl_overlap_ns for c in ranks),
         idle_by_range=_merged_range_idle(ranks),
+        nccl=merge_records(
+            [c.nccl for c in ranks],
+            [len(c.steps) for c in ranks],
+            [len(c.steps.phases) for c in ranks],
+            labels,
+            hosts or [None] * len(ranks),
+            clocks,
+        ),
     )
 
 

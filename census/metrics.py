@@ -160,6 +160,7 @@ def launched_title(per_step: bool) -> str:
     """The census keys' title: the work launched in the step, or the whole capture's."""
     return LAUNCHED_TITLE if per_step else WHOLE_CAPTURE_TITLE
 
+
 # The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
 # host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
 # gpu_start_ns, a timestamp.

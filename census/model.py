@@ -13,6 +13,7 @@ from typing import Any
 
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
+from census.rank_model import NcclRecord
 from census.step_model import (  # noqa: F401  (the model's objects, named here too)
     METRIC_VALUES,
     IdleSplit,
@@ -118,6 +119,9 @@ class Census:
     nccl_overlap_ns: int = 0
     # GPU idle time by host range, by time descending; None: not computed (--no-idle)
     idle_by_range: tuple[RangeIdle, ...] | None = None
+    # its ranks (processes that launched kernels) and their NCCL kernels, for the wait split
+    # (census.nccl_ranks); None without NCCL kernels and with at most one rank
+    nccl: NcclRecord | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):

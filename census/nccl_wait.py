@@ -37,7 +37,7 @@ so its own keys (a step index per kernel, say) sum them with `sum_by_key`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -111,14 +111,17 @@ class Straggler(NamedTuple):
 @dataclass(frozen=True, eq=False)
 class NcclWait:
     """The split of every rank (in the order of `ranks`), the unmatched collectives (by id),
-    the number of matched occurrences (over all matched collectives), the straggler, and the
-    hosts when there are several (then nothing is matched)."""
+    the number of matched occurrences (over all matched collectives), the straggler, the
+    hosts when there are several (then nothing is matched), and who waited for whom:
+    waited_for[r, s] is rank r's wait over the occurrences rank s arrived last in (int64,
+    ranks x ranks; its column s sums to rank s's caused_wait_ns, its diagonal is 0)."""
 
     ranks: tuple[RankSplit, ...]
     unmatched: tuple[Unmatched, ...]
     occurrences: int
     straggler: Straggler | None
     hosts: tuple[str, ...] = ()
+    waited_for: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
 
 def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = None) -> NcclWait:
@@ -128,8 +131,9 @@ def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = 
     if hosts is not None and len(hosts) != len(ranks):
         raise ValueError(f"{len(hosts)} hosts for {len(ranks)} ranks")
     several = tuple(sorted(set(hosts or ())))
+    none = np.zeros((len(ranks), len(ranks)), np.int64)
     if len(several) > 1:
-        return NcclWait(tuple(_unsplit(k) for k in ranks), (), 0, None, several)
+        return NcclWait(tuple(_unsplit(k) for k in ranks), (), 0, None, several, none)
     runs = [_collective_runs(k) for k in ranks]
     ids, counts = _collective_counts(runs)
     same = (counts == counts[:1]).all(axis=0) if len(ranks) else np.ones(0, bool)
@@ -139,7 +143,7 @@ def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = 
     picks = [_matched_in_order(run, ids, same) for run in runs]
     occurrences = len(picks[0]) if picks else 0
     if not occurrences:
-        return NcclWait(tuple(_unsplit(k) for k in ranks), unmatched, 0, None)
+        return NcclWait(tuple(_unsplit(k) for k in ranks), unmatched, 0, None, (), none)
     start = np.stack([k.start_ns[p] for k, p in zip(ranks, picks, strict=True)])
     end = np.stack([k.end_ns[p] for k, p in zip(ranks, picks, strict=True)])
     last_arrival = start.max(axis=0)
@@ -150,7 +154,9 @@ def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = 
         _split(k, p, wait[r], transfer[r], last[r], int(caused[r]))
         for r, (k, p) in enumerate(zip(ranks, picks, strict=True))
     )
-    return NcclWait(splits, unmatched, occurrences, _straggler(splits))
+    waited_for = np.matmul(wait, last.T.astype(np.int64))  # int64: exact
+    np.fill_diagonal(waited_for, 0)  # a last arriver's own wait is 0 (but for corrupt rows)
+    return NcclWait(splits, unmatched, occurrences, _straggler(splits), (), waited_for)
 
 
 def _int_column(values: np.ndarray) -> np.ndarray:

@@ -115,12 +115,59 @@ def sweep_stale_work(folder: Path) -> None:
                 shutil.rmtree(entry.path, ignore_errors=True)
 
 
-def make_work_folder(out_dir: Path, name: str) -> Path:
-    """A private hidden folder in `out_dir` where a capture or an experiment is assembled."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sweep_stale_work(out_dir)
-    prefix = f".{_short(name)}.partial-{owner_tag()}-"
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=out_dir))
+# What a work folder's disk must have room for before anything runs: the record written last
+# (ab.json: ~16 KiB for 8 arms of 20 steps, 0.5 MiB for 8 arms of 1,000 steps and 3 phases;
+# run.json: a few KiB), so that a full disk is said before the arms or nsys, not after them
+ROOM_BYTES = 1 << 20
+
+
+def make_work_folder(out_dir: Path, name: str, unrun: str = "nothing was run") -> Path:
+    """A private hidden folder in `out_dir` where a capture or an experiment is assembled, once
+    its disk took ROOM_BYTES there (a placeholder written, synced and removed). A full disk, a
+    quota or the file size limit is the one-line OutOfSpace naming `out_dir / name` and what
+    was not run (`unrun`); a folder that cannot be written, a UsageError: nothing is left (the
+    folders made for it removed)."""
+    made = [p for p in (out_dir, *out_dir.parents) if not os.path.lexists(p)]
+    work = None
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        sweep_stale_work(out_dir)
+        prefix = f".{_short(name)}.partial-{owner_tag()}-"
+        work = Path(tempfile.mkdtemp(prefix=prefix, dir=out_dir))
+        _take_room(work / "room.part", ROOM_BYTES)
+        return work
+    except OSError as exc:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        for folder in made:  # the deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise _no_room(exc, out_dir / name, unrun) from None
+
+
+def _take_room(path: Path, size: int) -> None:
+    """`size` bytes written to `path` (random: a compressing file system stores them whole),
+    synced (a quota or a network file system says no by then), then removed."""
+    try:
+        with open(path, "xb") as fh:
+            for start in range(0, size, 1 << 16):
+                fh.write(os.urandom(min(1 << 16, size - start)))
+            fh.flush()
+            os.fsync(fh.fileno())
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _no_room(exc: OSError, folder: Path, unrun: str) -> Exception:
+    from census.errors import UsageError, ran_out
+    from census.units import fmt_bytes
+
+    resource = ran_out(exc, folder, output=True)
+    if resource is None:
+        return UsageError(f"{folder}: cannot write there ({exc.strerror or exc}); {unrun}")
+    return type(resource)(f"{resource} (census checks for {fmt_bytes(ROOM_BYTES)} of room "
+                          f"there before it runs anything: {unrun})")  # fmt: skip
 
 
 def output_file(target: Path) -> Path:

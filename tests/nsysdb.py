@@ -91,6 +91,9 @@ class Export:
     nvtx: list[dict] = field(default_factory=list)
     gpus: list[dict] = field(default_factory=list)
     omit: set[str] = field(default_factory=set)
+    # TARGET_INFO_SESSION_START_TIME's row (utcEpochNs, systemClockNs: the session's start on
+    # the wall clock and on the trace's clock), written when given
+    session: tuple[int, int] | None = None
     _corr: int = 0
 
     def sid(self, text: str) -> int:
@@ -261,5 +264,10 @@ class Export:
             db[name].insert_all(rows)
         if self.gpus:
             db["TARGET_INFO_GPU"].insert_all(self.gpus)
+        if self.session is not None:
+            utc, system = self.session
+            db["TARGET_INFO_SESSION_START_TIME"].insert(
+                {"utcEpochNs": utc, "utcTime": "", "localTime": "", "systemClockNs": system}
+            )
         db.close()
         return path

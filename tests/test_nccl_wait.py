@@ -5,15 +5,12 @@ ranks (hypothesis)."""
 from __future__ import annotations
 
 import random
-import sqlite3
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from census.definitions import nccl_collective
 from census.nccl_wait import (
     NcclKernels,
     NcclWait,
@@ -24,60 +21,7 @@ from census.nccl_wait import (
     sum_by_key,
 )
 from tests.helpers.files import fixture_file
-
-Kernel = tuple[int, int, int]  # collective, start_ns, end_ns
-
-
-# -- the definition, by brute force ---------------------------------------------------------
-def brute_force(ranks: list[list[Kernel]]) -> dict:
-    """Every kernel's wait, transfer, last arrival and matched flag; the unmatched collectives;
-    each rank's last arrivals and caused wait; the straggler (rank, last arrivals, caused)."""
-    out = {
-        "wait": [[0] * len(k) for k in ranks],
-        "transfer": [[0] * len(k) for k in ranks],
-        "last": [[False] * len(k) for k in ranks],
-        "matched": [[False] * len(k) for k in ranks],
-        "last_count": [0] * len(ranks),
-        "caused": [0] * len(ranks),
-        "unmatched": {},
-        "occurrences": 0,
-    }
-    by_rank = []
-    for kernels in ranks:
-        groups: dict[int, list[tuple[int, int, int]]] = {}
-        for i, (c, s, e) in enumerate(kernels):
-            groups.setdefault(c, []).append((s, e, i))
-        by_rank.append({c: sorted(v) for c, v in groups.items()})
-    for c in sorted({c for groups in by_rank for c in groups}):
-        counts = [len(groups.get(c, [])) for groups in by_rank]
-        if len(set(counts)) > 1:
-            out["unmatched"][c] = counts
-            continue
-        for k in range(counts[0]):
-            brute_occurrence(out, [groups[c][k] for groups in by_rank])
-    out["straggler"] = None
-    if len(ranks) >= 2 and out["occurrences"]:
-        best = max(range(len(ranks)), key=lambda r: (out["last_count"][r], out["caused"][r], -r))
-        out["straggler"] = (best, out["last_count"][best], out["caused"][best])
-    return out
-
-
-def brute_occurrence(out: dict, row: list[tuple[int, int, int]]) -> None:
-    """One occurrence: row[r] is rank r's (start, end, index) of it."""
-    out["occurrences"] += 1
-    last_arrival = max(s for s, _, _ in row)
-    waits = []
-    for r, (s, e, i) in enumerate(row):
-        reached = min(e, last_arrival)
-        out["wait"][r][i] = reached - s
-        out["transfer"][r][i] = e - reached
-        out["last"][r][i] = s == last_arrival
-        out["matched"][r][i] = True
-        waits.append(reached - s)
-    for r, (s, _, _) in enumerate(row):
-        if s == last_arrival:
-            out["last_count"][r] += 1
-            out["caused"][r] += sum(waits) - waits[r]
+from tests.helpers.nccl import Kernel, brute_force, read_nccl_kernels
 
 
 def as_kernels(kernels: list[Kernel]) -> NcclKernels:
@@ -98,6 +42,7 @@ def assert_brute_force(ranks: list[list[Kernel]], found: NcclWait) -> dict:
     assert [s.matched.tolist() for s in found.ranks] == want["matched"]
     assert found.unmatched == tuple(Unmatched(c, tuple(n)) for c, n in want["unmatched"].items())
     assert found.occurrences == want["occurrences"]
+    assert found.waited_for.tolist() == want["waited_for"]
     assert found.straggler == (Straggler(*want["straggler"]) if want["straggler"] else None)
     for r, kernels in enumerate(ranks):
         loose = [e - s for (_, s, e), m in zip(kernels, want["matched"][r], strict=True) if not m]
@@ -115,25 +60,6 @@ def assert_brute_force(ranks: list[list[Kernel]], found: NcclWait) -> dict:
 
 
 # -- the real 2-GPU fixtures ----------------------------------------------------------------
-def read_nccl_kernels(path: Path) -> list[list[Kernel]]:
-    """Each process's NCCL kernels (processes by pid: globalPid >> 24), collectives numbered by
-    name."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(
-            "SELECT k.globalPid >> 24, k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN StringIds s ON s.id = k.shortName ORDER BY k.rowid"
-        ).fetchall()
-    finally:
-        conn.close()
-    names = sorted({c for *_, n in rows if (c := nccl_collective(n))})
-    ranks: dict[int, list[Kernel]] = {pid: [] for pid, *_ in sorted(rows)}
-    for pid, start, end, name in rows:
-        if collective := nccl_collective(name):
-            ranks[pid].append((names.index(collective), start, end))
-    return [k for k in ranks.values() if k]
-
-
 # per rank: (kernels, NCCL time, wait, transfer, last arrivals), from the brute force above
 FIXTURES = {
     "nsysai_mfu_2gpu_before.sqlite": [

@@ -6,16 +6,15 @@ traceback, and no process census started alive 1 s after it exits (tests/helpers
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from census.sources.samples import sample_path
+from tests.helpers.disks import small_tmpfs
 from tests.helpers.exports import generated
 from tests.helpers.files import REPO
 from tests.helpers.reaper import Reaped, reaped
@@ -126,20 +125,6 @@ def test_the_file_size_limit_is_one_line_and_exit_73(big: Path, tmp_path: Path) 
 
 
 # A full temporary folder or disk
-
-
-@contextlib.contextmanager
-def small_tmpfs(folder: Path, size: str = "1m") -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `folder`; the test is skipped where none can be mounted."""
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                             capture_output=True, text=True, check=False)  # fmt: skip
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.strip() or 'not root'})")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 def test_a_full_temporary_folder_is_one_line_and_exit_73(big: Path, tmp_path: Path) -> None:

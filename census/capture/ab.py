@@ -7,7 +7,9 @@ several nodes the output folder must be on a filesystem that every node sees. No
 from them is stored: reading it back (census.sources.experiment, census.api.load_experiment)
 recomputes the statistics from the arms and the census diff from the captures. `--force`
 replaces only an experiment census made: an `ab.json` that is census's record, beside nothing
-but its captures `a/` and `b/`.
+but its captures `a/` and `b/`. Its disk is checked for room before the first arm; an `ab.json`
+that cannot be written once the arms ran (or a machine that runs out before the captures ran)
+keeps the arms' record elsewhere (census.capture.keep).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from census.errors import UsageError
+from census.capture.keep import finish_folder, kept
+from census.errors import CensusError, UsageError
 from census.model import Arm
-from census.paths import check_output_folder, make_work_folder, replace_folder
+from census.paths import check_output_folder, make_work_folder
 
 if TYPE_CHECKING:
     from census.capture.arms import ArmRule
@@ -63,7 +66,7 @@ def run_ab(
     experiment's folder."""
     from census.capture.arms import ArmsSpec, arm_order, run_arms
     from census.capture.nsys import find_nsys
-    from census.errors import ToolMissingError
+    from census.errors import ResourceError, ToolMissingError
 
     _validate(spec)
     try:
@@ -81,24 +84,34 @@ def run_ab(
             note = "nsys is not installed"
     # assembled in the experiment's output folder from the start: the ranks write their records
     # into it, which every node must see (census.capture.arms)
-    work = make_work_folder(spec.out_dir, spec.name)
+    work = make_work_folder(spec.out_dir, spec.name, "no arm was run")
     try:
         arms = run_arms(ArmsSpec(spec.commands, spec.labels, spec.arms, spec.warmup, spec.active,
                                  records=work / RECORDS), progress, rule)  # fmt: skip
-        if nsys:
-            _capture_sides(spec, nsys, work, progress, has_steps)
-        record = {"labels": list(spec.labels), "commands": {k: list(v) for k, v in
-                  spec.commands.items()}, "arms": [_arm_record(a) for a in arms],
-                  "capture": note, "wall_s": round(time.monotonic() - started, 1)}  # fmt: skip
-        if rule is not None:
-            record["sequential"] = asdict(rule.record())
-        (work / RECORD).write_text(json.dumps(record, indent=1), encoding="utf-8")
-        work.chmod(0o755)
-        replace_folder(work, spec.folder, spec.force, experiment_foreign)
+        record = _record(spec, arms, note, rule)
+        what = (f"the experiment's record ({RECORD}: {len(arms)} arms)", "its captures")
+        try:
+            if nsys:
+                _capture_sides(spec, nsys, work, progress, has_steps)
+        except ResourceError as exc:
+            raise _without_captures(exc, work, spec.folder, record, what) from None
+        record["wall_s"] = round(time.monotonic() - started, 1)
+        text = (RECORD, json.dumps(record, indent=1))
+        finish_folder(work, spec.folder, text, what, spec.force, experiment_foreign)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return spec.folder
+
+
+def _record(spec: ABSpec, arms: list[Arm], note: str | None, rule: ArmRule | None) -> dict:
+    """ab.json's record of the arms (its wall_s set once the experiment is over)."""
+    record = {"labels": list(spec.labels), "commands": {k: list(v) for k, v in
+              spec.commands.items()}, "arms": [_arm_record(a) for a in arms],
+              "capture": note, "wall_s": None}  # fmt: skip
+    if rule is not None:
+        record["sequential"] = asdict(rule.record())
+    return record
 
 
 def _validate(spec: ABSpec) -> None:
@@ -154,6 +167,16 @@ def _is_record(path: Path) -> bool:
     return (record is not None and isinstance(record.get("labels"), list)
             and len(record["labels"]) == 2 and isinstance(record.get("arms"), list)
             and isinstance(record.get("commands"), dict))  # fmt: skip
+
+
+def _without_captures(exc: BaseException, work: Path, folder: Path, record: dict,
+                      what: tuple[str, str]) -> CensusError:  # fmt: skip
+    """The machine ran out during the captures (a disk that filled during the arms): the arms'
+    record kept (census.capture.keep) as an experiment without captures, the captures dropped."""
+    for side in ("a", "b"):
+        shutil.rmtree(work / side, ignore_errors=True)
+    record = {**record, "capture": "the machine ran out during the captures"}
+    return kept(exc, work, folder, (RECORD, json.dumps(record, indent=1)), what)
 
 
 def _capture_sides(

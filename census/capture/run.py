@@ -3,7 +3,9 @@
 A capture is assembled in a hidden `.NAME.partial-PID-HOST-*` folder and renamed into place only
 when nsys succeeded, the report was imported and exported, and step ranges were found: an
 interrupted or failed capture never leaves a folder that looks finished, and one killed outright
-(kill -9) is removed by the next capture or experiment into that folder. `--force` replaces only a
+(kill -9) is removed by the next capture or experiment into that folder. Its disk is checked for
+room before nsys starts; a run.json that cannot be written once nsys ran is kept elsewhere, the
+exports on disk (census.capture.keep). `--force` replaces only a
 capture census made: its run.json is census's record and every file in it one census writes.
 """
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.keep import finish_folder
 from census.capture.launcher import forwarded, split_launcher
 from census.capture.per_rank import (
     check_ranks,
@@ -36,7 +39,7 @@ from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
-from census.paths import check_output_folder, make_work_folder, replace_folder
+from census.paths import check_output_folder, make_work_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
 REPORT_STEM = "capture"
@@ -179,7 +182,7 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
-    work = make_work_folder(spec.out_dir, spec.name)
+    work = make_work_folder(spec.out_dir, spec.name, "nsys was not started")
     try:
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
@@ -202,9 +205,9 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
         info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
         if launch:
             info.update(rank_info(work, stems, places, world))
-        (work / "run.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
-        work.chmod(0o755)  # mkdtemp made it private
-        replace_folder(work, spec.folder, spec.force, capture_foreign)
+        finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
+                      ("the capture's record (run.json)", "its exports"), spec.force,
+                      capture_foreign)  # fmt: skip
         return spec.folder
     finally:
         if work.exists():

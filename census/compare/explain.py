@@ -235,19 +235,22 @@ def _copy_time(c, per_step: bool, kind: str) -> float:
     return compared_value(c, per_step and bool(c.steps), total, total)
 
 
-def _nccl(d: CensusDiff, unit: str) -> tuple[float, str] | None:
+def _nccl(d: CensusDiff, unit: str) -> list[tuple[float, str]] | None:
+    """The NCCL change, then each rank's split into wait and transfer (census.compare.rank_nccl)."""
+    from census.compare.rank_nccl import rank_nccl_sentences
+
     t = d.metrics["nccl_kernel_time_ns"]
     n = d.metrics["nccl_kernel_count"]
     if not t.delta and not n.delta:
         return None
     overlap = [_overlap(c, d.per_step) for c in (d.a, d.b)]
     by_collective = _collective_changes(d)
-    return (
+    return [(
         t.delta or 0.0,
         f"NCCL {fmt_count(n.delta, signed=True)} kernels{unit}, time {change_text(t, fmt_ns, unit)}"
         + (f" ({by_collective})" if by_collective else "")
         + f"; overlapped with compute {fmt_ns(overlap[0])} -> {fmt_ns(overlap[1])}{unit}",
-    )
+    ), *rank_nccl_sentences(d, unit)]  # fmt: skip
 
 
 def _overlap(c, per_step: bool) -> float:

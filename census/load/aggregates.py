@@ -3,8 +3,7 @@
 The big tables are read as integer columns (census.sqlite.read_batches) and aggregated with
 numpy; what reaches the Census is one row per kernel name and copy kind, and one table of
 columns with one row per step or phase segment: the accumulators' per-key columns
-(census.load.accumulators.key_table, census.load.figures.Figures). Inputs are opened read-only
-and never written.
+(census.load.accumulators.key_table, census.load.figures.Figures). Inputs are read-only.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from census.sqlite import notes
 if TYPE_CHECKING:
     from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
+    from census.load.rank_kernels import RankColumns
     from census.load.unions import Unions
     from census.model import IdleSplit
 
@@ -94,6 +94,11 @@ class Aggregates:
     # the whole capture's kernel sums (census.load.accumulators.KernelSums.total), by name
     kernel_totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
+    # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
+    # the whole capture's NCCL kernel time not overlapped by non-NCCL kernels there (when
+    # any_nccl): |all-kernel union| − |non-NCCL union|
+    ranks: RankColumns | None = None
+    exposed_by_device: dict[int, int] = field(default_factory=dict)
 
     @property
     def busy_ns(self) -> dict[int, int]:
@@ -103,8 +108,7 @@ class Aggregates:
 
 @dataclass(frozen=True)
 class Profile:
-    """One export as read: its schema, GPUs, steps (and phase segments), the aggregates of
-    the work launched in them, the idle split, and what was said on the way."""
+    """One export as read: schema, GPUs, steps, aggregates, idle split, what was said."""
 
     path: Path
     schema: sc.Schema
@@ -334,6 +338,8 @@ def _aggregates(
                      figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl,
                      kernel_totals=gpu.step_kernels.total())  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
+    agg.ranks = gpu.ranks.finish()
+    agg.exposed_by_device = _exposed_by_device(gpu.unions) if passes.any_nccl else {}
     if parents is None:
         return agg, None
     return _steps_of(agg, parents, steps, unions[parent_scope(0, keys) :]), agg
@@ -358,6 +364,19 @@ def _unions(unions: Unions, n: int) -> tuple[list[int], np.ndarray]:
     order = (NON_NCCL, NCCL_CLASS, ALL_CLASS)  # UNIONS' order
     columns = [fit_rows(per[c], n) if c in per else np.zeros(n, np.int64) for c in order]
     return [whole.get(c, 0) for c in order], np.stack(columns, axis=1)
+
+
+def _exposed_by_device(unions: Unions) -> dict[int, int]:
+    """Per deviceId, the whole capture's |all-kernel union| − |non-NCCL union|: the NCCL
+    kernel time there that no non-NCCL kernel overlaps."""
+    from census.load.kernels import ALL_CLASS, NON_NCCL
+
+    def whole(cls: int, dev: int) -> int:
+        found = unions.columns.get((cls, dev))
+        return 0 if found is None else int(found[0].values[0, 0])
+
+    devices = {dev for cls, dev in unions.columns if cls == ALL_CLASS}
+    return {dev: whole(ALL_CLASS, dev) - whole(NON_NCCL, dev) for dev in sorted(devices)}
 
 
 def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:

@@ -44,6 +44,7 @@ from census.load.intervals import (
     sweep,
     with_end,
 )
+from census.load.rank_kernels import RankKernels
 from census.load.timeline import TimelineParts
 from census.load.unions import Unions
 from census.sources import schema as sc
@@ -146,6 +147,7 @@ class PartResult:
     devices: Devices = field(default_factory=Devices)
     missing: Missing = field(default_factory=Missing)  # GPU rows without a call
     timeline: TimelineParts = field(default_factory=TimelineParts)  # with ctx.timeline
+    ranks: RankKernels = field(default_factory=RankKernels)  # per process; its NCCL kernels
 
     def merge(self, other: PartResult) -> None:
         """Add the result of the range after this one (its boundary fixed up before:
@@ -196,6 +198,8 @@ class PartReader:
         self._add_groups(pairs, pair, found, step, dur)
         self.res.step_kernels.add(b)
         add_spans(self.res.span, step, b["start"], b["end"])
+        self.res.ranks.add(b["proc"], b["dev"], dur, nccl & timed,
+                           (b["dn"], b["sn"], b["start"], b["end"], step))  # fmt: skip
         extent = timed & (b["dur"] > 0)
         latest = self._check_order(b["start"][extent], part)
         unions = self._union_members(b, extent, step, nccl)

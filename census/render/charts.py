@@ -14,6 +14,7 @@ from census.compare.diff import CensusDiff
 from census.metrics import COUNTED_COPIES, LABELS, MEMCPY_KINDS
 from census.model import Census
 from census.render.fit import short_names
+from census.render.views import SummaryView
 from census.units import fmt_count, fmt_ns, keep_units, one_line
 
 TOP_CHART = 20
@@ -237,3 +238,35 @@ def _change_figure(d: CensusDiff) -> Any | None:
         legend={"orientation": "h", "y": -0.12},
     )
     return fig
+
+
+def rank_chart(view: SummaryView) -> list[Chart]:
+    """With several ranks: per rank, its compute (non-NCCL kernel time), NCCL transfer and NCCL
+    wait (and unmatched NCCL time), stacked; per step (means over its steps) with steps."""
+    import plotly.graph_objects as go
+
+    ranks = view.ranks
+    if ranks is None:
+        return []
+    per_step = bool(view.census.steps)
+    compute = view.census.steps.column("non_nccl_kernel_time_ns")
+    parts: dict[str, list[float]] = {"compute": [], "NCCL transfer": [], "NCCL wait": [],
+                                     "NCCL unmatched": []}  # fmt: skip
+    for r, row in enumerate(ranks.ranks):
+        means = ranks.rank_means(r) if per_step else None
+        if means is None:
+            figures = (row.kernel_time_ns - row.nccl_time_ns, row.transfer_ns or 0,
+                       row.wait_ns or 0, row.unmatched_ns)  # fmt: skip
+        else:
+            rows = row.step_rows
+            wait, transfer = means["wait_ns"], means["transfer_ns"]
+            figures = (sum(compute[rows].tolist()) / len(rows), transfer, wait,
+                       means["nccl_time_ns"] - wait - transfer)  # fmt: skip
+        for name, value in zip(parts, figures, strict=True):
+            parts[name].append(value / 1e6)
+    labels = [esc(r.label) for r in ranks.ranks]
+    fig = go.Figure([go.Bar(name=name, x=labels, y=values) for name, values in parts.items()
+                     if any(values)])  # fmt: skip
+    fig.update_layout(barmode="stack")
+    basis = "per step" if per_step else "whole capture"
+    return [Chart(f"Ranks: compute, NCCL transfer and NCCL wait ({basis}, ms)", fig)]

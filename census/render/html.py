@@ -15,7 +15,7 @@ from typing import Any
 from census.compare.diff import CensusDiff
 from census.metrics import HIDDEN_WHEN_ZERO, LABELS, VIEW_CARDS, shown_in
 from census.model import Census
-from census.render.charts import Chart, diff_charts, esc, summary_charts
+from census.render.charts import Chart, diff_charts, esc, rank_chart, summary_charts
 from census.render.diffrows import IDLE_RANGES_TITLE as DIFF_RANGES_TITLE
 from census.render.diffrows import (
     accounting_rows,
@@ -25,7 +25,12 @@ from census.render.diffrows import (
     phase_rows,
 )
 from census.render.diffrows import idle_range_rows as diff_range_rows
-from census.render.summaryrows import IDLE_RANGES_TITLE, idle_range_rows, phase_keys
+from census.render.summaryrows import (
+    IDLE_RANGES_TITLE,
+    idle_range_rows,
+    nccl_rank_section,
+    phase_keys,
+)
 from census.render.views import DiffView, RanksView, SummaryView
 from census.units import fmt_metric, keep_units, one_line
 
@@ -207,7 +212,8 @@ def render_summary_html(view: SummaryView) -> str:
         + (f"<ul>{warnings}</ul>" if warnings else "")
         + _idle_range_table(census)
         + _phase_table(census)
-        + figures(summary_charts(census))
+        + _rank_table(view)
+        + figures([*rank_chart(view), *summary_charts(census)])
         + _summary_kernels(census)
     )
     src = census.source
@@ -215,6 +221,16 @@ def render_summary_html(view: SummaryView) -> str:
     steps = f"{census.step_count} step(s)"
     sub = f"{view.shown or view.label} · nsys {src.nsys_version} · {gpus} · {steps}"
     return page(f"census: {view.label}", sub, body, view.lead)
+
+
+def _rank_table(view: SummaryView) -> str:
+    """With several ranks: their NCCL time split into wait and transfer, and the lines under."""
+    section = nccl_rank_section(view)
+    if section is None:
+        return ""
+    title, table, lines = section
+    notes = "".join(f"<p>{esc(line)}</p>" for line in lines)
+    return f"<h2>{esc(title)}</h2>" + html_table(*table) + notes
 
 
 def _summary_cards(census: Census) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ from census.definitions import HOST_AHEAD_RULE, IDLE_BY_RANGE_RULE, LIMITER_RULE
 from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
 from census.model import METRIC_VALUES, Arm, Census, Phase, Source, Step, idle_values
 from census.render import json_rows
+from census.render.json_ranks import folder_ranks_json, report_ranks_json
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
 from census.step_table import int_sum
 
@@ -51,10 +52,12 @@ def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, Iterable[st
     return {"warnings": list(view.diff.warnings)}, text
 
 
-def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
+def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
+                 ranks: bool = True) -> dict[str, Any]:  # fmt: skip
     """The `census summary --json` contract (without its "capture", census.render.render adds
     it: a diff's sides have none); `rows_as_text`: the per-step lists as their JSON text
-    (census.render.json_rows, for json_rows.dumps)."""
+    (census.render.json_rows, for json_rows.dumps); `ranks`: a report's ranks after it, where
+    it holds several (census.render.json_ranks; a rank folder's are its own)."""
     census, tail, limiter = view.census, view.tail, view.limiter
     return {
         "census_version": CENSUS_VERSION,
@@ -78,6 +81,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False) -
         },
         **_tables(census, top),
         "warnings": list(census.warnings),
+        **(report_ranks_json(view) if ranks else {}),
     }
 
 
@@ -370,7 +374,10 @@ def render_summary_json(view: SummaryView, top: int = 20, indent: int | None = N
 
 def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None) -> str:
     """`census summary --json` of a rank folder: the merged summary, each rank's, the spread."""
-    return json.dumps({**summary_json(view.merged, top), **spread_json(view)}, indent=indent)
+    spread = spread_json(view)
+    extra = folder_ranks_json(view.merged, view.labels, spread["ranks"])
+    return json.dumps({**summary_json(view.merged, top, ranks=False), **spread, **extra},
+                      indent=indent)  # fmt: skip
 
 
 def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str:

@@ -104,6 +104,10 @@ def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
     out += [f"#### Kernel census: {launched_title(bool(census.steps))}", "", launched, ""]
     if census.per_phase():
         out += ["#### Phases (per step, mean)", "", markdown_table(*sr.phase_rows(census)), ""]
+    section = sr.nccl_rank_section(view)
+    if section is not None:
+        out += [f"#### {section[0]}", "", markdown_table(*section[1]), ""]
+        out += [f"{_cell(line)}" for line in section[2]] + ([""] if section[2] else [])
     head, rows = sr.kernel_rows(census, top)
     if rows:
         out += [f"#### Top {len(rows)} kernels by time", "", _kernel_table(head, rows, left=2), ""]

@@ -7,7 +7,7 @@ from census.compare.tails import GPU_SPAN, Tail
 from census.definitions import P95_MIN_VALUES
 from census.metrics import HIDDEN_WHEN_ZERO, LABELS, METRIC_KEYS, VIEW_PHASES, Metric, shown_in
 from census.model import Census
-from census.render.views import RanksView
+from census.render.views import RanksView, SummaryView
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
 
 Table = tuple[list[str], list[list[str]]]
@@ -207,3 +207,17 @@ def spread_rows(view: RanksView) -> Table:
     rows = [[LABELS[key], fmt_ns(v.min), fmt_ns(v.median), fmt_ns(v.max), v.max_rank]
             for key, v in view.spread.items()]  # fmt: skip
     return ["metric", "min", "median", "max", "slowest rank"], rows
+
+
+def nccl_rank_section(view: SummaryView) -> tuple[str, Table, list[str]] | None:
+    """With several ranks: the title and table of their NCCL time split into wait and
+    transfer (census.nccl_ranks), and the lines under it (not matched, the straggler)."""
+    from census.nccl_ranks import LEGEND, rank_table, straggler_line, unmatched_line
+
+    ranks = view.ranks
+    if ranks is None:
+        return None
+    per_step = bool(view.census.steps)
+    title = f"Ranks: NCCL time = wait + transfer ({'per step' if per_step else 'whole capture'})"
+    lines = [line for line in (LEGEND, unmatched_line(ranks), straggler_line(ranks)) if line]
+    return title, rank_table(ranks, per_step), lines

@@ -17,6 +17,7 @@ from census.render.summaryrows import (
     idle_range_rows,
     kernel_rows,
     memory_rows,
+    nccl_rank_section,
     phase_rows,
     rank_rows,
     spread_rows,
@@ -83,6 +84,11 @@ def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool
         print_fit(console, "NCCL collectives", *collective_rows(census))
         console.print(f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}",
                       highlight=False)  # fmt: skip
+    section = nccl_rank_section(view)
+    if section is not None:
+        print_fit(console, section[0], *section[1], left=1)
+        for line in section[2]:
+            console.print(escape(one_line(line)), highlight=False)
     if census.memory or census.launch_apis:
         print_fit(console, "Memory operations and launch APIs", *memory_rows(census))
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from census.compare.tails import Tail
     from census.limiter import Limiter
     from census.model import Census
+    from census.nccl_ranks import NcclRanks
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class SummaryView:
     label: str  # its name on a page's title
     shown: str | None = None  # what the user named it (else the export's path is shown)
     overhead: dict | None = None  # the capture overhead against its calibration run, if any
+    # with several ranks: their NCCL time split into wait and transfer (census.nccl_ranks)
+    ranks: NcclRanks | None = None
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,14 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from census.errors import InputError
 from census.sources import schema as sc
 
+T = TypeVar("T")
 _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
@@ -143,7 +146,6 @@ def rank_hosts(folder: Path, exports: list[Path]) -> list[str | None]:
     across nodes), else as nsys recorded it in the export (its Hostname); None where neither
     says it."""
     from census.capture.run import read_run_info
-    from census.sources.readonly import open_readonly
 
     info = read_run_info(folder) or {}
     places = info.get("rank_places") if isinstance(info.get("rank_places"), dict) else {}
@@ -153,18 +155,43 @@ def rank_hosts(folder: Path, exports: list[Path]) -> list[str | None]:
     for path in exports:
         place = places.get(named.get(path.name, ""), {})
         host = place.get("host") if isinstance(place, dict) else None
-        if not isinstance(host, str):
-            host = None
-            try:
-                conn = open_readonly(path)
-            except InputError:
-                out.append(None)
-                continue
-            try:
-                host = _host(conn, sc.read_schema(conn))
-            except sqlite3.Error:
-                host = None
-            finally:
-                conn.close()
-        out.append(host)
+        out.append(host if isinstance(host, str) else _read_export(path, _host))
     return out
+
+
+def rank_clocks(exports: list[Path]) -> list[int | None]:
+    """Each export's clock origin: the wall-clock time (ns since the epoch) of its trace clock's
+    zero, utcEpochNs − systemClockNs of TARGET_INFO_SESSION_START_TIME, so that the times of
+    exports from separate nsys sessions on one host can be set on one clock (each session keeps
+    its own trace clock). None where the export records no systemClockNs (older nsys): its
+    times cannot be aligned with another session's."""
+    return [_read_export(path, _clock_origin) for path in exports]
+
+
+def _clock_origin(conn: sqlite3.Connection, schema: sc.Schema) -> int | None:
+    """utcEpochNs − systemClockNs of the export's session start; None where not recorded."""
+    if not schema.has_column(sc.SESSION_START, "systemClockNs"):
+        return None
+    row = conn.execute(
+        f'SELECT utcEpochNs, systemClockNs FROM "{sc.SESSION_START}" LIMIT 1'
+    ).fetchone()
+    if row is None or not all(isinstance(v, int) for v in row):
+        return None
+    return row[0] - row[1]
+
+
+def _read_export(path: Path, read: Callable[[sqlite3.Connection, sc.Schema], T]) -> T | None:
+    """`read` of the export at `path` (its connection and schema); None where it cannot be
+    opened or read."""
+    from census.sources.readonly import open_readonly
+
+    try:
+        conn = open_readonly(path)
+    except InputError:
+        return None
+    try:
+        return read(conn, sc.read_schema(conn))
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()

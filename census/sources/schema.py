@@ -18,6 +18,8 @@ NVTX = "NVTX_EVENTS"
 STRINGS = "StringIds"
 GPU_INFO = "TARGET_INFO_GPU"
 SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"  # name/value pairs: Hostname, ...
+# the session's start: utcEpochNs (wall clock) and, in newer exports, systemClockNs (the trace's clock)
+SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 
 KNOWN_MAJOR_VERSIONS = (2, 3)
@@ -85,7 +87,7 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
     )
     columns = {
         t: frozenset(r[1] for r in conn.execute(f'PRAGMA table_info("{t}")'))
-        for t in (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV)
+        for t in (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV, SESSION_START)
         if t in tables
     }
     meta: dict[str, str] = {}

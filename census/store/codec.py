@@ -25,6 +25,7 @@ from census.model import (
     RangeIdle,
     Source,
 )
+from census.rank_model import record_fields, record_of
 from census.step_table import Rows, StepTable, exact_array
 
 _BLOB = "$blob"  # a column's place in the JSON line: {"$blob": [dtype, length]}
@@ -88,6 +89,9 @@ def load_record(data: bytes) -> Census:
             raise ValueError("not a census record")
         table[side] = {k: column(v) for k, v in table[side].items()}
     table["bounds"] = column(table["bounds"])
+    nccl = rec.get("nccl")
+    if nccl is not None:
+        rec["nccl"] = {k: column(v) for k, v in nccl.items()}
     if at != len(view):
         raise ValueError("a cache entry with bytes to spare")
     return from_record(rec)
@@ -97,11 +101,12 @@ def to_record(census: Census, column: Callable[[Any], Any] = _listed) -> dict[st
     """Everything, for the cache; `from_record` inverts it exactly. Steps are stored as columns
     (each as `column` gives it: a flat list by default): tens of thousands of them load several
     times faster that way."""
-    rec = asdict(replace(census, steps=()))
+    rec = asdict(replace(census, steps=(), nccl=None))
     table = census.steps
     rec["steps"] = {"steps": _rows_record(table.steps, column),
                     "phases": _rows_record(table.phases, column),
                     "bounds": column(table.bounds)}  # fmt: skip
+    rec["nccl"] = record_fields(census.nccl, column)  # its blobs after the steps'
     rec["means"] = {"per_step": census.per_step(), "per_step_timing": census.per_step_timing(),
                     "per_phase": census.per_phase(),
                     "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
@@ -135,6 +140,7 @@ def from_record(rec: dict[str, Any]) -> Census:
         idle_by_range=None
         if rec["idle_by_range"] is None
         else tuple(build(RangeIdle, r) for r in rec["idle_by_range"]),
+        nccl=record_of(rec["nccl"]),
     )
     census.__dict__["_memo_values"] = dict(rec["means"])
     return census

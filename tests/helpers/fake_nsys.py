@@ -6,7 +6,8 @@ Its behaviour comes from $FAKE_NSYS_MODE:
   qdstrm   write only OUTPUT.qdstrm (an nsys whose importer is missing), exit 0
   noreport write nothing, exit 0
   copy     copy $FAKE_NSYS_SQLITE to OUTPUT.sqlite and touch OUTPUT.nsys-rep, exit 0
-           (OUTPUT's `%q{RANK}` is $RANK, as nsys expands it under torchrun)
+           (OUTPUT's `%q{RANK}` is $RANK, as nsys expands it under torchrun); then, with
+           $FAKE_NSYS_FILL, write that file until its disk is full (a disk that fills meanwhile)
   crash    run the program, and exit with its status as nsys does
   hang     sleep until killed
 """
@@ -17,6 +18,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def fill(path: str) -> None:
+    """`path` written until its disk is full."""
+    with open(path, "ab", buffering=0) as fh:
+        try:
+            while True:
+                fh.write(b"x" * 4096)
+        except OSError:
+            pass
 
 
 def main() -> int:
@@ -49,6 +60,8 @@ def main() -> int:
         out = out.replace("%q{RANK}", os.environ.get("RANK", ""))
         shutil.copy(os.environ["FAKE_NSYS_SQLITE"], out + ".sqlite")
         Path(out + ".nsys-rep").write_bytes(b"rep")
+        if os.environ.get("FAKE_NSYS_FILL"):
+            fill(os.environ["FAKE_NSYS_FILL"])
         return 0
     if mode == "crash":
         return subprocess.run(program, check=False).returncode
