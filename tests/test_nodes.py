@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import census_process
+from tests.helpers.disks import skip_if_hidden
 from tests.helpers.files import REPO, SLEEP_TRAIN
 
 CLUSTER = str(REPO / "tests" / "helpers" / "cluster.py")
@@ -31,6 +32,7 @@ SHARED_ROOT = Path("/var/tmp")  # outside /tmp: the folder every simulated node 
 
 @pytest.fixture(scope="module", autouse=True)
 def _nodes_possible() -> None:
+    skip_if_hidden("/tmp")  # nodes past the first see a new /tmp
     check = subprocess.run([sys.executable, CLUSTER, "--check"], check=False, timeout=60)
     if check.returncode != 0:
         pytest.skip("this machine cannot make a node's namespaces (unshare --uts --mount and a "

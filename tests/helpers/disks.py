@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,10 +33,27 @@ def fill(path: Path) -> None:
             fh.write(b"x" * 4096)
 
 
+def skip_if_hidden(*hidden: str) -> None:
+    """Skip the test where Python's environment or this checkout lies under one of the folders
+    `hidden` (a namespace that mounts a new tmpfs there would hide them from the program it
+    runs: a virtual environment or a clone under /tmp)."""
+    import census
+
+    repo = Path(census.__file__).resolve().parents[1]
+    for place, what in ((Path(sys.prefix).resolve(), "Python's environment"),
+                        (repo, "this checkout")):  # fmt: skip
+        for folder in hidden:
+            if place.is_relative_to(folder):
+                pytest.skip(f"{what} lies under {folder} ({place}), which this test hides from "
+                            "the programs it runs: put it elsewhere to run it")  # fmt: skip
+
+
 def on_small_tmp(command: list[str], size: str = "2m") -> list[str]:
     """`command` run in a mount namespace of its own where /tmp and /var/tmp are one new tmpfs of
     `size`, its working folder: every temporary folder Python would take is on that disk. The
-    test is skipped where no such namespace can be made."""
+    test is skipped where no such namespace can be made, or where it would hide Python or this
+    checkout."""
+    skip_if_hidden("/tmp", "/var/tmp")
     script = (f"mount -t tmpfs -o size={size} small-tmp /tmp && mount --bind /tmp /var/tmp && "
               'cd /tmp && exec "$@"')  # fmt: skip
     wrapped = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
