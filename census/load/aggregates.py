@@ -2,8 +2,8 @@
 
 The big tables are read as integer columns (census.sqlite.read_batches) and aggregated with
 numpy; what reaches the Census is one row per kernel name and copy kind, and one table of
-columns with one row per step or phase segment: the accumulators' per-key columns
-(census.load.accumulators.key_table, census.load.figures.Figures). Inputs are read-only.
+columns with one row per step or phase segment: the key table, the accumulators' per-key
+columns (census.load.accumulators.key_table). Inputs are read-only.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from census.errors import ColumnError, InputError, ran_out
-from census.load.accumulators import key_table
+from census.load.accumulators import key_table, named
 from census.load.figures import (
     LAUNCH_SUMS,
     UNIONS,
-    Figures,
+    Columns,
     IdleColumns,
     MemoryGroups,
-    figures_of,
     fit_rows,
     idle_splits,
+    sum_keys,
 )
 from census.load.phases import NO_SEGMENTS, Segments
 from census.load.steps import StepRange, read_steps
@@ -83,7 +83,7 @@ class Aggregates:
     launch: LaunchSums  # the whole capture's
     launch_by_api: dict[str, ApiSums]
     memory: MemoryGroups
-    by_key: Figures  # the accumulators' per-key columns (census.load.accumulators.key_table)
+    by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
     # the whole capture's unions per device, summed: of non-NCCL, NCCL and all kernels (the
     # last two, like by_key's, only meaningful when any_nccl)
     non_nccl_union_ns: int = 0
@@ -103,7 +103,7 @@ class Aggregates:
     @property
     def busy_ns(self) -> dict[int, int]:
         """key -> the GPU busy time in it."""
-        return dict(enumerate(self.by_key.column("gpu_busy_ns").tolist()))
+        return dict(enumerate(self.by_key["gpu_busy_ns"].tolist()))
 
 
 @dataclass(frozen=True)
@@ -332,11 +332,11 @@ def _aggregates(
     whole, unions = _unions(gpu.unions, keys if parents is None else parent_scope(steps, keys))
     launch, by_api, launched = _launch(passes.launch, keys)
     # the per-key table: every accumulator's columns, one row per key
-    table = key_table([gpu.step_kernels.finish(keys), (LAUNCH_SUMS, launched),
-                       (UNIONS, unions[:keys]), gpu.busy_ns.finish(keys)])  # fmt: skip
-    agg = Aggregates(groups, names, launch, by_api, passes.memory,
-                     figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl,
-                     kernel_totals=gpu.step_kernels.total())  # fmt: skip
+    table = key_table([gpu.step_kernels.finish(keys), named(LAUNCH_SUMS, launched),
+                       named(UNIONS, unions[:keys]), gpu.busy_ns.finish(keys),
+                       gpu.span.finish(keys)])  # fmt: skip
+    agg = Aggregates(groups, names, launch, by_api, passes.memory, table, *whole,
+                     any_nccl=passes.any_nccl, kernel_totals=gpu.step_kernels.total())  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     agg.ranks = gpu.ranks.finish()
     agg.exposed_by_device = _exposed_by_device(gpu.unions) if passes.any_nccl else {}
@@ -351,7 +351,7 @@ def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: np.ndarr
 
     m = seg.memory
     step = np.where(m.step == NO_STEP, NO_STEP, parents[np.maximum(m.step, 0)])
-    by_key = seg.by_key.summed(parents, steps).joined(UNIONS, unions)
+    by_key = sum_keys(seg.by_key, parents, steps) | named(UNIONS, unions)
     return replace(seg, memory=m._replace(step=step), by_key=by_key)
 
 

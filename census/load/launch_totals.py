@@ -64,7 +64,7 @@ class LaunchTotals:
         if other.rows is None:
             self.sums.merge(other.sums)
         else:  # distinct rows
-            self.sums.add(other.rows, other.sums.values)
+            self.sums.add_keys(other.rows, other.sums.values)
 
     def summed(self, n: int) -> tuple[list[int], dict[str, list[int]], np.ndarray]:
         """(the whole capture's [count, time_ns, graph launches]; per API that has calls,
