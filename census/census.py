@@ -112,9 +112,7 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 def _totals(agg: Aggregates) -> Metrics:
     """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
     step's), the launch calls', the non-NCCL union's and the counted copies'."""
-    whole = {**agg.kernel_totals, "non_nccl_union_ns": agg.non_nccl_union_ns,
-             "launch_api_count": agg.launch.count, "launch_api_time_ns": agg.launch.time_ns,
-             "graph_launch_count": agg.launch.graph_count}  # fmt: skip
+    whole = {**agg.totals, "non_nccl_union_ns": agg.non_nccl_union_ns}
     for kind, (count_key, bytes_key) in COPY_KEYS.items():
         sums = agg.memory.sums[agg.memory.kind == kind]
         whole[count_key] = sum(sums[:, 0].tolist())

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from census.load.accumulators import key_table, named
+from census.load.accumulators import key_table
 from census.load.figures import (
     NO_END,
     NO_START,
@@ -20,6 +20,7 @@ from census.load.figures import (
     fit_rows,
     gpu_spans,
     int64_or_objects,
+    named,
     sum_keys,
 )
 from census.metrics import IDLE_KEYS, METRIC_KEYS

@@ -14,8 +14,9 @@ census.census makes the step table of.
     BusySums               swept busy pieces (kernels,   sums add      gpu_busy_ns
                            memcpys, memsets), clipped
     Unions                 swept kernel members          lengths add   UNIONS columns
-    Spans                  a batch's GPU work per key    min, max      the GPU span per key
-    LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns
+    Spans                  a batch's GPU work per key    min, max      SPAN columns
+    LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns;
+                                                                       total, by_api
     MemoryCells            a memcpy/memset batch         batches join  MemoryGroups
     TimelineParts          intervals touching a step     pieces join   the idle split's input
     GroupSums, Count,      kernel groups, bad rows,      add, union,   themselves
@@ -23,9 +24,13 @@ census.census makes the step table of.
     Maxima                 call, running maximum ends
 
 A batch is a dict of int64 columns (census.sqlite.read_batches'), with what the pass looked up
-added to it (`step`: the key of its launching call, `found`: whether it has one). A result of
-a range (census.load.kernels.PartResult, census.load.memory.MemoryResult) is a dataclass of
-accumulators, so merging two is `merge_fields`: no field listed by hand.
+added to it (`step`: the key of its launching call, `found`: whether it has one); the key table
+is the same kind of dict, one row per key. A result of a range (census.load.kernels.PartResult,
+census.load.memory.MemoryResult) is a dataclass of accumulators, so merging two is
+`merge_fields`: no field listed by hand. The runtime pass's ranges (census.load.api_calls.
+RuntimePart) merge their launch totals and gathered calls so too; their calls' map is made of
+every range at once (one join of the ranges' bitmaps, and a call recorded twice is found
+wherever its rows lie: census.load.api_calls.merge_runtime).
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from census.load.figures import Columns, Sums, fit_rows
+from census.load.figures import Columns, Sums, fit_rows, named
 from census.load.intervals import INT_NULL, add_into, add_sums, distinct, unique
 
 Batch = Columns  # a batch of rows: named columns, as the key table the accumulators finish into
@@ -87,11 +92,6 @@ def key_table(columns: Sequence[Columns]) -> Columns:
         assert not table.keys() & finished.keys(), "a column named twice"
         table.update(finished)
     return table
-
-
-def named(names: Sequence[str], values: np.ndarray) -> Columns:
-    """The columns of a (keys, len(names)) array by name (views of it)."""
-    return dict(zip(names, values.T, strict=True))
 
 
 class KeySums(Sums):

@@ -132,6 +132,11 @@ class MemoryGroups(NamedTuple):
         return cls(none, none, np.zeros((0, 3), np.int64))
 
 
+def named(names: Sequence[str], values: np.ndarray) -> Columns:
+    """The columns of a (keys, len(names)) array by name (views of it)."""
+    return dict(zip(names, values.T, strict=True))
+
+
 def key_count(table: Columns) -> int:
     """The keys (rows) of a key table."""
     return len(next(iter(table.values()))) if table else 0
