@@ -22,7 +22,7 @@ from census.definitions import (
     nccl_collective,
 )
 from census.load.aggregates import Aggregates, MemoryGroups, Profile
-from census.load.figures import Figures, add_rows, rows
+from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
 from census.load.intervals import NO_STEP, unique
 from census.load.phases import Segments
 from census.metrics import COPY_KEYS, METRIC_KEYS
@@ -112,9 +112,7 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 def _totals(agg: Aggregates) -> Metrics:
     """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
     step's), the launch calls', the non-NCCL union's and the counted copies'."""
-    whole = {**agg.kernel_totals, "non_nccl_union_ns": agg.non_nccl_union_ns,
-             "launch_api_count": agg.launch.count, "launch_api_time_ns": agg.launch.time_ns,
-             "graph_launch_count": agg.launch.graph_count}  # fmt: skip
+    whole = {**agg.totals, "non_nccl_union_ns": agg.non_nccl_union_ns}
     for kind, (count_key, bytes_key) in COPY_KEYS.items():
         sums = agg.memory.sums[agg.memory.kind == kind]
         whole[count_key] = sum(sums[:, 0].tolist())
@@ -131,21 +129,22 @@ def _derived(col: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steps(profile: Profile) -> StepTable:
-    """The steps as columns, from the steps' figures (row s.idx of each step s)."""
+    """The steps as columns, straight from the steps' key table (row s.idx of each step s) and
+    the copies launched in each step."""
     import numpy as np
 
     agg = profile.aggregates
-    fig = _with_copies(agg)
-    n = len(fig)
+    col = _derived(agg.by_key | _copies(agg))
+    n = key_count(agg.by_key)
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
-    overlap = nccl_overlap_ns(agg, fig.column("nccl_union_ns"), fig.column("non_nccl_union_ns"),
-                              fig.column("all_union_ns"))  # fmt: skip
+    overlap = nccl_overlap_ns(agg, col["nccl_union_ns"], col["non_nccl_union_ns"],
+                              col["all_union_ns"])  # fmt: skip
     bounds_ns = exact_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
-    ints = _side_by_side([bounds_ns, fig.column("gpu_busy_ns")[:, None], overlap[:, None],
-                          *_metric_columns(fig)])  # fmt: skip
+    ints = _side_by_side([bounds_ns, col["gpu_busy_ns"][:, None], overlap[:, None],
+                          *_metric_columns(col)])  # fmt: skip
     idle = None if profile.idle is None else profile.idle.steps
-    steps = rows_of([s.name for s in by_idx], ints, *fig.gpu(), idle)
-    phases, bounds = _phases(profile, fig)
+    steps = rows_of([s.name for s in by_idx], ints, *gpu_spans(col), idle)
+    phases, bounds = _phases(profile, col["non_nccl_union_ns"])
     table = StepTable(steps, phases, bounds)
     order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
     return table if np.array_equal(order, np.arange(n)) else table.take(order)
@@ -159,11 +158,9 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     )
 
 
-def _with_copies(agg: Aggregates, index: Any = None, n: int = 0) -> Figures:
-    """agg.by_key with the counted copies launched in each key (COPY_COLUMNS: each kind's count
-    and bytes); with `index`, the keys summed into n rows first (key i into row index[i]), the
-    copies with them: no joined copy of every key's figures (at 3x10^7 kernels, 850,000 phase
-    segments: 130 MiB)."""
+def _copies(agg: Aggregates, index: Any = None, n: int = 0) -> Columns:
+    """The counted copies launched in each of agg.by_key's keys (COPY_COLUMNS: each kind's count
+    and bytes); with `index`, summed into n rows (key i into row index[i])."""
     import numpy as np
 
     m = agg.memory
@@ -174,10 +171,9 @@ def _with_copies(agg: Aggregates, index: Any = None, n: int = 0) -> Figures:
     wide = np.zeros((int(rows.sum()), len(COPY_COLUMNS)), m.sums.dtype)
     for j in range(2):  # count, bytes
         wide[np.arange(len(block)), 2 * block + j] = m.sums[rows, j]
-    if index is None:
-        return agg.by_key.joined(COPY_COLUMNS, add_rows(m.step[rows], len(agg.by_key), wide))
-    copies = add_rows(index[m.step[rows]], n, wide)
-    return agg.by_key.summed(index, n, COPY_COLUMNS, copies)
+    keys = m.step[rows] if index is None else index[m.step[rows]]
+    copies = add_rows(keys, key_count(agg.by_key) if index is None else n, wide)
+    return dict(zip(COPY_COLUMNS, copies.T, strict=True))
 
 
 def _side_by_side(columns: list[Any]) -> Any:
@@ -187,11 +183,9 @@ def _side_by_side(columns: list[Any]) -> Any:
     return np.concatenate(columns, axis=1)
 
 
-def _metric_columns(fig: Figures, **instead: Any) -> list[Any]:
-    """Per key of `fig` (FIGURES and COPY_COLUMNS), its METRIC_KEYS values, as (keys, 1) columns (views
-    of fig's where they are its own: one array is made of them, side by side with others);
-    `instead`: columns that replace fig's of those names."""
-    col = _derived({name: fig.column(name) for name in fig.names} | instead)
+def _metric_columns(col: Columns) -> list[Any]:
+    """Per key of `col` (a key table with COPY_COLUMNS, _derived's), its METRIC_KEYS values, as
+    (keys, 1) columns (views of col's: one array is made of them, side by side with others)."""
     return [col[k][:, None] for k in METRIC_KEYS]
 
 
@@ -222,7 +216,7 @@ def _cells(segments: Segments) -> _Cells:
                   cell_code[order] == 0, rank[inverse[:n]])  # fmt: skip
 
 
-def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
+def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     """Per step idx, its phases by first start and then OUTSIDE_PHASES: each the sum of its
     segments, as rows and the steps' bounds in them (StepTable). The remainder's non-NCCL union
     is the step's less its phases' (a union does not add up; every other key is summed from the
@@ -239,18 +233,18 @@ def _phases(profile: Profile, steps: Figures) -> tuple[Rows, Any]:
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
-    fig = _with_copies(agg, cells.of_segment, size)
-    union = fig.column("non_nccl_union_ns")
+    col = sum_keys(agg.by_key, cells.of_segment, size) | _copies(agg, cells.of_segment, size)
+    union = col["non_nccl_union_ns"]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
-    rest = steps.column("non_nccl_union_ns") - phases_union
-    union = np.where(cells.outside, rest[cells.step], union)
+    rest = steps_union - phases_union
+    col["non_nccl_union_ns"] = np.where(cells.outside, rest[cells.step], union)
     duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))
-    ints = _side_by_side([*_metric_columns(fig, non_nccl_union_ns=union), duration,
-                          fig.column("gpu_busy_ns")[:, None]])  # fmt: skip
+    ints = _side_by_side([*_metric_columns(_derived(col)), duration,
+                          col["gpu_busy_ns"][:, None]])  # fmt: skip
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
                                                       profile.idle.segments)  # fmt: skip
-    phases = rows_of(cells.name, ints, *fig.gpu(), idle)
+    phases = rows_of(cells.name, ints, *gpu_spans(col), idle)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
     return phases, bounds.astype(np.int64)
 

@@ -118,14 +118,14 @@ def _exposed(profile: Profile, table: StepTable) -> tuple[Any, Any]:
     if not agg.any_nccl:
         return np.zeros(len(rows), np.int64), np.zeros(n_phases, np.int64)
     fig = agg.by_key
-    per_idx = fig.column("all_union_ns") - fig.column("non_nccl_union_ns")
+    per_idx = fig["all_union_ns"] - fig["non_nccl_union_ns"]
     steps = np.zeros(len(rows), per_idx.dtype)
     steps[rows] = per_idx[: len(rows)]
     seg = profile.segment_aggregates
     if seg is None or not n_phases:
         return steps, np.zeros(n_phases, np.int64)
     segments = profile.segments
-    per_segment = seg.by_key.column("all_union_ns") - seg.by_key.column("non_nccl_union_ns")
+    per_segment = seg.by_key["all_union_ns"] - seg.by_key["non_nccl_union_ns"]
     row = _phase_rows(table, segments.names, rows[segments.step], segments.code)
     keep = row >= 0
     return steps, add_rows(row[keep], n_phases, per_segment[keep, None])[:, 0]

@@ -116,7 +116,7 @@ class Rows:
 
 
 def rows_of(names: list[str], ints: Any, gpu: Any, launched: Any, idle: Any | None) -> Rows:
-    """Rows from their columns (Rows'; census.load.figures.Figures.gpu gives the GPU's two);
+    """Rows from their columns (Rows'; census.load.figures.gpu_spans gives the GPU's two);
     idle None: not computed."""
     import numpy as np
 

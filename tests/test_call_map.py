@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from census.load.api_calls import RuntimePart, _finish_calls, _keep_calls, merge_runtime
 from census.load.call_map import CompactCalls
+from census.load.figures import LAUNCH_SUMS
 from census.load.intervals import INT_NULL, NO_STEP
 from census.load.launch_totals import LaunchTotals
 
@@ -126,7 +127,7 @@ def test_launch_totals_match_summed_dictionaries(calls: list, batches: int) -> N
         part = LaunchTotals.of(apis, 5)
         part.add(step, code, np.where(dur % 7 == 0, INT_NULL, dur), graph)
         totals.merge(part.sparse() if k % 2 else part)  # workers send their rows with calls
-    whole, by_api, per_step = totals.summed(5)
+    whole, by_api, per_step = _summed(totals, 5)
     want: dict = {}
     for step, code, dur, _graph in calls:
         t = 0 if dur % 7 == 0 else dur
@@ -144,11 +145,19 @@ def test_launch_totals_match_summed_dictionaries(calls: list, batches: int) -> N
                                         sum(int(c[3]) for c in mine)]  # fmt: skip
 
 
+def _summed(totals: LaunchTotals, keys: int) -> tuple[list, dict, np.ndarray]:
+    """(the whole capture's launch sums, per API, per key as rows): total, by_api, finish."""
+    per_key = totals.finish(keys)
+    assert list(per_key) == list(LAUNCH_SUMS) and list(totals.total()) == list(LAUNCH_SUMS)
+    return (list(totals.total().values()), totals.by_api(keys),
+            np.stack(list(per_key.values()), axis=1))  # fmt: skip
+
+
 def test_launch_totals_stay_exact_past_int64() -> None:
     totals = LaunchTotals.of(("cudaLaunchKernel",), 1)
     for _ in range(3):  # three calls of 2^62 ns each in step 0: 3 x 2^62 > 2^63
         totals.add(np.array([0]), np.array([0]), np.array([1 << 62]), np.array([0]))
-    whole, by_api, per_step = totals.summed(1)
+    whole, by_api, per_step = _summed(totals, 1)
     assert whole[1] == 3 << 62 and by_api["cudaLaunchKernel"][1] == 3 << 62
     assert per_step[0].tolist() == [3, 3 << 62, 0]
 
@@ -175,7 +184,7 @@ def test_repeated_keys_in_one_batch_widen_before_they_overflow() -> None:
     n = 20  # 20 x 2^59 in one cell of one batch: past 2^63
     totals.add(np.zeros(n, np.int64), np.zeros(n, np.int64), np.full(n, 1 << 59),
                np.zeros(n, np.int64))  # fmt: skip
-    assert totals.summed(1)[2][0].tolist() == [n, n << 59, 0]
+    assert _summed(totals, 1)[2][0].tolist() == [n, n << 59, 0]
 
 
 def test_bitmaps_marked_a_bounded_piece_at_a_time(monkeypatch):
@@ -272,7 +281,7 @@ def test_launch_totals_set_aside_come_back_unchanged(tmp_path) -> None:
     with set_aside(totals, str(tmp_path)):
         assert totals.sums.values.size == 0 and len(list(tmp_path.iterdir())) == 1
     assert np.array_equal(totals.sums.values, before) and not list(tmp_path.iterdir())
-    assert totals.summed(4)[0] == [4, 21, 1]
+    assert _summed(totals, 4)[0] == [4, 21, 1]
     with set_aside(totals, None):
         assert np.array_equal(totals.sums.values, before)
     totals.sums.values = totals.sums.values.astype(object)

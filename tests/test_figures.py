@@ -7,16 +7,21 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from census.load.accumulators import key_table
 from census.load.figures import (
     NO_END,
     NO_START,
-    Figures,
+    SPAN,
+    Columns,
     Spans,
     Sums,
+    add_columns,
     add_rows,
-    figures_of,
     fit_rows,
+    gpu_spans,
     int64_or_objects,
+    named,
+    sum_keys,
 )
 from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.model import IdleSplit, Metrics
@@ -55,19 +60,19 @@ def test_fit_rows_pads_with_zeros_or_cuts() -> None:
     assert fit_rows(np.array([[BIG * 4]], object), 2).tolist() == [[BIG * 4], [0]]
 
 
-def _spans(fig: Figures) -> tuple[list, list]:
+def _spans(table: Columns) -> tuple[list, list]:
     """(per key its GPU start, per key its GPU span), None where it launched no GPU work."""
-    gpu, launched = fig.gpu()
+    gpu, launched = gpu_spans(table)
     return tuple([v if on else None for v, on in zip(col, launched.tolist(), strict=True)]
                  for col in gpu.T.tolist())  # fmt: skip
 
 
-def test_figures_of_marks_keys_without_gpu_work() -> None:
-    fig = figures_of(("a",), np.array([[1], [2], [3]]), spans_of(2, {0: [5, 5]}))
-    assert _spans(fig) == ([5, None, None], [0, None, None])  # key 2: past the spans
-    fig = figures_of(("a",), np.array([[1], [2], [3]]), spans_of(3, {2: [10, 40], 0: [5, 5]}))
-    assert _spans(fig) == ([5, None, 10], [0, None, 30])
-    assert (fig.first[1], fig.last[1]) == (NO_START, NO_END)
+def test_finished_spans_mark_keys_without_gpu_work() -> None:
+    table = spans_of(2, {0: [5, 5]}).finish(3)
+    assert _spans(table) == ([5, None, None], [0, None, None])  # key 2: past the spans
+    table = spans_of(3, {2: [10, 40], 0: [5, 5]}).finish(3)
+    assert _spans(table) == ([5, None, 10], [0, None, 30])
+    assert (table["first_start_ns"][1], table["last_end_ns"][1]) == (NO_START, NO_END)
 
 
 def test_spans_fold_by_minimum_and_maximum() -> None:
@@ -86,7 +91,7 @@ def test_sums_are_the_python_sums_in_any_batches(rows: list, batches: int) -> No
         mine = rows[i::batches]
         keys = sorted({k for k, _ in mine})
         sums = [[sum(v for k, v in mine if k == key)] for key in keys]
-        halves[i % 2].add(np.array(keys, np.int64), int64_or_objects(sums).reshape(-1, 1))
+        halves[i % 2].add_keys(np.array(keys, np.int64), int64_or_objects(sums).reshape(-1, 1))
     halves[0].merge(halves[1])
     assert halves[0].values[:, 0].tolist() == [
         sum(v for k, v in rows if k == key) for key in range(4)
@@ -95,12 +100,11 @@ def test_sums_are_the_python_sums_in_any_batches(rows: list, batches: int) -> No
         assert halves[0].values.dtype == np.int64
 
 
-def test_joined_replaces_and_adds_columns() -> None:
-    fig = figures_of(("a", "b"), np.array([[1, 2], [3, 4]]), Spans(0))
-    out = fig.joined(["c", "a"], np.array([[10, 20], [30, 40]]))
-    assert out.names == ("a", "b", "c")
-    assert out.values.tolist() == [[20, 2, 10], [40, 4, 30]]
-    assert out.column("c").tolist() == [10, 30]
+def test_key_table_is_the_columns_side_by_side_uncopied() -> None:
+    values = np.array([[1, 2], [3, 4]])
+    table = key_table([named(("a", "b"), values), Spans(1).finish(2)])
+    assert list(table) == ["a", "b", *SPAN] and table["b"].tolist() == [2, 4]
+    assert np.shares_memory(table["a"], values)
 
 
 keyed = st.lists(
@@ -117,17 +121,17 @@ keyed = st.lists(
 def test_summed_is_the_python_sum_and_the_widest_span(rows: list) -> None:
     spans = {i: [min(s), max(s)] for i, (_, _, s) in enumerate(rows) if s is not None}
     values = int64_or_objects([v for _, v, _ in rows]).reshape(-1, 2)
-    fig = figures_of(("x", "y"), values, spans_of(len(rows), spans)).summed(
-        np.array([c for c, _, _ in rows], int), 5
-    )
+    table = named(("x", "y"), values) | spans_of(len(rows), spans).finish(len(rows))
+    out = sum_keys(table, np.array([c for c, _, _ in rows], int), 5)
     for cell in range(5):
         mine = [i for i, (c, _, _) in enumerate(rows) if c == cell]
-        assert fig.values[cell].tolist() == [sum(rows[i][1][j] for i in mine) for j in (0, 1)]
+        assert [out["x"][cell], out["y"][cell]] == [sum(rows[i][1][j] for i in mine)
+                                                    for j in (0, 1)]  # fmt: skip
         got = [spans[i] for i in mine if i in spans]
         first = min((s[0] for s in got), default=None)
         span = None if first is None else max(s[1] for s in got) - first
-        assert (_spans(fig)[0][cell], _spans(fig)[1][cell]) == (first, span)
-    assert isinstance(fig, Figures) and len(fig) == 5
+        assert (_spans(out)[0][cell], _spans(out)[1][cell]) == (first, span)
+    assert list(out) == ["x", "y", *SPAN] and len(out["x"]) == 5
 
 
 def test_as_dict_is_in_key_order() -> None:
@@ -140,15 +144,15 @@ def test_as_dict_is_in_key_order() -> None:
 
 def test_sums_stay_int64_for_small_rows_given_as_python_ints() -> None:
     sums = Sums(3, 1)
-    sums.add(np.array([0, 2]), np.array([[4], [5]], object))  # add_rows' cautious objects
+    sums.add_keys(np.array([0, 2]), np.array([[4], [5]], object))  # add_rows' cautious objects
     assert sums.values.dtype == np.int64 and sums.values[:, 0].tolist() == [4, 0, 5]
-    sums.add(np.array([1]), np.array([[BIG * 8]], object))
+    sums.add_keys(np.array([1]), np.array([[BIG * 8]], object))
     assert sums.values.dtype == object and sums.values[:, 0].tolist() == [4, BIG * 8, 5]
 
 
 def test_add_rows_a_chunk_at_a_time_is_the_python_sum(monkeypatch) -> None:
     """add_rows sums SUM_ROWS rows at a time (a key's rows split across chunks add up), with
-    `more` zero columns after the sums; Figures.summed adds named columns there."""
+    `more` zero columns after the sums; add_columns sums columns apart with one sort."""
     import census.load.figures as figures
 
     rng = np.random.default_rng(3)
@@ -166,7 +170,9 @@ def test_add_rows_a_chunk_at_a_time_is_the_python_sum(monkeypatch) -> None:
             assert got.dtype == np.int64 and got.tolist() == want.tolist()
         big = add_rows(np.array([1, 1, 0]), 2, np.array([[BIG], [BIG], [1]]), 1)
         assert big.tolist() == [[1, 0], [2 * BIG, 0]]
-    fig = Figures(("a",), np.array([[1], [2], [4]]), np.array([5, 1, 9]), np.array([6, 2, 9]))
-    out = fig.summed(np.array([1, 0, 1]), 2, ("b", "c"), np.array([[7, 8], [BIG * 4, 0]], object))
-    assert out.names == ("a", "b", "c") and out.values.tolist() == [[2, 7, 8], [5, BIG * 4, 0]]
-    assert out.first.tolist() == [1, 5] and out.last.tolist() == [2, 9]
+        index = rng.integers(0, 4, 25)
+        columns = [rng.integers(-1000, 1000, 25), np.array([BIG] * 25, np.int64)]
+        got = add_columns(index, 4, columns)
+        for values, out in zip(columns, got, strict=True):
+            assert out.tolist() == [sum(values[index == k].tolist()) for k in range(4)]
+        assert got[0].dtype == np.int64 and got[1].dtype == object

@@ -14,8 +14,9 @@ census.census makes the step table of.
     BusySums               swept busy pieces (kernels,   sums add      gpu_busy_ns
                            memcpys, memsets), clipped
     Unions                 swept kernel members          lengths add   UNIONS columns
-    Spans                  a batch's GPU work per key    min, max      the GPU span per key
-    LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns
+    Spans                  a batch's GPU work per key    min, max      SPAN columns
+    LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns;
+                                                                       total, by_api
     MemoryCells            a memcpy/memset batch         batches join  MemoryGroups
     TimelineParts          intervals touching a step     pieces join   the idle split's input
     GroupSums, Count,      kernel groups, bad rows,      add, union,   themselves
@@ -23,9 +24,13 @@ census.census makes the step table of.
     Maxima                 call, running maximum ends
 
 A batch is a dict of int64 columns (census.sqlite.read_batches'), with what the pass looked up
-added to it (`step`: the key of its launching call, `found`: whether it has one). A result of
-a range (census.load.kernels.PartResult, census.load.memory.MemoryResult) is a dataclass of
-accumulators, so merging two is `merge_fields`: no field listed by hand.
+added to it (`step`: the key of its launching call, `found`: whether it has one); the key table
+is the same kind of dict, one row per key. A result of a range (census.load.kernels.PartResult,
+census.load.memory.MemoryResult) is a dataclass of accumulators, so merging two is
+`merge_fields`: no field listed by hand. The runtime pass's ranges (census.load.api_calls.
+RuntimePart) merge their launch totals and gathered calls so too; their calls' map is made of
+every range at once (one join of the ranges' bitmaps, and a call recorded twice is found
+wherever its rows lie: census.load.api_calls.merge_runtime).
 """
 
 from __future__ import annotations
@@ -36,11 +41,10 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from census.load.figures import Sums, fit_rows
+from census.load.figures import Columns, Sums, fit_rows, named
 from census.load.intervals import INT_NULL, add_into, add_sums, distinct, unique
 
-Batch = dict[str, np.ndarray]
-Columns = tuple[tuple[str, ...], np.ndarray]  # (names, one row per key)
+Batch = Columns  # a batch of rows: named columns, as the key table the accumulators finish into
 B = TypeVar("B", contravariant=True)
 
 
@@ -59,7 +63,7 @@ class PerKey(Protocol):
     """An accumulator whose figures are columns, one row per key."""
 
     def finish(self, keys: int) -> Columns:
-        """(the columns' names, their values: `keys` rows)."""
+        """Its columns by name, `keys` rows each."""
         ...
 
 
@@ -81,74 +85,72 @@ def merge_fields(total: Any, other: Any, names: Iterable[str] | None = None) -> 
 
 
 def key_table(columns: Sequence[Columns]) -> Columns:
-    """Finished accumulators' columns side by side: one table, one row per key."""
-    names = tuple(n for names, _ in columns for n in names)
-    return names, np.concatenate([values for _, values in columns], axis=1)
+    """Finished accumulators' columns side by side: one table, one row per key (the columns
+    themselves, not copied)."""
+    table: Columns = {}
+    for finished in columns:
+        assert not table.keys() & finished.keys(), "a column named twice"
+        table.update(finished)
+    return table
 
 
-class KeySums:
-    """Exact running sums of named columns per key (census.load.figures.Sums), and of the rows
-    in no key (row 0; a key's row is its idx + 1), so that the whole capture's come the same way
-    (`total`). A subclass says which columns (`NAMES`) and how a batch makes them (`values`)."""
+class KeySums(Sums):
+    """Exact running sums (census.load.figures.Sums) of named columns per key, and of the rows in
+    no key (row 0; a key's row is its idx + 1), so that the whole capture's come the same way
+    (`total`). A subclass says which columns (`NAMES`) and how a batch makes them
+    (`batch_values`)."""
 
     NAMES: tuple[str, ...] = ()
 
     def __init__(self, keys: int) -> None:
-        self.sums = Sums(keys + 1, len(self.NAMES))
+        super().__init__(keys + 1, len(self.NAMES))
 
-    def add(self, batch: Batch) -> None:
+    def add(self, batch: Batch) -> None:  # type: ignore[override]
         """The batch's columns summed into the key of each row (its `step`; NO_STEP: row 0)."""
-        add_sums(self.sums, batch["step"] + 1, *self.values(batch))
+        add_sums(self, batch["step"] + 1, *self.batch_values(batch))
 
-    def values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+    def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
         """Per row of the batch, its value of each of NAMES."""
         raise NotImplementedError
 
-    def merge(self, other: KeySums) -> None:
-        """Sums add."""
-        self.sums.merge(other.sums)
-
     def finish(self, keys: int) -> Columns:
-        """NAMES and their sums, `keys` rows (keys nothing was added to: zeros)."""
-        return self.NAMES, fit_rows(self.sums.values[1:], keys)
+        """NAMES' sums, `keys` rows (keys nothing was added to: zeros)."""
+        return named(self.NAMES, fit_rows(self.values[1:], keys))
 
     def total(self) -> dict[str, int]:
         """The whole capture's sums: every key's and those of the rows in none (exact: int64
         sums stay below Sums' bound, Python ints beyond)."""
-        return dict(zip(self.NAMES, self.sums.values.sum(axis=0).tolist(), strict=True))
+        return dict(zip(self.NAMES, self.values.sum(axis=0).tolist(), strict=True))
 
 
 class KernelSums(KeySums):
     """Per key, the kernels launched in it, their time, the NCCL ones and theirs. The batch's
     `time_ns` is its duration, 0 where unknown; `nccl` marks NCCL kernels. A per-step kernel
-    figure is a name here and its column in `values` (and its Metric in census/metrics.py)."""
+    figure is a name here and its column in `batch_values` (and its Metric in
+    census/metrics.py)."""
 
     NAMES = ("kernel_count", "kernel_time_ns", "nccl_kernel_count", "nccl_kernel_time_ns")
 
-    def values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+    def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
         """count, time_ns, NCCL count, NCCL time_ns of each kernel."""
         time_ns, nccl = batch["time_ns"], batch["nccl"]
         return (np.ones(len(time_ns), np.int64), time_ns, nccl.astype(np.int64),
                 np.where(nccl, time_ns, 0))  # fmt: skip
 
 
-class BusySums:
-    """gpu_busy_ns per key: the new coverage of the GPU work of the key's process, clipped to
-    the key's window (census.load.kernels.add_busy adds it, and takes the boundary's overlap
-    away)."""
+class BusySums(Sums):
+    """gpu_busy_ns per key (census.load.figures.Sums): the new coverage of the GPU work of the
+    key's process, clipped to the key's window (census.load.kernels.add_busy adds it, and takes
+    the boundary's overlap away); merged as sums add."""
 
     NAMES = ("gpu_busy_ns",)
 
     def __init__(self, keys: int) -> None:
-        self.sums = Sums(keys, 1)
-
-    def merge(self, other: BusySums) -> None:
-        """Sums add."""
-        self.sums.merge(other.sums)
+        super().__init__(keys, 1)
 
     def finish(self, keys: int) -> Columns:
         """gpu_busy_ns, `keys` rows."""
-        return self.NAMES, fit_rows(self.sums.values, keys)
+        return named(self.NAMES, fit_rows(self.values, keys))
 
 
 class Count:

@@ -2,8 +2,8 @@
 
 The big tables are read as integer columns (census.sqlite.read_batches) and aggregated with
 numpy; what reaches the Census is one row per kernel name and copy kind, and one table of
-columns with one row per step or phase segment: the accumulators' per-key columns
-(census.load.accumulators.key_table, census.load.figures.Figures). Inputs are read-only.
+columns with one row per step or phase segment: the key table, the accumulators' per-key
+columns (census.load.accumulators.key_table). Inputs are read-only.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import numpy as np
 from census.errors import ColumnError, InputError, ran_out
 from census.load.accumulators import key_table
 from census.load.figures import (
-    LAUNCH_SUMS,
     UNIONS,
-    Figures,
+    Columns,
     IdleColumns,
     MemoryGroups,
-    figures_of,
     fit_rows,
     idle_splits,
+    named,
+    sum_keys,
 )
 from census.load.phases import NO_SEGMENTS, Segments
 from census.load.steps import StepRange, read_steps
@@ -36,7 +36,6 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 from census.sqlite import notes
 
 if TYPE_CHECKING:
-    from census.load.launch_totals import LaunchTotals
     from census.load.passes import Passes
     from census.load.rank_kernels import RankColumns
     from census.load.unions import Unions
@@ -56,14 +55,6 @@ class KernelGroup(NamedTuple):
     step_time_ns: int
 
 
-class LaunchSums(NamedTuple):
-    """The launch API calls made in a step (or the whole capture)."""
-
-    count: int = 0
-    time_ns: int = 0
-    graph_count: int = 0  # of them graph launches
-
-
 class ApiSums(NamedTuple):
     """The calls of one launch API: over the whole capture, and those made in the steps."""
 
@@ -80,10 +71,9 @@ class Aggregates:
 
     kernel_groups: list[KernelGroup]
     names: dict[int, str]
-    launch: LaunchSums  # the whole capture's
     launch_by_api: dict[str, ApiSums]
     memory: MemoryGroups
-    by_key: Figures  # the accumulators' per-key columns (census.load.accumulators.key_table)
+    by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
     # the whole capture's unions per device, summed: of non-NCCL, NCCL and all kernels (the
     # last two, like by_key's, only meaningful when any_nccl)
     non_nccl_union_ns: int = 0
@@ -91,8 +81,9 @@ class Aggregates:
     all_union_ns: int = 0
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
-    # the whole capture's kernel sums (census.load.accumulators.KernelSums.total), by name
-    kernel_totals: dict[str, int] = field(default_factory=dict)
+    # the whole capture's sums of the kernels and launch calls, by name (the same accumulators'
+    # as by_key's: KernelSums.total, LaunchTotals.total)
+    totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
     # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
     # the whole capture's NCCL kernel time not overlapped by non-NCCL kernels there (when
@@ -103,7 +94,7 @@ class Aggregates:
     @property
     def busy_ns(self) -> dict[int, int]:
         """key -> the GPU busy time in it."""
-        return dict(enumerate(self.by_key.column("gpu_busy_ns").tolist()))
+        return dict(enumerate(self.by_key["gpu_busy_ns"].tolist()))
 
 
 @dataclass(frozen=True)
@@ -330,13 +321,15 @@ def _aggregates(
     keys = steps if parents is None else len(parents)
     # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
     whole, unions = _unions(gpu.unions, keys if parents is None else parent_scope(steps, keys))
-    launch, by_api, launched = _launch(passes.launch, keys)
-    # the per-key table: every accumulator's columns, one row per key
-    table = key_table([gpu.step_kernels.finish(keys), (LAUNCH_SUMS, launched),
-                       (UNIONS, unions[:keys]), gpu.busy_ns.finish(keys)])  # fmt: skip
-    agg = Aggregates(groups, names, launch, by_api, passes.memory,
-                     figures_of(*table, gpu.span), *whole, any_nccl=passes.any_nccl,
-                     kernel_totals=gpu.step_kernels.total())  # fmt: skip
+    launch = passes.launch
+    by_api = {a: ApiSums(*v) for a, v in launch.by_api(keys).items()}
+    # the key table: every accumulator's columns, one row per key
+    table = key_table([gpu.step_kernels.finish(keys), launch.finish(keys),
+                       named(UNIONS, unions[:keys]), gpu.busy_ns.finish(keys),
+                       gpu.span.finish(keys)])  # fmt: skip
+    agg = Aggregates(groups, names, by_api, passes.memory, table, *whole,
+                     any_nccl=passes.any_nccl,
+                     totals=gpu.step_kernels.total() | launch.total())  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     agg.ranks = gpu.ranks.finish()
     agg.exposed_by_device = _exposed_by_device(gpu.unions) if passes.any_nccl else {}
@@ -351,7 +344,7 @@ def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: np.ndarr
 
     m = seg.memory
     step = np.where(m.step == NO_STEP, NO_STEP, parents[np.maximum(m.step, 0)])
-    by_key = seg.by_key.summed(parents, steps).joined(UNIONS, unions)
+    by_key = sum_keys(seg.by_key, parents, steps) | named(UNIONS, unions)
     return replace(seg, memory=m._replace(step=step), by_key=by_key)
 
 
@@ -377,13 +370,6 @@ def _exposed_by_device(unions: Unions) -> dict[int, int]:
 
     devices = {dev for cls, dev in unions.columns if cls == ALL_CLASS}
     return {dev: whole(ALL_CLASS, dev) - whole(NON_NCCL, dev) for dev in sorted(devices)}
-
-
-def _launch(totals: LaunchTotals, n: int) -> tuple[LaunchSums, dict[str, ApiSums], np.ndarray]:
-    """(the whole capture's launch calls, api -> its calls, per step in range(n) its calls as
-    an (n, 3) array: count, time_ns, graph launches)."""
-    whole, by_api, per_step = totals.summed(n)
-    return LaunchSums(*whole), {a: ApiSums(*v) for a, v in by_api.items()}, per_step
 
 
 def _schema_warnings(schema: sc.Schema) -> list[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from census.load.accumulators import merge_fields
 from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
 from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex, unique, with_end
@@ -223,7 +224,6 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
     """The API map and launch totals of all parts; True when some call has several rows; the
     launch and sync calls the idle split needs."""
     api = ApiMap()
-    launch = LaunchTotals()
     duplicated = False
     for p in sorted({p for part in parts for p in (*part.corr, *part.compact)}):
         compact = [part.compact[p] for part in parts if p in part.compact]
@@ -246,11 +246,10 @@ def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool,
         api.corr[p], api.step[p] = narrow(corr), step
     unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
     duplicated |= len(unique(unkeyed)) < len(unkeyed)
-    timeline = TimelineParts()
+    merged = RuntimePart()  # the parts' launch totals and calls, merged as accumulators
     for part in parts:
-        launch.merge(part.launch)
-        timeline.merge(part.timeline)
-    return api, launch, duplicated, timeline
+        merge_fields(merged, part, ("launch", "timeline"))
+    return api, merged.launch, duplicated, merged.timeline
 
 
 def _chunks(part: RuntimePart, p: int) -> tuple[list[np.ndarray], list[np.ndarray]]:

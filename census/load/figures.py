@@ -2,6 +2,10 @@
 (the step's or segment's idx), so that keys add up into steps, phases or the whole capture in one
 numpy operation rather than one Python object per key.
 
+The key table is `Columns`, named columns of equal length (the same kind of table as a batch of
+rows read from the export): every per-key accumulator's finished columns side by side
+(census.load.accumulators.key_table), read by census.census into the step table.
+
 Sums stay exact: int64 while no sum or difference of a few can overflow it, Python ints (object
 arrays) beyond, as census.load.intervals.exact_sums does.
 """
@@ -9,16 +13,20 @@ arrays) beyond, as census.load.intervals.exact_sums does.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+# Named columns of equal length: a batch of a table's rows (census.sqlite.read_batches'), or the
+# key table, one row per key (a step's or phase segment's idx).
+Columns = dict[str, np.ndarray]
+
 # Per-key columns of the accumulators (census.load.accumulators: KernelSums and BusySums name
-# their own): the launch calls and the unions (summed over devices) of the work launched in
-# each key, in the table census.load.aggregates makes (key_table).
+# their own): the launch calls, the unions (summed over devices) and the GPU span (Spans) of the
+# work launched in each key, in the table census.load.aggregates makes (key_table).
 LAUNCH_SUMS = ("launch_api_count", "launch_api_time_ns", "graph_launch_count")
 UNIONS = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
+SPAN = ("first_start_ns", "last_end_ns")  # NO_START, NO_END: no GPU work
 
 NO_START, NO_END = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)  # no GPU work
 _ROOM = 1 << 60  # below this in magnitude, sums and differences of a few values fit in int64
@@ -46,22 +54,51 @@ def add_rows(index: np.ndarray, n: int, values: np.ndarray, more: int = 0) -> np
     """The rows of `values` summed into n rows, row i into row index[i], exactly (`int64_or_objects`);
     `more`: columns of zeros after them. A sorted copy of SUM_ROWS rows at a time, not of all
     (at 3x10^7 kernels, 850,000 segments' figures: 130 MiB a copy)."""
-    safe = values.dtype != object and magnitude(values) < _ROOM // max(len(values), 1)
     out = np.zeros((n, *values.shape[1:-1], values.shape[-1] + more) if more else
-                   (n, *values.shape[1:]), np.int64 if safe else object)  # fmt: skip
-    into = out[..., : values.shape[-1]] if more else out
-    if not safe:
-        np.add.at(into, index, values.astype(object))
-        return out
-    if len(index):  # runs of equal keys summed at once (faster than np.add.at)
-        order = None if bool(np.all(index[1:] >= index[:-1])) else np.argsort(index, kind="stable")
-        keys = index if order is None else index[order]
-        for a in range(0, len(keys), SUM_ROWS):
-            k = keys[a : a + SUM_ROWS]
-            firsts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
-            part = values[a : a + SUM_ROWS] if order is None else values[order[a : a + SUM_ROWS]]
-            into[k[firsts]] += np.add.reduceat(part.astype(np.int64, copy=False), firsts)
+                   (n, *values.shape[1:]), np.int64 if _safe(values) else object)  # fmt: skip
+    _add_into(out[..., : values.shape[-1]] if more else out, index, values, _runs(index))
     return out
+
+
+def add_columns(index: np.ndarray, n: int, columns: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Each column summed into n rows, row i into row index[i], exactly (as add_rows; one sort of
+    `index` for all of them)."""
+    runs = _runs(index)
+    out = []
+    for values in columns:
+        out.append(np.zeros(n, np.int64 if _safe(values) else object))
+        _add_into(out[-1], index, values, runs)
+    return out
+
+
+def _safe(values: np.ndarray) -> bool:
+    """Whether int64 holds every sum of `values`' rows."""
+    return values.dtype != object and magnitude(values) < _ROOM // max(len(values), 1)
+
+
+def _runs(index: np.ndarray) -> tuple[np.ndarray | None, list[tuple[int, np.ndarray, np.ndarray]]]:
+    """(the order that sorts `index`, None where it is sorted; per SUM_ROWS rows of it sorted,
+    (their first row, the first row of each run of equal keys among them, those keys))."""
+    order = None if bool(np.all(index[1:] >= index[:-1])) else np.argsort(index, kind="stable")
+    keys = index if order is None else index[order]
+    runs = []
+    for a in range(0, len(keys), SUM_ROWS):
+        k = keys[a : a + SUM_ROWS]
+        firsts = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        runs.append((a, firsts, k[firsts]))
+    return order, runs
+
+
+def _add_into(into: np.ndarray, index: np.ndarray, values: np.ndarray, runs) -> None:
+    """values' rows added into `into`'s, row i into row index[i]: runs of equal keys summed at
+    once (faster than np.add.at), or, into Python ints, one at a time."""
+    if into.dtype == object:
+        np.add.at(into, index, values.astype(object))
+        return
+    order, chunks = runs
+    for a, firsts, keys in chunks:
+        part = values[a : a + SUM_ROWS] if order is None else values[order[a : a + SUM_ROWS]]
+        into[keys] += np.add.reduceat(part.astype(np.int64, copy=False), firsts)
 
 
 def rows(values: Iterable[int], width: int) -> np.ndarray:
@@ -95,65 +132,37 @@ class MemoryGroups(NamedTuple):
         return cls(none, none, np.zeros((0, 3), np.int64))
 
 
-@dataclass(frozen=True)
-class Figures:
-    """Named columns of per-key sums (`values`, one row per key), and the GPU span of the work
-    launched in each key: its earliest start and latest end (NO_START, NO_END without any)."""
-
-    names: tuple[str, ...]
-    values: np.ndarray  # (keys, len(names))
-    first: np.ndarray  # int64 (keys,)
-    last: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    def column(self, name: str) -> np.ndarray:
-        """The column `name`, one value per key (a view)."""
-        return self.values[:, self.names.index(name)]
-
-    def summed(self, index: np.ndarray, n: int, names: Sequence[str] = (),
-               values: np.ndarray | None = None) -> Figures:  # fmt: skip
-        """The keys summed into n rows, key i into row index[i]; spans widened; with `names`
-        (not among these), their columns `values` (n rows) after them: joined's, without a
-        second table."""
-        first = np.full(n, NO_START, np.int64)
-        last = np.full(n, NO_END, np.int64)
-        np.minimum.at(first, index, self.first)
-        np.maximum.at(last, index, self.last)
-        out = add_rows(index, n, self.values, len(names))
-        if names and values is not None:
-            if np.result_type(out, values) != out.dtype:  # sums past int64: Python ints
-                out = out.astype(object)
-            out[:, len(self.names) :] = values
-        return Figures((*self.names, *names), out, first, last)
-
-    def joined(self, names: Sequence[str], values: np.ndarray) -> Figures:
-        """These columns with `names` replaced (or added, after them) by the columns of
-        `values`."""
-        every = (*self.names, *(n for n in names if n not in self.names))
-        out = np.zeros((len(self), len(every)), np.result_type(self.values, values))
-        out[:, : len(self.names)] = self.values
-        out[:, [every.index(n) for n in names]] = values
-        return Figures(every, out, self.first, self.last)
-
-    def gpu(self) -> tuple[np.ndarray, np.ndarray]:
-        """(per key its GPU start and span, 0 and 0 where it launched no GPU work; per key
-        whether it launched some)."""
-        launched = self.first <= self.last
-        start = np.where(launched, self.first, 0)
-        return np.stack([start, np.where(launched, self.last - start, 0)], axis=1), launched
+def named(names: Sequence[str], values: np.ndarray) -> Columns:
+    """The columns of a (keys, len(names)) array by name (views of it)."""
+    return dict(zip(names, values.T, strict=True))
 
 
-def figures_of(names: Sequence[str], values: np.ndarray, spans: Spans) -> Figures:
-    """Figures of dense columns and of the spans of the same keys (fewer spans than keys: the
-    rest launched nothing)."""
-    n = len(values)
-    first = np.full(n, NO_START, np.int64)
-    last = np.full(n, NO_END, np.int64)
-    k = min(n, len(spans.first))
-    first[:k], last[:k] = spans.first[:k], spans.last[:k]
-    return Figures(tuple(names), values, first, last)
+def key_count(table: Columns) -> int:
+    """The keys (rows) of a key table."""
+    return len(next(iter(table.values()))) if table else 0
+
+
+def sum_keys(table: Columns, index: np.ndarray, n: int) -> Columns:
+    """The key table's keys summed into n rows, key i into row index[i], exactly: sums add,
+    SPAN's columns widen (the earliest start, the latest end); one sort for every column."""
+    sums = [name for name in table if name not in SPAN]
+    out = dict(zip(sums, add_columns(index, n, [table[name] for name in sums]), strict=True))
+    first, last = SPAN
+    if first in table:
+        out[first] = np.full(n, NO_START, np.int64)
+        out[last] = np.full(n, NO_END, np.int64)
+        np.minimum.at(out[first], index, table[first])
+        np.maximum.at(out[last], index, table[last])
+    return out
+
+
+def gpu_spans(table: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(per key its GPU start and span, 0 and 0 where it launched no GPU work; per key whether
+    it launched some), from the key table's SPAN columns."""
+    first, last = (table[name] for name in SPAN)
+    launched = first <= last
+    start = np.where(launched, first, 0)
+    return np.stack([start, np.where(launched, last - start, 0)], axis=1), launched
 
 
 class Spans:
@@ -175,6 +184,14 @@ class Spans:
         self.first = np.minimum(self.first, other.first)  # new arrays: a worker's are read-only
         self.last = np.maximum(self.last, other.last)
 
+    def finish(self, keys: int) -> Columns:
+        """SPAN's columns, `keys` rows (keys nothing was added to: NO_START, NO_END)."""
+        first = np.full(keys, NO_START, np.int64)
+        last = np.full(keys, NO_END, np.int64)
+        k = min(keys, len(self.first))
+        first[:k], last[:k] = self.first[:k], self.last[:k]
+        return dict(zip(SPAN, (first, last), strict=True))
+
 
 class Sums:
     """Running sums of `width` columns per key, exact: int64 while a bound on every sum (what
@@ -184,7 +201,7 @@ class Sums:
         self.values = np.zeros((n, width), np.int64)
         self.bound = 0
 
-    def add(self, keys: np.ndarray, values: np.ndarray) -> None:
+    def add_keys(self, keys: np.ndarray, values: np.ndarray) -> None:
         """values[i] into the sums of key keys[i]; `keys` distinct."""
         if len(keys):
             values = int64_or_objects(values)  # a batch's sums that fit come back to int64

@@ -148,7 +148,7 @@ def add_sums(sums: Sums, scope: np.ndarray, *columns: np.ndarray) -> None:
         return
     keys, code = distinct(scope[inside])
     values = np.stack([c[inside] for c in columns], axis=1)
-    sums.add(keys, add_rows(code, len(keys), values))
+    sums.add_keys(keys, add_rows(code, len(keys), values))
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

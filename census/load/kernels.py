@@ -301,7 +301,7 @@ class PartReader:
         swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
         for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
             high[m.key(code)] = top
-        add_busy(self.res.busy_ns.sums, self.ctx.steps, swept, m.key)
+        add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
         if self.ctx.timeline:
             new = swept.end > swept.piece_lo
             pieces = Members(
@@ -339,7 +339,7 @@ def add_busy(busy: Sums, steps: StepIndex, swept: Swept, proc_of, sign: int = 1)
         b = int(np.searchsorted(starts, hi.max(), "left"))
         covered = covered_ns(lo, hi, starts[a:b], ends[a:b])
         some = np.flatnonzero(covered)  # one row per step: idx distinct
-        busy.add(idx[a:b][some], sign * covered[some, None])
+        busy.add_keys(idx[a:b][some], sign * covered[some, None])
 
 
 def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:

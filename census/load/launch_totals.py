@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from census.load.figures import Sums, add_rows, fit_rows
-from census.load.intervals import INT_NULL, NO_STEP
+from census.load.figures import LAUNCH_SUMS, Columns, Sums, fit_rows, named
+from census.load.intervals import INT_NULL
 from census.paths import write_arrays
 
 COLUMNS = 3  # count, time_ns, graph launches
@@ -64,35 +64,30 @@ class LaunchTotals:
         if other.rows is None:
             self.sums.merge(other.sums)
         else:  # distinct rows
-            self.sums.add(other.rows, other.sums.values)
+            self.sums.add_keys(other.rows, other.sums.values)
 
-    def summed(self, n: int) -> tuple[list[int], dict[str, list[int]], np.ndarray]:
-        """(the whole capture's [count, time_ns, graph launches]; per API that has calls,
-        [count, time_ns, count in steps, time_ns in steps]; per step 0..n-1 its calls as an
-        (n, 3) array)."""
+    def finish(self, keys: int) -> Columns:
+        """LAUNCH_SUMS per key 0..keys-1: the count, time_ns and graph launches of its calls."""
+        return named(LAUNCH_SUMS, self._table(keys)[1:].sum(axis=1))
+
+    def total(self) -> dict[str, int]:
+        """The whole capture's LAUNCH_SUMS: every key's calls and those in none."""
+        return dict(zip(LAUNCH_SUMS, self.sums.values.sum(axis=0).tolist(), strict=True))
+
+    def by_api(self, keys: int) -> dict[str, list[int]]:
+        """Per API that has calls, [count, time_ns, count in keys 0..keys-1, time_ns in them]."""
+        table = self._table(keys)[:, :, :2]
+        calls = np.concatenate([table.sum(axis=0), table[1:].sum(axis=0)], 1).tolist()
+        return {a: calls[i] for i, a in enumerate(self.apis) if calls[i][0]}
+
+    def _table(self, keys: int) -> np.ndarray:
+        """The sums as a (keys + 1, APIs, COLUMNS) table, row 0 the calls in no key. numpy's
+        sums of it are exact: int64 while every sum is below the bound on all that was added
+        (Sums), Python ints beyond; and they need no column per row (at 3x10^7 kernels with
+        phases, 3.4 million rows: an exact path of its own took 300 MiB of temporaries)."""
         k = len(self.apis)
-        values = fit_rows(self.sums.values, (n + 1) * k)  # rows beyond the index: none
-        if values.dtype == object:  # sums past int64's room: exact Python ints
-            return self._summed_exact(values, n, k)
-        # int64: every sum is below the bound on all that was added (Sums), so numpy's sums of
-        # the (step + 1, API) table are exact, and need no column per row (at 3x10^7 kernels
-        # with phases, 3.4 million rows: the exact path's temporaries took 300 MiB)
-        table = values.reshape(n + 1, k, COLUMNS)
-        whole = table.sum(axis=(0, 1)).tolist()
-        calls = np.concatenate([table[:, :, :2].sum(axis=0), table[1:, :, :2].sum(axis=0)], 1)
-        by_api = calls.tolist()
-        return (whole, {a: by_api[i] for i, a in enumerate(self.apis) if by_api[i][0]},
-                table[1:].sum(axis=1))  # fmt: skip
-
-    def _summed_exact(self, values: np.ndarray, n: int, k: int) -> tuple:
-        step = np.repeat(np.arange(-1, n), k)
-        api = np.tile(np.arange(k), n + 1)
-        whole = add_rows(np.zeros(len(values), np.int64), 1, values)[0].tolist()
-        inside = step != NO_STEP
-        calls = np.concatenate([values[:, :2], np.where(inside[:, None], values[:, :2], 0)], 1)
-        by_api = add_rows(api, k, calls).tolist()
-        return (whole, {a: by_api[i] for i, a in enumerate(self.apis) if by_api[i][0]},
-                add_rows(step[inside], n, values[inside]))  # fmt: skip
+        values = fit_rows(self.sums.values, (keys + 1) * k)  # rows beyond the index: none
+        return values.reshape(keys + 1, k, COLUMNS)
 
 
 @contextmanager

@@ -62,7 +62,7 @@ def _remove_overlap(
     res.unions.add(*_key_columns(clipped, swept.codes), -swept.added_ns)
     clipped = _clip(busy, lambda codes: reached(before.busy_high, codes, busy.key))
     swept = sweep(clipped.code, clipped.start, clipped.end)
-    add_busy(res.busy_ns.sums, ctx.steps, swept, clipped.key, sign=-1)
+    add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
 
 
 def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):

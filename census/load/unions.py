@@ -44,7 +44,7 @@ class Unions:
         for (c, d), rows in _groups(cls, dev):
             sums, ends = self._column(c, d)
             at = scope[rows] + 1
-            sums.add(at, added[rows, None])
+            sums.add_keys(at, added[rows, None])
             if high is not None:
                 if not ends.flags.writeable:  # a worker's, mapped from its spill file
                     ends = ends.copy()
