@@ -71,7 +71,8 @@ def test_a_capture_record_naming_a_missing_rank_is_an_input_error(mixed: Path) -
 # File names
 
 
-def test_a_file_name_that_is_not_utf8_is_read_and_shown(tmp_path: Path) -> None:
+def test_a_file_name_that_is_not_utf8_is_read_and_shown(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # the title line holds the whole path, however deep
     name = os.fsdecode(b"bad\xff.sqlite")
     path = tmp_path / name
     shutil.copy(small_export(tmp_path), path)
