@@ -365,7 +365,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
             [len(c.steps.phases) for c in ranks],
             labels,
             hosts or [None] * len(ranks),
-            clocks,
+            clocks or [None] * len(ranks),
         ),
     )
 

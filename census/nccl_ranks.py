@@ -78,7 +78,7 @@ def split_ranks(census: Census) -> NcclRanks | None:
     """The split of a census with two ranks or more; None with fewer."""
     import numpy as np
 
-    from census.nccl_wait import NcclKernels, split_nccl_time, sum_by_key
+    from census.nccl_wait import NcclKernels, split_nccl_time, sum_by_key, unmatched_split
 
     record = census.nccl
     if record is None or len(record.ranks) < 2:
@@ -89,9 +89,9 @@ def split_ranks(census: Census) -> NcclRanks | None:
                for p in picks]  # fmt: skip
     hosts = [r.host for r in record.ranks]
     known = None if None in hosts else hosts
-    if not record.aligned:  # separate sessions, no common clock: each rank its own "host"
-        known = [str(r) for r in range(len(record.ranks))]
-    split = split_nccl_time(kernels, known)  # type: ignore[arg-type]
+    # separate sessions whose clocks could not be set on one: nothing matched
+    split = (split_nccl_time(kernels, known) if record.aligned  # type: ignore[arg-type]
+             else unmatched_split(kernels))  # fmt: skip
     steps, phases = len(census.steps), len(census.steps.phases)
     step, phase = record.column("step"), record.column("phase")
     columns: dict[str, dict[str, Any]] = {"steps": {}, "phases": {}}
@@ -108,13 +108,13 @@ def split_ranks(census: Census) -> NcclRanks | None:
     columns["steps"]["exposed_ns"] = record.step_exposed_ns
     columns["steps"]["step_time_ns"] = census.steps.column("duration_ns")
     columns["phases"]["exposed_ns"] = record.phase_exposed_ns
-    matched = not split.hosts
+    matched = not split.hosts and record.aligned
     rows = tuple(_row(census, r, info, split.ranks[r].totals, matched)
                  for r, info in enumerate(record.ranks))  # fmt: skip
     unmatched = tuple((record.collectives[u.collective], u.counts) for u in split.unmatched)
-    return NcclRanks(rows, split.occurrences, unmatched, split.straggler,
-                     split.hosts if record.aligned else (), split.waited_for, columns["steps"],
-                     columns["phases"], not record.aligned)  # fmt: skip
+    return NcclRanks(rows, split.occurrences, unmatched, split.straggler, split.hosts,
+                     split.waited_for, columns["steps"], columns["phases"],
+                     not record.aligned)  # fmt: skip
 
 
 def _row(census: Census, r: int, info: Any, totals: Any, matched: bool) -> RankRow:

@@ -124,6 +124,14 @@ class NcclWait:
     waited_for: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
 
 
+def unmatched_split(ranks: Sequence[NcclKernels], hosts: tuple[str, ...] = ()) -> NcclWait:
+    """Nothing matched: every kernel unsplit (its time in unmatched_ns), no straggler; for ranks
+    whose clocks cannot be compared (`hosts`: theirs, when they are on several)."""
+    n = len(ranks)
+    return NcclWait(tuple(_unsplit(k) for k in ranks), (), 0, None, hosts,
+                    np.zeros((n, n), np.int64))  # fmt: skip
+
+
 def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = None) -> NcclWait:
     """Split each rank's NCCL kernel time into wait and transfer (module docstring: the
     definitions). `hosts`, when given, names each rank's host; several hosts match nothing."""
@@ -131,9 +139,9 @@ def split_nccl_time(ranks: Sequence[NcclKernels], hosts: Sequence[str] | None = 
     if hosts is not None and len(hosts) != len(ranks):
         raise ValueError(f"{len(hosts)} hosts for {len(ranks)} ranks")
     several = tuple(sorted(set(hosts or ())))
-    none = np.zeros((len(ranks), len(ranks)), np.int64)
     if len(several) > 1:
-        return NcclWait(tuple(_unsplit(k) for k in ranks), (), 0, None, several, none)
+        return unmatched_split(ranks, several)
+    none = np.zeros((len(ranks), len(ranks)), np.int64)
     runs = [_collective_runs(k) for k in ranks]
     ids, counts = _collective_counts(runs)
     same = (counts == counts[:1]).all(axis=0) if len(ranks) else np.ones(0, bool)

@@ -76,7 +76,7 @@ _ARRAYS = ("kernels", "step_rank", "step_exposed_ns", "phase_exposed_ns")
 def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
                   phases: Sequence[int], labels: Sequence[str],
                   hosts: Sequence[str | None],
-                  clocks: Sequence[int | None] | None = None) -> NcclRecord | None:  # fmt: skip
+                  clocks: Sequence[int | None]) -> NcclRecord | None:  # fmt: skip
     """The records of a rank folder's exports as one, in order (`steps`, `phases`: each
     export's step and phase rows, as census.step_table.concat joins them; `labels`, `hosts`:
     each export's), its ranks named by their export's label (`label:pid` where an export holds
@@ -88,8 +88,7 @@ def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
 
     if all(r is None for r in records):
         return None
-    known = [c for c, r in zip(clocks or [None] * len(records), records, strict=True)
-             if r is not None]  # fmt: skip
+    known = [c for c, r in zip(clocks, records, strict=True) if r is not None]
     aligned = sum(r is not None for r in records) < 2 or None not in known
     origin = min((c for c in known if c is not None), default=0)
     names = tuple(sorted({c for r in records if r is not None for c in r.collectives}))
@@ -97,8 +96,7 @@ def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
     blocks, step_rank, step_exposed, phase_exposed = [], [], [], []
     step_at = phase_at = 0
     for record, n_steps, n_phases, label, host, clock in zip(
-            records, steps, phases, labels, hosts, clocks or [None] * len(records),
-            strict=True):  # fmt: skip
+            records, steps, phases, labels, hosts, clocks, strict=True):  # fmt: skip
         if record is None:
             step_rank.append(np.full(n_steps, -1, np.int64))
             step_exposed.append(np.zeros(n_steps, np.int64))
