@@ -94,7 +94,7 @@ def _census(profile: Profile) -> Census:
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=nccl_overlap_ns(
-            agg, agg.nccl_union_ns, agg.non_nccl_union_ns, agg.all_union_ns
+            agg, *(agg.totals[k] for k in ("nccl_union_ns", "non_nccl_union_ns", "all_union_ns"))
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
         nccl=nccl_record(profile, steps),
@@ -111,8 +111,8 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 
 def _totals(agg: Aggregates) -> Metrics:
     """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
-    step's), the launch calls', the non-NCCL union's and the counted copies'."""
-    whole = {**agg.totals, "non_nccl_union_ns": agg.non_nccl_union_ns}
+    step's), the launch calls', the unions' and the counted copies'."""
+    whole = dict(agg.totals)
     for kind, (count_key, bytes_key) in COPY_KEYS.items():
         sums = agg.memory.sums[agg.memory.kind == kind]
         whole[count_key] = sum(sums[:, 0].tolist())

@@ -3,17 +3,20 @@
 A pass maps its workers over consecutive rowid ranges of a table (census.load.pool); each worker
 adds the range's batches into its accumulators (`add`); census's process merges the ranges'
 accumulators in rowid order (`merge`), fixing up at each range boundary what was counted on both
-sides of it (`Straddling`: only unions and busy time have rows whose intervals reach across,
-census.load.range_merge); and the accumulators with per-key figures finish into one table of
-columns (`finish`, `key_table`), one row per key (a step's or phase segment's idx), the table
-census.census makes the step table of.
+sides of it (`Straddling`: only unions and busy time, census.load.swept, have intervals that
+reach across; census.load.range_merge); and the accumulators with per-key figures finish into
+one table of columns (`finish`, `key_table`), one row per key (a step's or phase segment's
+idx), the table census.census makes the step table of, and the whole capture's figures come
+from the same accumulators (`total`).
 
     accumulator            add                           merge         finish
     KernelSums             a kernel batch: per key       sums add      kernel_count, ...
                            count, time, NCCL's
-    BusySums               swept busy pieces (kernels,   sums add      gpu_busy_ns
-                           memcpys, memsets), clipped
-    Unions                 swept kernel members          lengths add   UNIONS columns
+    BusyTime               busy pieces (kernels,         sums add,     gpu_busy_ns
+                           memcpys, memsets), swept      ends max
+                           and clipped per key
+    Unions                 kernel members, swept         lengths add,  UNIONS columns;
+                                                         ends max      total
     Spans                  a batch's GPU work per key    min, max      SPAN columns
     LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns;
                                                                        total, by_api
@@ -76,6 +79,12 @@ class Straddling(Protocol):
         """The latest end any of its intervals reached (INT_NULL: none)."""
         ...
 
+    def take_overlap(self, head: Any, before: Any) -> None:
+        """Take away what the intervals of this range's head (`head`: those starting before
+        `before.reach()`) add where `before`, the ranges before this one, already covers (busy
+        time takes the key index too: its pieces are clipped to the keys)."""
+        ...
+
 
 def merge_fields(total: Any, other: Any, names: Iterable[str] | None = None) -> None:
     """Merge `other`, a result of a later range, into `total`, field by field (dataclasses of
@@ -136,21 +145,6 @@ class KernelSums(KeySums):
         time_ns, nccl = batch["time_ns"], batch["nccl"]
         return (np.ones(len(time_ns), np.int64), time_ns, nccl.astype(np.int64),
                 np.where(nccl, time_ns, 0))  # fmt: skip
-
-
-class BusySums(Sums):
-    """gpu_busy_ns per key (census.load.figures.Sums): the new coverage of the GPU work of the
-    key's process, clipped to the key's window (census.load.kernels.add_busy adds it, and takes
-    the boundary's overlap away); merged as sums add."""
-
-    NAMES = ("gpu_busy_ns",)
-
-    def __init__(self, keys: int) -> None:
-        super().__init__(keys, 1)
-
-    def finish(self, keys: int) -> Columns:
-        """gpu_busy_ns, `keys` rows."""
-        return named(self.NAMES, fit_rows(self.values, keys))
 
 
 class Count:

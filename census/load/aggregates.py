@@ -19,13 +19,10 @@ import numpy as np
 from census.errors import ColumnError, InputError, ran_out
 from census.load.accumulators import key_table
 from census.load.figures import (
-    UNIONS,
     Columns,
     IdleColumns,
     MemoryGroups,
-    fit_rows,
     idle_splits,
-    named,
     sum_keys,
 )
 from census.load.phases import NO_SEGMENTS, Segments
@@ -38,7 +35,6 @@ from census.sqlite import notes
 if TYPE_CHECKING:
     from census.load.passes import Passes
     from census.load.rank_kernels import RankColumns
-    from census.load.unions import Unions
     from census.model import IdleSplit
 
 
@@ -74,15 +70,11 @@ class Aggregates:
     launch_by_api: dict[str, ApiSums]
     memory: MemoryGroups
     by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
-    # the whole capture's unions per device, summed: of non-NCCL, NCCL and all kernels (the
-    # last two, like by_key's, only meaningful when any_nccl)
-    non_nccl_union_ns: int = 0
-    nccl_union_ns: int = 0
-    all_union_ns: int = 0
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
-    # the whole capture's sums of the kernels and launch calls, by name (the same accumulators'
-    # as by_key's: KernelSums.total, LaunchTotals.total)
+    # the whole capture's sums of the kernels and launch calls and its unions per device summed
+    # (the last two unions, like by_key's, only meaningful when any_nccl), by name: the same
+    # accumulators' as by_key's (KernelSums.total, LaunchTotals.total, Unions.total)
     totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
     # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
@@ -319,57 +311,32 @@ def _aggregates(
     ids = {i for g in groups for i in (g.demangled_id, g.short_id) if i is not None}
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
     keys = steps if parents is None else len(parents)
-    # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
-    whole, unions = _unions(gpu.unions, keys if parents is None else parent_scope(steps, keys))
     launch = passes.launch
     by_api = {a: ApiSums(*v) for a, v in launch.by_api(keys).items()}
     # the key table: every accumulator's columns, one row per key
     table = key_table([gpu.step_kernels.finish(keys), launch.finish(keys),
-                       named(UNIONS, unions[:keys]), gpu.busy_ns.finish(keys),
-                       gpu.span.finish(keys)])  # fmt: skip
-    agg = Aggregates(groups, names, by_api, passes.memory, table, *whole,
-                     any_nccl=passes.any_nccl,
-                     totals=gpu.step_kernels.total() | launch.total())  # fmt: skip
+                       gpu.unions.finish(keys), gpu.busy.finish(keys), gpu.span.finish(keys)])  # fmt: skip
+    totals = gpu.step_kernels.total() | launch.total() | gpu.unions.total()
+    agg = Aggregates(groups, names, by_api, passes.memory, table, any_nccl=passes.any_nccl,
+                     totals=totals)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     agg.ranks = gpu.ranks.finish()
-    agg.exposed_by_device = _exposed_by_device(gpu.unions) if passes.any_nccl else {}
+    agg.exposed_by_device = gpu.unions.exposed_by_device() if passes.any_nccl else {}
     if parents is None:
         return agg, None
-    return _steps_of(agg, parents, steps, unions[parent_scope(0, keys) :]), agg
+    # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
+    own = gpu.unions.finish(steps, first=parent_scope(0, keys))
+    return _steps_of(agg, parents, steps, own), agg
 
 
-def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: np.ndarray) -> Aggregates:
+def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: Columns) -> Aggregates:
     """The steps' aggregates from their segments': sums, and the steps' own unions."""
     from census.load.intervals import NO_STEP
 
     m = seg.memory
     step = np.where(m.step == NO_STEP, NO_STEP, parents[np.maximum(m.step, 0)])
-    by_key = sum_keys(seg.by_key, parents, steps) | named(UNIONS, unions)
+    by_key = sum_keys(seg.by_key, parents, steps) | unions
     return replace(seg, memory=m._replace(step=step), by_key=by_key)
-
-
-def _unions(unions: Unions, n: int) -> tuple[list[int], np.ndarray]:
-    """(the whole capture's UNIONS, summed over devices; per scope in range(n), an (n, 3)
-    array) from the kernel pass's unions."""
-    from census.load.kernels import ALL_CLASS, NCCL_CLASS, NON_NCCL
-
-    whole, per = unions.totals(n)
-    order = (NON_NCCL, NCCL_CLASS, ALL_CLASS)  # UNIONS' order
-    columns = [fit_rows(per[c], n) if c in per else np.zeros(n, np.int64) for c in order]
-    return [whole.get(c, 0) for c in order], np.stack(columns, axis=1)
-
-
-def _exposed_by_device(unions: Unions) -> dict[int, int]:
-    """Per deviceId, the whole capture's |all-kernel union| − |non-NCCL union|: the NCCL
-    kernel time there that no non-NCCL kernel overlaps."""
-    from census.load.kernels import ALL_CLASS, NON_NCCL
-
-    def whole(cls: int, dev: int) -> int:
-        found = unions.columns.get((cls, dev))
-        return 0 if found is None else int(found[0].values[0, 0])
-
-    devices = {dev for cls, dev in unions.columns if cls == ALL_CLASS}
-    return {dev: whole(ALL_CLASS, dev) - whole(NON_NCCL, dev) for dev in sorted(devices)}
 
 
 def _schema_warnings(schema: sc.Schema) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -216,6 +216,38 @@ def _group_rows_sorting(columns: tuple[np.ndarray, ...]) -> tuple[list[np.ndarra
     inverse[order] = np.cumsum(new) - 1
     firsts = np.flatnonzero(new)
     return [c[firsts] for c in cols], inverse
+
+
+@dataclass
+class Members:
+    """Intervals to sweep: partition code, start, end; `key` decodes a code; `parts`, for
+    unions, decodes codes as columns: (scope, class, device)."""
+
+    code: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    key: Callable[[int], tuple]
+    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
+        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
+        a = 0 if after_ns is None else int(np.searchsorted(self.start, after_ns, "left"))
+        b = len(self.start) if before_ns is None else int(np.searchsorted(self.start, before_ns))
+        return Members(self.code[a:b], self.start[a:b], self.end[a:b], self.key)
+
+
+class Windowed(Protocol):
+    """Intervals sorted by start, read a window of starts at a time."""
+
+    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
+        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
+        ...
+
+
+def no_members() -> Members:
+    """No intervals."""
+    empty = np.zeros(0, np.int64)
+    return Members(empty, empty, empty, lambda c: c)
 
 
 @dataclass

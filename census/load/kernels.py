@@ -11,46 +11,34 @@ count in busy time, fed into the sweep alongside the kernels that start when the
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from census.definitions import is_nccl, kernel_name
-from census.load.accumulators import (
-    BusySums,
-    Count,
-    Devices,
-    GroupSums,
-    KernelSums,
-    Maxima,
-    Missing,
-    merge_fields,
-)
+from census.load.accumulators import Count, Devices, GroupSums, KernelSums, Missing, merge_fields
 from census.load.api_calls import ApiMap
 from census.load.api_names import read_strings
-from census.load.figures import Spans, Sums, add_rows
+from census.load.figures import Spans, add_rows
 from census.load.intervals import (
     INT_MAX,
     INT_NULL,
     NO_STEP,
+    Members,
     StepIndex,
-    Swept,
+    Windowed,
     add_spans,
-    covered_ns,
     distinct,
     factorize,
-    sweep,
+    no_members,
     with_end,
 )
 from census.load.rank_kernels import RankKernels
+from census.load.swept import ALL_CLASS, BusyTime, Unions
 from census.load.timeline import TimelineParts
-from census.load.unions import Unions
 from census.sources import schema as sc
 from census.sqlite import BATCH_ROWS, TIMED, RowidRange, read_batches
 
-NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2
 WHOLE = NO_STEP  # the scope of capture-wide unions
 UnionKey = tuple[int, int, int]  # (step or WHOLE, class, deviceId or INT_NULL)
 
@@ -70,32 +58,6 @@ def union_scopes(ctx: GpuContext) -> int:
 
 class OutOfOrder(Exception):
     """The kernels of a range are not in start order: batches cannot carry the sweep."""
-
-
-@dataclass
-class Members:
-    """Intervals to sweep: partition code, start, end; `key` decodes a code; `parts`, for
-    unions, decodes codes as columns: (scope, class, device)."""
-
-    code: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    key: Callable[[int], tuple]
-    parts: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
-
-    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
-        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
-        a = 0 if after_ns is None else int(np.searchsorted(self.start, after_ns, "left"))
-        b = len(self.start) if before_ns is None else int(np.searchsorted(self.start, before_ns))
-        return Members(self.code[a:b], self.start[a:b], self.end[a:b], self.key)
-
-
-class Windowed(Protocol):
-    """Intervals sorted by start, read a window of starts at a time."""
-
-    def window(self, after_ns: int | None, before_ns: int | None) -> Members:
-        """The intervals (sorted by start) starting in [after_ns, before_ns)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -140,8 +102,7 @@ class PartResult:
     groups: GroupSums = field(default_factory=GroupSums)  # (dn, sn, has_api) -> 4 sums
     step_kernels: KernelSums = field(default_factory=lambda: KernelSums(0))  # per key
     unions: Unions = field(default_factory=lambda: Unions(0))  # per (scope, class, device)
-    busy_ns: BusySums = field(default_factory=lambda: BusySums(0))  # per key
-    busy_high: Maxima = field(default_factory=Maxima)  # per process
+    busy: BusyTime = field(default_factory=lambda: BusyTime(0))  # per key; ends per process
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each key
     bad_kernels: Count = field(default_factory=Count)  # a missing or negative duration
     devices: Devices = field(default_factory=Devices)
@@ -174,7 +135,7 @@ class PartReader:
         self.conn = conn
         self.ctx = ctx
         n = ctx.steps.size
-        self.res = PartResult(step_kernels=KernelSums(n), busy_ns=BusySums(n), span=Spans(n),
+        self.res = PartResult(step_kernels=KernelSums(n), busy=BusyTime(n), span=Spans(n),
                               unions=Unions(union_scopes(ctx)))  # fmt: skip
         self.nccl: dict[tuple[int, int], bool] = {}
         self.latest_start: int | None = None
@@ -285,23 +246,10 @@ class PartReader:
         return out
 
     # -- sweeping -------------------------------------------------------------------------
-    def sweep_unions(self, members: list[Members]) -> None:
-        """Add the new coverage of each union's members to its length, and carry its running
-        maximum end."""
-        unions = self.res.unions
-        for m in members:
-            swept = sweep(m.code, m.start, m.end, lambda codes, m=m: unions.high(*m.parts(codes)))
-            unions.add(*m.parts(swept.codes), swept.added_ns, swept.high)
-
     def sweep_busy(self, m: Members) -> None:
-        """Add the new coverage of the busy intervals `m` to each step of their process
-        (clipped to it), carry each process's running maximum end, and (with ctx.timeline)
-        gather the new pieces for the idle split."""
-        high = self.res.busy_high
-        swept = sweep(m.code, m.start, m.end, lambda codes: reached(high, codes, m.key))
-        for code, top in zip(swept.codes.tolist(), swept.high.tolist(), strict=True):
-            high[m.key(code)] = top
-        add_busy(self.res.busy_ns, self.ctx.steps, swept, m.key)
+        """Add busy intervals `m` to busy time and (with ctx.timeline) gather their new pieces
+        for the idle split."""
+        swept = self.res.busy.add(m, self.ctx.steps)
         if self.ctx.timeline:
             new = swept.end > swept.piece_lo
             pieces = Members(
@@ -321,36 +269,6 @@ def add_timeline(parts: TimelineParts, steps: StepIndex, m: Members) -> None:
     for i, code in enumerate(codes.tolist()):
         rows = inverse == i
         parts.add("busy", steps, m.key(code), m.start[rows], m.end[rows])
-
-
-def add_busy(busy: Sums, steps: StepIndex, swept: Swept, proc_of, sign: int = 1) -> None:
-    """Add (or, with sign -1, take away) the new coverage of swept busy intervals, clipped to
-    each step of their process."""
-    for seg, code in enumerate(swept.codes.tolist()):
-        rows = np.flatnonzero((swept.seg == seg) & (swept.end > swept.piece_lo))
-        if not len(rows):
-            continue
-        lo, hi = swept.piece_lo[rows], swept.end[rows]
-        proc = proc_of(code)
-        starts, ends, idx = steps.by_proc[proc]
-        # only the steps that can overlap the pieces: ending after the first piece starts (by
-        # the running maximum end) and starting before the last one ends
-        a = int(np.searchsorted(steps.reach[proc], lo[0], "right"))
-        b = int(np.searchsorted(starts, hi.max(), "left"))
-        covered = covered_ns(lo, hi, starts[a:b], ends[a:b])
-        some = np.flatnonzero(covered)  # one row per step: idx distinct
-        busy.add_keys(idx[a:b][some], sign * covered[some, None])
-
-
-def reached(high: dict, codes: np.ndarray, key: Callable[[int], tuple]) -> np.ndarray:
-    """Each code's partition's running maximum end so far (INT_NULL: none yet)."""
-    return np.array([high.get(key(c), INT_NULL) for c in codes.tolist()], np.int64)
-
-
-def no_members() -> Members:
-    """No intervals."""
-    empty = np.zeros(0, np.int64)
-    return Members(empty, empty, empty, lambda c: c)
 
 
 def busy_members(procs: np.ndarray, proc, start, end, extent) -> Members:
@@ -381,7 +299,7 @@ def read_part(
                                batch_rows=part.batch_rows)  # fmt: skip
         for b, top in batches:
             latest, unions, busy = reader.add_kernels(b, part)
-            reader.sweep_unions(unions)
+            reader.res.unions.add(unions)
             if latest is not None:
                 upto = _earliest(_after(latest), part.before_ns)
                 busy = _joined(busy, memory.window(fed, upto))

@@ -19,8 +19,8 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load.accumulators import MemoryCells, Missing, Runs, merge_fields
 from census.load.figures import MemoryGroups, Spans, add_rows, int64_or_objects
-from census.load.intervals import INT_NULL, add_spans, exact_sums, group_rows, with_end
-from census.load.kernels import GpuContext, Members, add_timeline, busy_members
+from census.load.intervals import INT_NULL, Members, add_spans, exact_sums, group_rows, with_end
+from census.load.kernels import GpuContext, add_timeline, busy_members
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.paths import write_arrays
 from census.sources import schema as sc

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from census.definitions import NCCL_SQL_LIKE
-from census.load.accumulators import BusySums, KernelSums, merge_fields
+from census.load.accumulators import KernelSums, merge_fields
 from census.load.api_calls import (
     ApiMap,
     merge_runtime,
@@ -33,8 +33,8 @@ from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_merge import merge_ranges
+from census.load.swept import BusyTime, Unions
 from census.load.timeline import TimelineParts, spill_folder, spilling
-from census.load.unions import Unions
 from census.sources import schema as sc
 from census.sources.export import Progress
 from census.sqlite import BATCH_ROWS, RowidRange, first_value, rowid_range, split
@@ -60,7 +60,7 @@ class Passes:
         """Drop the per-key sums (of kernels, busy time, unions, spans, launches) once the
         aggregates are made of them; the rest stays."""
         self.gpu = replace(self.gpu, step_kernels=KernelSums(0), unions=Unions(0),
-                           busy_ns=BusySums(0), span=Spans(0))  # fmt: skip
+                           busy=BusyTime(0), span=Spans(0))  # fmt: skip
         self.launch = LaunchTotals()
 
 

@@ -15,18 +15,8 @@ import sqlite3
 
 import numpy as np
 
-from census.load.intervals import sweep
-from census.load.kernels import (
-    GpuContext,
-    Members,
-    Part,
-    PartReader,
-    PartResult,
-    add_busy,
-    kernel_columns,
-    no_members,
-    reached,
-)
+from census.load.intervals import Members, no_members
+from census.load.kernels import GpuContext, Part, PartReader, PartResult, kernel_columns
 from census.sources import schema as sc
 from census.sqlite import RowidRange, read_batches
 
@@ -53,16 +43,12 @@ def _remove_overlap(
     """Take away from `res` what its range's head adds to the unions and busy time that the
     ranges before it (`before`) already cover: the boundary fix-up of the Straddling
     accumulators."""
-    reach = max(before.unions.reach(), before.busy_high.reach())
+    reach = max(before.unions.reach(), before.busy.reach())
     if part.after_ns is None or reach <= part.after_ns:
         return  # nothing earlier reaches into this range
     unions, busy = _head(conn, ctx, part, reach)
-    clipped = _clip(unions, lambda codes: before.unions.high(*_key_columns(unions, codes)))
-    swept = sweep(clipped.code, clipped.start, clipped.end)
-    res.unions.add(*_key_columns(clipped, swept.codes), -swept.added_ns)
-    clipped = _clip(busy, lambda codes: reached(before.busy_high, codes, busy.key))
-    swept = sweep(clipped.code, clipped.start, clipped.end)
-    add_busy(res.busy_ns, ctx.steps, swept, clipped.key, sign=-1)
+    res.unions.take_overlap(unions, before.unions)
+    res.busy.take_overlap(busy, before.busy, ctx.steps)
 
 
 def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
@@ -80,24 +66,6 @@ def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
     end = reach if part.before_ns is None else min(reach, part.before_ns)
     busy.append((ctx.memory_busy or no_members()).window(part.after_ns, end))
     return _concat(unions), _concat(busy)
-
-
-def _key_columns(m: Members, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(scope, class, device) of each union code of `m` (a few, from a range's head)."""
-    keys = np.array([m.key(c) for c in codes.tolist()], np.int64).reshape(-1, 3)
-    return keys[:, 0], keys[:, 1], keys[:, 2]
-
-
-def _clip(m: Members, reach_of) -> Members:
-    """Each interval cut at the running maximum end its partition reached before the range
-    (`reach_of(codes)`)."""
-    if not len(m.code):
-        return m
-    codes, inverse = np.unique(m.code, return_inverse=True)
-    reach = reach_of(codes)[inverse]
-    end = np.minimum(m.end, reach)
-    keep = m.start < end
-    return Members(m.code[keep], m.start[keep], end[keep], m.key)
 
 
 def _concat(members: list[Members]) -> Members:
