@@ -61,6 +61,7 @@ def summarize_with(
     workers: int | None = None,
     cache_as: Path | None = None,  # cached as this file's census (census.store.cache.cached_census)
 ) -> Census:
+    """summarize of a resolved path: a rank folder's ranks merged, else one export's census."""
     from census.sources.ranks import is_multi_rank
 
     if is_multi_rank(path):
@@ -93,9 +94,8 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
 def summarize_ranks(
     folder: Path, options: Options, progress: Progress | None = None, workers: int | None = None
 ) -> tuple[Census, list[str], list[Census]]:
-    """(merged Census, rank labels, per-rank Census list) of a multi-rank capture folder; the
-    ranks are read in a process pool, or on the Dask cluster of `options.scheduler`
-    (census.load.scheduler)."""
+    """(merged Census, rank labels, per-rank Census list) of a rank folder, read in a process
+    pool or on the Dask cluster of `options.scheduler` (census.load.scheduler)."""
     from census.census import merge_census
     from census.load.scheduler import map_ranks
     from census.sources.ranks import rank_clocks, rank_files, rank_hosts

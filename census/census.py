@@ -49,6 +49,7 @@ SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_u
 
 
 def compute_census(profile: Profile) -> Census:
+    """The Census of one capture's aggregates, with the garbage collector paused."""
     with collector_paused():
         return _census(profile)
 
@@ -382,6 +383,9 @@ def _merged_range_idle(ranks: list[Census]) -> tuple[RangeIdle, ...] | None:
 
 @dataclass(frozen=True)
 class Spread:
+    """One key's per-step means over ranks: smallest, median and largest, and the labels of the
+    ranks with the smallest and largest."""
+
     min: float
     median: float
     max: float

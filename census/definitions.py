@@ -114,6 +114,8 @@ CLASS_ORDER: tuple[str, ...] = (*(name for name, _ in KERNEL_CLASSES), OTHER)
 
 @lru_cache(maxsize=65536)
 def classify_kernel(name: str) -> str:
+    """The kernel class of a kernel name: the first of KERNEL_CLASSES whose pattern it matches, else
+    OTHER."""
     for cls, pattern in KERNEL_CLASSES:
         if pattern.search(name):
             return cls
@@ -129,6 +131,7 @@ def kernel_name(names: dict[int, str], demangled: int | None, short: int | None)
 
 
 def is_nccl(name: str) -> bool:
+    """Whether a kernel name is an NCCL kernel (its class is NCCL)."""
     return classify_kernel(name) == NCCL
 
 
@@ -175,6 +178,8 @@ _STREAM_SUFFIX = re.compile(r"_(ptsz|ptds)$")
 
 
 def normalise_api_name(name: str) -> str:
+    """A runtime API name without its `_v<digits>` and then its `_ptsz`/`_ptds` suffix
+    (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`)."""
     return _STREAM_SUFFIX.sub("", _VERSION_SUFFIX.sub("", name))
 
 
@@ -199,6 +204,8 @@ _COLLECTIVES = (
 
 
 def nccl_collective(name: str) -> str | None:
+    """The collective of an NCCL kernel name (`AllReduce`, ... by _COLLECTIVES' order, else 'other
+    NCCL'); None for a kernel not NCCL."""
     if not is_nccl(name):
         return None
     flat = name.lower().replace("_", "")

@@ -140,6 +140,7 @@ def ran_out(exc: BaseException, path: str | os.PathLike | None = None,
 
 
 def out_of_memory(what: str) -> OutOfMemory:
+    """The OutOfMemory error for `what` failed, naming the memory limit where one is set."""
     return OutOfMemory(f"out of memory{_memory_limit()}: {what}; raise the limit or free memory")
 
 

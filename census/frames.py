@@ -57,7 +57,7 @@ def _experiment(exp: Any, frame: str) -> Experiment:
 
 def _taken(value: Any, frame: str, kind: type, read: Any, wants: str) -> Any:
     """`value` if it is a `kind`, else what `read` makes of a path (None: no path is taken);
-    anything else a UsageError: what census.frames.FRAME takes, and what it was given."""
+    anything else a UsageError: what census.frames.<frame> takes, and what it was given."""
     if isinstance(value, kind):
         return value
     if read is not None and isinstance(value, str | os.PathLike):

@@ -21,6 +21,9 @@ from census.units import clip, fmt_ns, one_line
 
 @dataclass(frozen=True)
 class Limiter:
+    """What limits the step (find_limiter): its kind, the GPU's busy share of the step, and the idle
+    class that decided, per step in ns and in words."""
+
     kind: str  # "gpu", "sync", "host (launch)", "host (other)" or "host" (idle not split)
     busy_share: float  # GPU busy / step time, per-step means
     cause_ns: float | None  # per step: the idle class that decided, None for "gpu" and "host"

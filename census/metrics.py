@@ -12,6 +12,9 @@ from typing import NamedTuple
 
 
 class Metric(NamedTuple):
+    """One census key: its name (its unit as suffix), unit, definition, label, the views that show
+    it, its narrow-table heading and whether a view hides it at 0."""
+
     name: str
     unit: str  # "count", "ns" or "bytes"
     definition: str

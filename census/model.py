@@ -40,6 +40,9 @@ class KernelStat:
 
 @dataclass(frozen=True)
 class ClassStat:
+    """One kernel class (definitions.CLASS_ORDER): count and time over the capture, and sums over
+    the selected steps."""
+
     cls: str
     count: int
     time_ns: int
@@ -72,6 +75,9 @@ class CollectiveStat:
 
 @dataclass(frozen=True)
 class ApiStat:
+    """One launch API (definitions.normalise_api_name's): its launch calls' count and time over the
+    capture, and sums over the selected steps."""
+
     api: str
     count: int
     time_ns: int
@@ -81,6 +87,8 @@ class ApiStat:
 
 @dataclass(frozen=True)
 class Gpu:
+    """A GPU of the capture: its device id and name (None where the export has none)."""
+
     id: int
     name: str | None
 
@@ -95,6 +103,8 @@ class RangeIdle:
 
 @dataclass(frozen=True)
 class Source:
+    """The export a census was read from: its path, nsys and schema versions and GPUs."""
+
     path: str
     nsys_version: str | None
     schema_version: str | None
@@ -105,6 +115,9 @@ class Source:
 
 @dataclass(frozen=True, repr=False)
 class Census:
+    """One capture's census: whole-capture totals, the selected steps (with phases), the kernels by
+    name, class and collective, memory copies, launch APIs and warnings."""
+
     source: Source
     totals: Metrics
     steps: StepTable  # any sequence of Step given is kept as a StepTable
@@ -129,6 +142,7 @@ class Census:
 
     @property
     def step_count(self) -> int:
+        """The number of selected steps."""
         return len(self.steps)
 
     def __repr__(self) -> str:
@@ -150,6 +164,9 @@ class Census:
         return self._memo("per_step", self._per_step)
 
     def per_step_timing(self) -> dict[str, float] | None:
+        """Per-step means of step_time_ns, gpu_busy_ns, gpu_idle_ns and the idle keys (None each
+        when idle was not split), and gpu_span_ns and host_lead_ns over the steps that launched GPU
+        work (None if none did); None without steps."""
         return self._memo("per_step_timing", self._per_step_timing)
 
     def per_phase(self) -> dict[str, dict[str, float]]:
@@ -285,6 +302,10 @@ class RankRecord:
 
 @dataclass(frozen=True)
 class Arm:
+    """One arm of a `census ab` experiment: one run of side a or b, its measured steps' times on
+    `clock` ('cuda_events' or 'host'), and what it recorded beside them; `discarded`: a warm-up arm,
+    left out of the statistics."""
+
     side: str  # "a" or "b"
     index: int  # position in run order, the warm arm 0
     discarded: bool
@@ -309,17 +330,19 @@ class Arm:
 
     @property
     def median_ns(self) -> float:
+        """The median of its step times (ns)."""
         return percentile(self.step_time_ns, 50)
 
     @property
     def p95_ns(self) -> float:
+        """The 95th percentile of its step times (ns)."""
         return percentile(self.step_time_ns, 95)
 
 
 @dataclass(frozen=True)
 class AutoArms:
     """What `--arms auto` was asked and how its runner ended, as ab.json keeps it: enough to
-    take every look again from the arms (census.compare.sequential.looks_of)."""
+    take every look again from the arms (census.compare.auto_arms.looks_of)."""
 
     max_arms: int
     min_effect_ns: float  # resolved at the first look (a percentage is of A's step there)

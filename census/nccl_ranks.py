@@ -61,6 +61,7 @@ class NcclRanks:
 
     @property
     def matched(self) -> bool:
+        """Whether the ranks' NCCL kernels were matched: one host, and clocks set on one."""
         return not self.hosts and not self.unaligned
 
     def rank_means(self, r: int) -> dict[str, float] | None:

@@ -37,6 +37,8 @@ class Options:
             raise UsageError("--skip-first must be 0 or more")
 
     def key(self) -> list:
+        """The options that change a census, as the cache's key: steps_regex, skip_first,
+        phases_regex, idle."""
         return [self.steps_regex, self.skip_first, self.phases_regex, self.idle]
 
 

@@ -33,6 +33,7 @@ class RankInfo(NamedTuple):
 
     @property
     def pid(self) -> int:
+        """The process id: the low 24 bits of `proc`."""
         return self.proc & PID_MASK
 
 
@@ -55,6 +56,7 @@ class NcclRecord:
     aligned: bool = True
 
     def column(self, name: str) -> Any:
+        """One column of `kernels` by its KERNEL_COLUMNS name, one int64 per NCCL kernel."""
         return self.kernels[:, KERNEL_COLUMNS.index(name)]
 
     def __eq__(self, other: object) -> bool:

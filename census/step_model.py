@@ -41,6 +41,7 @@ class IdleSplit:
     idle_other_ns: int = 0
 
     def as_dict(self) -> dict[str, int]:
+        """Its fields by name."""
         return self.__dict__.copy()  # the fields, declared in IDLE_KEYS order
 
 
@@ -64,12 +65,17 @@ class Phase:
     gpu_span_ns: int | None = None
 
     def as_dict(self) -> dict[str, int | None]:
+        """Its census keys, duration_ns, gpu_busy_ns and idle keys (None each when not split) by
+        name."""
         return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
                 "gpu_busy_ns": self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Step:
+    """One step: an NVTX range matching --steps, its start and end (ns), the census keys of the
+    work launched in it, its GPU busy time, its phases and its idle split."""
+
     name: str
     start_ns: int
     end_ns: int
@@ -85,14 +91,17 @@ class Step:
 
     @property
     def duration_ns(self) -> int:
+        """end_ns − start_ns."""
         return self.end_ns - self.start_ns
 
     @property
     def gpu_idle_ns(self) -> int:
+        """The step's time the GPU was not busy: duration_ns − gpu_busy_ns."""
         return self.duration_ns - self.gpu_busy_ns
 
     @property
     def gpu_end_ns(self) -> int | None:
+        """The latest end of the GPU work launched in the step (ns); None when it launched none."""
         return None if self.gpu_start_ns is None else self.gpu_start_ns + self.gpu_span_ns
 
     @property

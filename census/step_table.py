@@ -67,6 +67,7 @@ class Rows:
         return len(self.names)
 
     def take(self, index: Any) -> Rows:
+        """The rows at `index` (an int64 array), in its order."""
         return Rows([self.names[i] for i in index.tolist()], self.ints[index], self.gpu[index],
                     self.launched[index], self.idle[index], self.split[index])  # fmt: skip
 
@@ -86,10 +87,12 @@ class Rows:
                     self.idle[lo:hi], self.split[lo:hi])  # fmt: skip
 
     def renamed(self, prefix: str) -> Rows:
+        """The same rows, each name prefixed with `prefix`."""
         return Rows([prefix + n for n in self.names], self.ints, self.gpu, self.launched,
                     self.idle, self.split)  # fmt: skip
 
     def equals(self, other: Rows) -> bool:
+        """Whether `other` has the same names and the same values in every column."""
         import numpy as np
 
         return self.names == other.names and all(
@@ -213,10 +216,12 @@ class StepTable(Sequence):
 
     @property
     def names(self) -> list[str]:
+        """Each step's name, in the table's order."""
         return self.steps.names
 
     @property
     def launched(self) -> Any:
+        """Per step, whether it launched GPU work (a bool array)."""
         return self.steps.launched
 
     @property

@@ -13,6 +13,8 @@ GIB = 1024**3
 
 
 def fmt_ns(ns: float | None, signed: bool = False) -> str:
+    """`ns` in the largest unit it reaches: s (3 decimals), ms (2), µs (1) or ns (none), with
+    thousands separators; '-' when negative, '+' when positive and `signed`; '' for None."""
     if ns is None:
         return ""
     sign = "+" if signed and ns > 0 else ("-" if ns < 0 else "")
@@ -29,6 +31,8 @@ def fmt_ns(ns: float | None, signed: bool = False) -> str:
 
 
 def fmt_bytes(b: float | None, signed: bool = False) -> str:
+    """`b` bytes in the largest binary unit it reaches: GiB, MiB, KiB (2 decimals) or B (none),
+    signed as fmt_ns; '' for None."""
     if b is None:
         return ""
     sign = "+" if signed and b > 0 else ("-" if b < 0 else "")
@@ -40,6 +44,8 @@ def fmt_bytes(b: float | None, signed: bool = False) -> str:
 
 
 def fmt_count(n: float | None, signed: bool = False) -> str:
+    """`n` with thousands separators, no decimals when whole, else one; '+' when positive and
+    `signed`; '' for None."""
     if n is None:
         return ""
     text = f"{n:,.0f}" if float(n).is_integer() else f"{n:,.1f}"
@@ -56,6 +62,7 @@ def fmt_metric(key: str, value: float | None, signed: bool = False) -> str:
 
 
 def fmt_pct(pct: float | None) -> str:
+    """A percentage with its sign and one decimal ('+4.2%'); '' for None."""
     if pct is None:
         return ""
     return f"{pct:+.1f}%"

@@ -36,6 +36,10 @@ RECORDS = "records"  # the arms' step-times records while they run; removed once
 
 @dataclass(frozen=True)
 class ABSpec:
+    """What `census ab` runs: each side's command and label, the measured arms (a multiple of 4; the
+    most under `--arms auto`), the warm-up and measured steps per arm (None: the script's own),
+    whether to capture each side with nsys, and where its folder goes."""
+
     name: str
     commands: dict[str, tuple[str, ...]]  # "a", "b" -> argv
     labels: tuple[str, str] = ("A", "B")
@@ -50,6 +54,7 @@ class ABSpec:
 
     @property
     def folder(self) -> Path:
+        """The experiment's folder: out_dir / name."""
         return self.out_dir / self.name
 
 

@@ -70,6 +70,10 @@ def arm_order(arms: int) -> list[str]:
 
 @dataclass(frozen=True)
 class ArmsSpec:
+    """What run_arms runs: each side's command and label, the measured arms, the warm-up and
+    measured steps per arm ($CENSUS_WARMUP, $CENSUS_ACTIVE; None: unset), more environment for every
+    arm, and the records folder."""
+
     commands: dict[str, tuple[str, ...]]  # side ("a", "b") -> argv
     labels: tuple[str, str]
     arms: int = 8
@@ -90,10 +94,16 @@ class ArmRule(Protocol):
     go on, asked after each LOOK_EVERY measured arms (and once at the most, where it is moot);
     record(): what ab.json keeps of it as "sequential" (a dataclass)."""
 
-    def start(self) -> None: ...
-    def warm_done(self) -> None: ...
+    def start(self) -> None:
+        """Before the first arm."""
+
+    def warm_done(self) -> None:
+        """After the discarded warm arm: the measured arms' time starts here."""
+
     def __call__(self, arms: list[Arm]) -> bool: ...
-    def record(self) -> Any: ...
+
+    def record(self) -> Any:
+        """What ab.json keeps of the rule as "sequential" (a dataclass)."""
 
 
 def run_arms(spec: ArmsSpec, progress: Callable[[str], None] | None = None,

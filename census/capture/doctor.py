@@ -14,6 +14,9 @@ from census.errors import ToolMissingError
 
 @dataclass(frozen=True)
 class Check:
+    """One line of `census doctor`: what was checked, whether it passed, and what was found or what
+    to do."""
+
     name: str
     ok: bool
     detail: str

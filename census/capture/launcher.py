@@ -36,6 +36,9 @@ from census.errors import UsageError
 
 @dataclass(frozen=True)
 class LauncherVars:
+    """The names of a launcher's variables: its rank, world size, local rank, node index (None: it
+    has none) and ranks on this node."""
+
     name: str
     rank: str
     world: str

@@ -47,6 +47,11 @@ REPORT_STEM = "capture"
 
 @dataclass(frozen=True)
 class CaptureSpec:
+    """What `census capture` runs: the capture's name (its folder under out_dir), the command, the
+    nsys executable and its `-t` list, the warm-up and measured steps (None: the script's own),
+    whether to replace a capture, whether to time a calibration run without nsys first, more
+    environment, and whether each rank summarizes its own export."""
+
     name: str
     command: tuple[str, ...]
     out_dir: Path = Path("profiles")
@@ -61,6 +66,7 @@ class CaptureSpec:
 
     @property
     def folder(self) -> Path:
+        """The capture's folder: out_dir / name."""
         return self.out_dir / self.name
 
 
@@ -117,6 +123,8 @@ def check_folder_name(kind: str, name: str) -> None:
 
 
 def validate_spec(spec: CaptureSpec) -> None:
+    """Raise UsageError for a spec that cannot run: a name that is not a plain folder name, no
+    command, --summarize-on-ranks without a launcher, or a folder check_capture_folder refuses."""
     check_folder_name("capture", spec.name)
     if not spec.command:
         raise UsageError("give the command to profile after `--`, or --demo eager|compiled")
@@ -341,6 +349,8 @@ def run_info(
     ended: dt.datetime,
     calibration: dict | None,
 ) -> dict:
+    """run.json's record of a capture: the spec, the nsys command run, its start and end (ISO
+    8601), host, working directory, git commit, versions (environment_info) and calibration."""
     return {
         "name": spec.name,
         "command": list(spec.command),

@@ -124,6 +124,8 @@ def profiler_start() -> None:
 
 
 def profiler_stop() -> None:
+    """cudaProfilerStop after the GPU has finished its work, through torch when it is loaded, else
+    through libcudart (neither: nothing)."""
     torch = _torch_cuda()
     if torch is not None:
         torch.cuda.synchronize()  # the last step's GPU work belongs inside the capture

@@ -74,6 +74,8 @@ POOL_PER_STEP = 8  # a step start and up to three phases' two boundaries, with r
 
 
 class StepTimer:
+    """The clocks of one run's measured window (module docstring), read once it has closed."""
+
     def __init__(self, torch: Any | None) -> None:
         self.torch = torch  # torch, when it is loaded and sees a GPU
         self.host: list[tuple[int, int]] = []  # (start, end) of each step's body
@@ -128,29 +130,35 @@ class StepTimer:
                        "gpu": gpu_identity(self.torch)}  # fmt: skip
 
     def start_step(self) -> None:
+        """A step starts: its host time and, on CUDA, an event."""
         self.host.append((time.perf_counter_ns(), 0))
         self.starts.append(self._event())
 
     def end_step(self) -> None:
+        """The current step ends: its host end time, and the end event recorded again."""
         if self.end is not None:
             self.end.record(self._stream)
         self.host[-1] = (self.host[-1][0], time.perf_counter_ns())
 
     def start_phase(self, name: str) -> None:
+        """Phase `name` starts in the current step: its host time and event."""
         self._open[name] = (time.perf_counter_ns(), self._event())
 
     def end_phase(self, name: str) -> None:
+        """Phase `name` ends: its span kept with the current step's index."""
         t0, ev0 = self._open.pop(name)
         self.phases.append((len(self.host) - 1, name, t0, time.perf_counter_ns(), ev0,
                             self._event()))  # fmt: skip
 
     def record_value(self, name: str, value: Any) -> None:
+        """census.record's `value` kept for the current step (a tensor detached)."""
         if type(value) is not float and type(value) is not int:
             detach = getattr(value, "detach", None)  # a tensor: kept without its autograd graph
             value = value if detach is None else detach()
         self.recorded.append((len(self.host) - 1, name, value))
 
     def add_count(self, name: str, n: int) -> None:
+        """census.count's `n` added to `name`'s count."""
         self.counts[name] = self.counts.get(name, 0) + n
 
     def record(self) -> dict[str, Any]:
@@ -259,6 +267,7 @@ class Reading:
 
 
 def read_env(nvml: tuple[Any, Any] | None) -> Reading:
+    """One Reading, now (read_gpu's SM clock and throttle bits from `nvml`)."""
     sm_clock, bits = read_gpu(nvml)
     try:
         pgid: int | None = os.getpgid(0)
@@ -399,6 +408,7 @@ def read_gpu(nvml: tuple[Any, Any] | None) -> tuple[int | None, int | None]:
 
 
 def close_nvml(nvml: tuple[Any, Any] | None) -> None:
+    """Shut NVML down (open_nvml's; None: nothing to do)."""
     if nvml is not None:
         with contextlib.suppress(AttributeError):
             nvml[0].nvmlShutdown()

@@ -13,6 +13,8 @@ from typing import Any
 
 
 def main() -> None:
+    """The `census` command: SIGTERM and SIGHUP end it as Ctrl-C does, stdout is guarded, a plain
+    `summary EXPORT --json` is answered without typer, anything else by the app."""
     import signal
     import sys
 

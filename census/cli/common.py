@@ -46,18 +46,22 @@ class CommandGroup(typer.core.TyperGroup):
     (typer and click draw a box of five)."""
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command `cmd_name`, made plain (plain_command) the first time it is asked for."""
         command = super().get_command(ctx, cmd_name)
         if command is not None and not getattr(command, "_metavars_named", False):
             plain_command(command)
         return command
 
     def get_params(self, ctx: Any) -> list:
+        """census's own options (--debug, --version, --help), their values named."""
         params = super().get_params(ctx)  # census's own: --debug, --version, --help
         for param in params:
             name_metavar(param)
         return params
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the app; standalone, a command line click refuses is one line on stderr and its exit
+        code, an abort exit 1, and a command's return value the exit code."""
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)
         import importlib
@@ -117,6 +121,8 @@ def plain_command(command: Any) -> None:
 
 
 def name_metavar(param: Any) -> None:
+    """Name `param`'s value in --help (unless already named): an argument by its name in capitals, a
+    flag by nothing, else by METAVARS, N for an int, REGEX for --steps and --phases, TEXT."""
     from typer.core import TyperArgument
 
     if param.metavar is not None:
@@ -171,6 +177,9 @@ def _main(
 
 
 def handle_errors(func: F) -> F:
+    """`func` (a command), stdout flushed before it returns, and any error but typer's exits one
+    line on stderr and its exit code (error_exit; with --debug, an internal error's traceback)."""
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -241,6 +250,7 @@ SampleOpt = Annotated[
 
 
 def parse_gates(texts: list[str] | None) -> list:
+    """The gates of --fail-if (census.compare.gates.parse_gate); [] without any."""
     if not texts:  # the gates' module stays unimported (a cached summary answers in 0.2 s)
         return []
     from census.compare.gates import parse_gate
@@ -320,6 +330,8 @@ def diff_shown(a: Path, b: Path, labels: tuple[str, str] | None, options: Any,
 
 
 def write_report(text: str, target: Path) -> None:
+    """Write `text` to `target` atomically and say so on stderr; one that cannot be written is a
+    UsageError, a full disk or the file size limit a resource error naming the report's size."""
     from census.errors import UsageError, ran_out
     from census.paths import check_output, write_atomic
     from census.units import fmt_bytes

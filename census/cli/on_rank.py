@@ -45,6 +45,8 @@ def _options(args: list[str]) -> tuple[dict[str, str], list[str]] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run this rank (module docstring); its exit status: 2 for a command line not USAGE's, 1 when
+    WORK cannot be written, else nsys's (summarize_rank's 0 or 130 with --summarize)."""
     from census.capture.launcher import rank_env
     from census.capture.per_rank import CANNOT_WRITE, run_rank, write_place
     from census.capture.run import DEFAULT_TRACE, nsys_profile_command

@@ -50,6 +50,7 @@ class GuardedStdout:
         return len(text)
 
     def flush(self) -> None:
+        """Flush the stream, its failures census errors as write's."""
         self._guard(self._stream.flush)
 
     def write_bytes(self, data: bytes) -> None:

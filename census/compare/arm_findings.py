@@ -28,6 +28,10 @@ from census.model import Arm
 
 @dataclass(frozen=True)
 class ArmTail:
+    """A tail step of one measured arm (module docstring): which arm and step, its time, the arm's
+    median and tail threshold, and the phase that grew most against the arm's median of it, with
+    every phase's excess."""
+
     arm_index: int
     side: str
     step: int  # position among the arm's measured steps
@@ -41,6 +45,7 @@ class ArmTail:
 
     @property
     def excess_ns(self) -> float:
+        """The step's time above its arm's median (ns)."""
         return self.step_time_ns - self.median_ns
 
 

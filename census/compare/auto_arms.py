@@ -106,6 +106,7 @@ class AutoSpec:
 
 
 def auto_rule(auto: AutoSpec | None, progress: Callable[[str], None] | None) -> AutoRule | None:
+    """The AutoRule of `--arms auto` as asked; None without it (a fixed number of arms)."""
     return (
         None if auto is None else AutoRule(auto.max_arms, auto.min_effect, auto.budget_s, progress)
     )
@@ -150,6 +151,9 @@ class AutoRule:
         return taken.decision == "continue"
 
     def record(self) -> AutoArms:
+        """What ab.json keeps of the rule (census.model.AutoArms): the most arms, the minimum effect
+        in ns and as given, the budget and whether it stopped the runner. A RuntimeError before the
+        first look."""
         if self.min_effect_ns is None:
             raise RuntimeError("no look was taken")
         text = None

@@ -21,11 +21,15 @@ OVERHEAD_RATIO_LIMIT = 1.2
 
 @dataclass(frozen=True)
 class Comparability:
+    """What one diff's check found (module docstring): problems, notes, and the kinds of sentence
+    the problems hide."""
+
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     hidden: frozenset[str] = frozenset()
 
     def as_dict(self) -> dict[str, list[str]]:
+        """The problems and notes, as the JSON's `comparability`."""
         return {"problems": list(self.problems), "notes": list(self.notes)}
 
 
@@ -35,6 +39,8 @@ def check_comparable(
     labels: tuple[str, str],
     uncaptured_ns: tuple[float | None, float | None] = (None, None),
 ) -> Comparability:
+    """The Comparability of B against A (module docstring); `uncaptured_ns`: each side's calibration
+    mean, for nsys's overhead."""
     la, lb = labels
     sides = ((la, a), (lb, b))
     problems: list[str] = []

@@ -25,24 +25,31 @@ BUCKETS = ("added", "removed", "increased", "decreased", "unchanged")
 
 @dataclass(frozen=True)
 class Delta:
+    """One figure of both sides, `a` and `b` (None: a side lacks it), and B − A."""
+
     a: float | None
     b: float | None
 
     @property
     def delta(self) -> float | None:
+        """b − a; None when a side lacks it."""
         return None if self.a is None or self.b is None else self.b - self.a
 
     @property
     def pct(self) -> float | None:
+        """delta as a percentage of a; None when a side lacks it or a is 0."""
         d = self.delta
         return None if d is None or not self.a else 100.0 * d / self.a
 
     def as_dict(self) -> dict[str, float | None]:
+        """a, b, delta and pct by name, as the JSON writes a delta."""
         return {"a": self.a, "b": self.b, "delta": self.delta, "pct": self.pct}
 
 
 @dataclass(frozen=True)
 class ClassDelta:
+    """One kernel class's count and time on either side (per-step means, or whole captures')."""
+
     cls: str
     count: Delta
     time_ns: Delta
@@ -50,6 +57,8 @@ class ClassDelta:
 
 @dataclass(frozen=True)
 class KernelDelta:
+    """One kernel name's count and time on either side, and its bucket (BUCKETS)."""
+
     name: str
     cls: str
     count: Delta
@@ -68,6 +77,10 @@ class StepSpread:
 
 @dataclass(frozen=True, repr=False)
 class CensusDiff:
+    """B against A (diff_census): the census keys, kernel classes, kernels, phases and GPU idle by
+    host range as Deltas, per-step means where both sides have steps, else whole captures, with what
+    makes them not comparable."""
+
     a: Census
     b: Census
     labels: tuple[str, str]
@@ -124,10 +137,12 @@ class CensusDiff:
 
     @property
     def within_noise(self) -> bool | None:
+        """Whether the step-time delta is within noise_ns; None when either is unknown."""
         step, noise = self.metrics[self.step_key].delta, self.noise_ns
         return None if step is None or noise is None else abs(step) <= noise
 
     def bucket(self, name: str) -> list[KernelDelta]:
+        """The kernels of bucket `name` (one of BUCKETS), by |delta time| descending."""
         return [k for k in self.kernels if k.bucket == name]
 
 

@@ -33,6 +33,10 @@ BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
 
 @dataclass(frozen=True, repr=False)
 class Experiment:
+    """An A/B experiment (`census ab`), as run or read back: its labels and commands, the arms in
+    run order, their statistics, the census diff of its two captures (None: not captured;
+    capture_note says why), and what --equivalence and --arms auto asked."""
+
     labels: tuple[str, str]
     commands: dict[str, list[str]]
     arms: tuple[Arm, ...]  # run order, the discarded warm arm first
@@ -45,6 +49,7 @@ class Experiment:
 
     @property
     def order(self) -> list[str]:
+        """The side of each arm in run order, the warm arm first."""
         return [a.side for a in self.arms]
 
     @cached_property
@@ -64,6 +69,7 @@ class Experiment:
         return record_parity(self.arms, self.stats.pairs)
 
     def label(self, side: str) -> str:
+        """The label of side 'a' or 'b'."""
         return self.labels[0 if side == "a" else 1]
 
     def __repr__(self) -> str:
@@ -188,6 +194,9 @@ def equivalence_sentence(eq: Equivalence, labels: tuple[str, str]) -> str:
 
 
 def experiment_warnings(exp: Experiment) -> list[str]:
+    """What qualifies the verdict: compilation inside measured windows, arms timed on different
+    clocks, phases left out of the per-phase statistics, disturbed arms, counters that differ, and
+    captured and uncaptured step-time deltas of opposite sign."""
     out = []
     for side, label in zip(("a", "b"), exp.labels, strict=True):
         recompiled = sum(a.recompiles or 0 for a in exp.arms if a.side == side and not a.discarded)
@@ -312,6 +321,8 @@ def disturbed_warnings(exp: Experiment) -> list[str]:
 
 
 class Explanation(NamedTuple):
+    """An experiment explained, each part a list of lines or one (None or (): nothing to say)."""
+
     verdict: str  # what the uncaptured arms support
     warnings: list[str]
     findings: list[str]  # what the captures say, or why there are none
@@ -328,6 +339,8 @@ class Explanation(NamedTuple):
 
     @property
     def lines(self) -> list[str]:
+        """Every line in the order it is said: the verdict, said_next, the warnings, phases, arm
+        notes, ranks and findings."""
         return [self.verdict, *self.said_next, *self.warnings, *self.phases, *self.arm_notes,
                 *self.ranks, *self.findings]  # fmt: skip
 

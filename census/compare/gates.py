@@ -45,6 +45,9 @@ _GATE = re.compile(
 
 @dataclass(frozen=True)
 class Gate:
+    """One --fail-if gate on a capture or a diff (module docstring); `phase`: None for a census or
+    step-timing key."""
+
     text: str
     phase: str | None
     key: str
@@ -54,10 +57,13 @@ class Gate:
 
     @property
     def label(self) -> str:
+        """KEY, or PHASE.KEY for a phase key."""
         return self.key if self.phase is None else f"{self.phase}.{self.key}"
 
 
 def parse_gate(text: str) -> Gate:
+    """The Gate `text` writes; a UsageError naming what is wrong (its form, an unknown key or phase
+    key)."""
     m = _GATE.match(text)
     if not m:
         raise UsageError(
@@ -119,6 +125,9 @@ def check_summary_gates(gates: list[Gate]) -> None:
 
 
 def check_summary(gates: list[Gate], c: Census) -> list[str]:
+    """One line per failed gate on one capture's value (per-step mean with steps, else the whole
+    capture's); a gate it cannot test is a UsageError: a percentage, an unknown phase, a value it
+    lacks."""
     check_summary_gates(gates)
     failed = []
     values = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
@@ -151,6 +160,8 @@ AB_GATE_FORMS = "slower>V, slower>=V, faster>V or faster>=V, V a percentage (2%)
 
 @dataclass(frozen=True)
 class Amount:
+    """An amount of a `census ab` gate or --equivalence: a percentage of A's step or nanoseconds."""
+
     value: float  # a percentage, or nanoseconds
     percent: bool
 
@@ -177,6 +188,9 @@ def _amount(m: re.Match) -> Amount:
 
 @dataclass(frozen=True)
 class ABGate:
+    """A `census ab` gate (module docstring): B `slower` or `faster` than A, > or >=, by an
+    Amount."""
+
     text: str
     key: str  # "slower" or "faster": B relative to A
     op: str  # ">" or ">="
@@ -184,6 +198,8 @@ class ABGate:
 
 
 def parse_ab_gate(text: str) -> ABGate:
+    """The ABGate `text` writes; a UsageError otherwise (an upper bound told to use
+    --equivalence)."""
     m = _AB_GATE.match(text)
     if not m and re.match(r"^\s*(slower|faster)\s*<", text):
         raise UsageError(

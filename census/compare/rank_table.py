@@ -42,6 +42,9 @@ class RankSide:
 
 @dataclass(frozen=True)
 class RankRow:
+    """One rank over the measured arms (module docstring): its place in the job and its figures on
+    each side."""
+
     rank: int
     host: str | None
     local_rank: int | None
@@ -146,6 +149,7 @@ def slowest_hosts(arms: Sequence[Arm], side: str) -> tuple[dict[str | None, int]
 
 
 def hosts_of(rows: Sequence[RankRow]) -> list[str | None]:
+    """The hosts of `rows`, in the order of their lowest rank (host_order)."""
     order = host_order(rows)
     return sorted(order, key=order.__getitem__)
 

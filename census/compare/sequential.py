@@ -238,6 +238,7 @@ class SequentialPlan:
 
     @property
     def looks(self) -> int:
+        """The number of looks."""
         return len(self.arms)
 
 

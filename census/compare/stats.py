@@ -100,6 +100,8 @@ class Side:
 
 @dataclass(frozen=True)
 class Pair:
+    """One consecutive AB or BA pair of measured arms (by Arm.index) and B − A of their medians."""
+
     a_index: int
     b_index: int
     delta_ns: float  # median(B arm) − median(A arm)
@@ -214,17 +216,21 @@ class PhaseStats:
     verdict: str  # of ci_ns
     se_ns: float
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's (census.compare.sequential.with_look)
+    # `--arms auto` the stopping look's (census.compare.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float = 0.95
 
     @property
     def pairs_agreeing(self) -> int:
+        """Pairs whose delta has the sign of the estimate (is 0, when the estimate is)."""
         return count_agreeing(self.delta_median_ns, self.pairs)
 
 
 @dataclass(frozen=True)
 class ABStats:
+    """An experiment's statistics (module docstring): each side's figures, the pairs, the step fit
+    of every measured arm, the verdict it backs, per phase its own fit, and the disturbed arms."""
+
     a: Side
     b: Side
     pairs: tuple[Pair, ...]
@@ -232,7 +238,7 @@ class ABStats:
     delta_pct: float | None  # of A's median of arm medians
     ci95_ns: tuple[float, float]  # the fixed design's 95% interval of the fit of every arm
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's repeated interval (census.compare.sequential.with_look)
+    # `--arms auto` the stopping look's repeated interval (census.compare.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float
     se_ns: float
@@ -263,6 +269,8 @@ class ABStats:
 
 
 def analyze(arms: list[Arm]) -> ABStats:
+    """The ABStats of `arms` in run order (the discarded warm arm among them); a ValueError unless
+    the measured arms are blocks of four."""
     measured = [a for a in arms if not a.discarded]
     if len(measured) < 4 or len(measured) % 4:
         raise ValueError("an experiment needs measured arms in blocks of four")

@@ -29,6 +29,9 @@ HOST_RANGE, GPU_SPAN = "host range", "gpu span"  # Tail.clock
 
 @dataclass(frozen=True)
 class Outlier:
+    """One tail step (module docstring) against the median step: its time, excess on the tail's
+    clock, the phase that grew most, and its kernel, launch, GPU busy and idle deltas."""
+
     index: int  # position among the selected steps
     name: str
     step_time_ns: int  # its NVTX range
@@ -44,6 +47,9 @@ class Outlier:
 
 @dataclass(frozen=True)
 class Tail:
+    """One capture's step times on `clock`: median, p95, max, MAD, the outlier threshold (module
+    docstring) and the steps above it."""
+
     steps: int  # the steps counted: with the "gpu span" clock, those that launched GPU work
     median_ns: float
     p95_ns: float

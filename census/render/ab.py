@@ -39,6 +39,8 @@ def e2e_rows(exp: Experiment) -> list[list[str]]:
 
 
 def delta_line(exp: Experiment) -> str:
+    """B − A per step with its interval (t, df, arms as the unit; --arms auto's stopping look) and,
+    where both sides have it, the change in peak allocated and reserved memory."""
     st, (la, lb) = exp.stats, exp.labels
     memory = ""
     if st.a.peak_allocated_bytes is not None and st.b.peak_allocated_bytes is not None:
@@ -71,6 +73,7 @@ def phase_head(st: ABStats) -> list[str]:
 
 
 def phase_title(labels: tuple[str, str]) -> str:
+    """The title of the arms' phase table, naming A and B."""
     return (f"Phases, uncaptured arms (per step, medians of arm medians; A = {labels[0]}, "
             f"B = {labels[1]})")  # fmt: skip
 
@@ -121,6 +124,8 @@ def _env_cells(arm: Arm, why: str | None) -> list[str]:
 
 
 def arm_rows(exp: Experiment) -> list[list[str]]:
+    """One row an arm, in run order (the warm one marked discarded), as ARM_HEAD: its median, p95,
+    steps, peak memory, recompilations, clock, CPU share, other cores and why it is disturbed."""
     rows = []
     for arm in exp.arms:
         label = exp.labels[0 if arm.side == "a" else 1]
@@ -143,6 +148,8 @@ def p95_notes(exp: Experiment) -> tuple[str, str]:
 
 
 def pairs_line(st: ABStats, labels: tuple[str, str]) -> str:
+    """The B − A of each AB/BA pair's arm medians, their range, and how many agree in sign with the
+    estimate."""
     deltas = [p.delta_ns for p in st.pairs]
     listed = ", ".join(fmt_ns(d, signed=True) for d in deltas)
     return (
@@ -155,6 +162,8 @@ def pairs_line(st: ABStats, labels: tuple[str, str]) -> str:
 def render_experiment_table(
     view: ExperimentView, top: int = 15, width: int | None = None, color: bool = False
 ) -> str:
+    """The experiment for a terminal (rich, `width` columns; `color`: ANSI styles), then its
+    captures' diff (its `top` kernels) when it has one."""
     from census.render.diff_table import render_diff_table
 
     exp, parts = view.experiment, view.explanation
@@ -226,6 +235,8 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
 
 
 def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
+    """The experiment as markdown, then its captures' diff (its `top` kernels) or why there is
+    none."""
     from census.render.markdown import markdown_table, render_diff_markdown
 
     exp, parts = view.experiment, view.explanation
@@ -261,6 +272,7 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
 
 # -- the ranks of arms of several ranks (census.compare.rank_table) -------------------------------
 def ranks_title(labels: tuple[str, str]) -> str:
+    """The title of the arms' rank table, naming A and B."""
     return (f"Ranks, uncaptured arms, by host (over the measured arms; A = {labels[0]}, "
             f"B = {labels[1]})")  # fmt: skip
 

@@ -30,6 +30,8 @@ CHANGE_COLORS = {
 
 @dataclass(frozen=True)
 class Chart:
+    """One panel of the HTML page: its title and figure, or what it says instead."""
+
     title: str
     figure: Any | None  # a plotly Figure; None when there is nothing to draw
     empty: str = ""  # what the panel says instead
@@ -150,6 +152,7 @@ def _step_charts(census: Census) -> list[Chart]:
 
 
 def diff_charts(d: CensusDiff) -> list[Chart]:
+    """The diff's panels: class time and count, kernel changes, step accounting."""
     import plotly.graph_objects as go
 
     la, lb = d.labels

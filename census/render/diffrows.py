@@ -14,7 +14,7 @@ from census.metrics import (
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
-# census.definitions: LAUNCHED_TITLE, WINDOW_TITLE).
+# census.metrics: LAUNCHED_TITLE, WINDOW_TITLE).
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
                "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
 LAUNCHED_KEYS = ("gpu_span_ns", *(m.name for m in shown_in(VIEW_DIFF)))
@@ -81,6 +81,7 @@ def idle_range_rows(d: CensusDiff, top: int = 8) -> list[list[str]]:
 
 
 def class_rows(d: CensusDiff) -> list[list[str]]:
+    """One row a kernel class: count and time on each side and their deltas."""
     return [
         [
             c.cls,
@@ -131,6 +132,8 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
 
 
 def basis_line(d: CensusDiff) -> str:
+    """What the diff compares: per-step means over how many steps a side (and the GPU spans' clock),
+    or whole captures."""
     la, lb = d.labels
     if d.per_step:
         clock = (" The host ran ahead of the GPU: steps are compared by their GPU spans; their "

@@ -192,6 +192,7 @@ def _cards(items: list[tuple[str, str]]) -> str:
 
 
 def html_table(head: list[str], rows: list[list[str]]) -> str:
+    """An HTML table of display strings, escaped, its first column left-aligned."""
     th = "".join(f"<th class='{'l' if i == 0 else ''}'>{esc(h)}</th>" for i, h in enumerate(head))
     trs = "".join(
         "<tr>"

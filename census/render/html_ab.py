@@ -27,6 +27,8 @@ COLORS = {"a": "#457b9d", "b": "#e76f51"}
 
 
 def render_experiment_html(view: ExperimentView) -> str:
+    """The experiment's page: verdict, tables, every arm's step times as a strip plot, then its
+    captures' diff."""
     import plotly.graph_objects as go
 
     exp, parts = view.experiment, view.explanation

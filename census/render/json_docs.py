@@ -174,6 +174,8 @@ def _hosts(view: RanksView) -> list[str | None]:
 
 
 def spread_json(view: RanksView) -> dict:
+    """A rank folder's `ranks` (each one's label, host and summary) and `spread` (per key: min,
+    median, max over ranks)."""
     return {
         "ranks": [
             {"rank": label, "host": host, "summary": summary_json(rank)}
@@ -381,8 +383,10 @@ def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None)
 
 
 def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str:
+    """`census diff --json`: diff_json as text (`top`: each side's top kernels)."""
     return json.dumps(diff_json(view, top), indent=indent)
 
 
 def render_experiment_json(view: ExperimentView, top: int = 20, indent: int | None = None) -> str:
+    """`census ab --json`: experiment_json as text."""
     return json.dumps(experiment_json(view, top), indent=indent)

@@ -34,6 +34,7 @@ class Raw:
         return iter(self.make())
 
     def text(self) -> str:
+        """The whole text, made again and joined."""
         return "".join(self)
 
 

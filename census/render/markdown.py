@@ -58,6 +58,8 @@ def _kernel_table(head: list[str], rows: list[list[str]], left: int) -> str:
 
 
 def render_diff_markdown(view: DiffView, top: int = 15) -> str:
+    """The diff as markdown: the verdict, why, what is compared, the headline tables, phases, GPU
+    idle by host range, kernel classes, the `top` kernel changes and the notes."""
     d, explanation = view.diff, view.explanation
     h = headers(d)
     out = [f"**{_cell(explanation[0])}**", ""] if explanation else []  # the verdict first

@@ -17,6 +17,8 @@ LOG_EVERY_SECONDS = 5.0
 
 @contextlib.contextmanager
 def stage_progress(label: str, quiet: bool = False) -> Iterator[Callable[..., None]]:
+    """A progress callback for `label`'s work, on stderr: a bar on a terminal, elsewhere a line
+    every LOG_EVERY_SECONDS once QUIET_SECONDS have passed; nothing when `quiet`."""
     if quiet:
         yield lambda *_args: None
         return
@@ -39,6 +41,7 @@ def stage_progress(label: str, quiet: bool = False) -> Iterator[Callable[..., No
 
 
 def rows_text(done: int, total: int | None) -> str:
+    """`done` rows read, of `total` with a percentage where it is known."""
     if not total:
         return f"{done:,} rows"
     return f"{min(done, total):,} of {total:,} rows ({100 * min(done, total) / total:.0f}%)"

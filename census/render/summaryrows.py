@@ -147,6 +147,7 @@ def phase_rows(census: Census) -> Table:
 
 
 def class_rows(census: Census) -> Table:
+    """The kernel class table: count and time over the capture, per-step means with steps."""
     n = census.step_count
     rows = [[c.cls, fmt_count(c.count), fmt_ns(c.time_ns),
              *((fmt_count(c.step_count / n), fmt_ns(c.step_time_ns / n)) if n else ())]
@@ -155,11 +156,13 @@ def class_rows(census: Census) -> Table:
 
 
 def kernel_rows(census: Census, top: int) -> Table:
+    """The `top` kernels by time: name, class, count and time over the capture."""
     rows = [[k.name, k.cls, fmt_count(k.count), fmt_ns(k.time_ns)] for k in census.kernels[:top]]
     return ["kernel", "class", "count", "time"], rows
 
 
 def collective_rows(census: Census) -> Table:
+    """The NCCL collective table: count and time over the capture, per-step time with steps."""
     n = census.step_count
     rows = [[c.collective, fmt_count(c.count), fmt_ns(c.time_ns),
              *((fmt_ns(c.step_time_ns / n),) if n else ())] for c in census.collectives]  # fmt: skip

@@ -74,4 +74,5 @@ class RanksView:
 
     @property
     def census(self) -> Census:
+        """The merged census of the ranks."""
         return self.merged.census

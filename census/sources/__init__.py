@@ -1,0 +1,3 @@
+"""sources stage: what the user names, made a read-only nsys export: a report exported
+(export.py), a bundled sample (samples.py), a rank folder (ranks.py), opened read-only
+(readonly.py) and its tables known (schema.py); and a `census ab` folder read back (experiment.py)."""

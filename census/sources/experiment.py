@@ -20,6 +20,8 @@ from census.model import Arm, AutoArms, RankRecord
 
 @dataclass(frozen=True)
 class ExperimentRecord:
+    """What an experiment folder's ab.json records (module docstring), each arm checked."""
+
     path: Path  # the ab.json read
     labels: tuple[str, str]
     commands: dict[str, list[str]]
@@ -36,6 +38,7 @@ class ExperimentRecord:
 
 
 def is_experiment(path: Path) -> bool:
+    """Whether `path` is a `census ab` folder: a folder holding ab.json."""
     return path.is_dir() and (path / RECORD).is_file()
 
 
@@ -86,6 +89,7 @@ def _auto_from(rec: Any) -> AutoArms | None:
 
 
 def not_a_record(path: Path, why: Exception) -> InputError:
+    """The InputError for an ab.json at `path` that cannot be read as census's record, and why."""
     return InputError(f"{path}: not a census experiment record ({why})")
 
 

@@ -60,6 +60,9 @@ def export_target(report: Path) -> Path:
 
 
 def export_report(report: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
+    """The SQLite export of an .nsys-rep report (export_target), made by `nsys export` unless one at
+    least as new is there; written atomically. InputError without the report, CaptureError when nsys
+    fails."""
     if not report.is_file():
         raise InputError(f"{report}: no such file")
     target = export_target(report)

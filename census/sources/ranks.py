@@ -30,6 +30,7 @@ _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
 def is_multi_rank(path: Path) -> bool:
+    """Whether `path` is a folder of more than one .sqlite export."""
     return path.is_dir() and len(list(path.glob("*.sqlite"))) > 1
 
 

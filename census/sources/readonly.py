@@ -254,6 +254,8 @@ def _decode_text(raw: bytes) -> str:
 
 
 def describe_sqlite_error(exc: Exception) -> str:
+    """Why SQLite could not read a file, in one line, with what to do (locked, corrupt or
+    truncated)."""
     text = " ".join(str(exc).split())  # one line, however SQLite quotes a broken schema
     text = clip(text, 160)
     if "locked" in text:

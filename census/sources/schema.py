@@ -63,19 +63,23 @@ class Schema:
     schema_version: str | None
 
     def has(self, table: str) -> bool:
+        """Whether the export has `table`."""
         return table in self.tables
 
     def has_column(self, table: str, column: str) -> bool:
+        """Whether the export's `table` has `column`."""
         return column in self.columns.get(table, frozenset())
 
     @property
     def major_version(self) -> int | None:
+        """The schema version's major number (2, 3); None when it declares none or not a number."""
         if not self.schema_version:
             return None
         head = self.schema_version.split(".", 1)[0]
         return int(head) if head.isdigit() else None
 
     def missing_columns(self, table: str) -> list[str]:
+        """The REQUIRED_COLUMNS of `table` that it lacks."""
         have = self.columns.get(table, frozenset())
         return [c for c in REQUIRED_COLUMNS.get(table, ()) if c not in have]
 

@@ -114,6 +114,8 @@ def to_record(census: Census, column: Callable[[Any], Any] = _listed) -> dict[st
 
 
 def from_record(rec: dict[str, Any]) -> Census:
+    """The Census to_record made `rec` of, exactly, with its memoized means."""
+
     def build(cls: type, data: dict[str, Any]) -> Any:
         return cls(**{f.name: data[f.name] for f in fields(cls)})
 

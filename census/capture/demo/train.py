@@ -35,6 +35,8 @@ from census.capture.launcher import rank_env
 
 
 class Block(nn.Module):
+    """One pre-norm transformer block: causal self-attention (SDPA) and a 4x GELU MLP."""
+
     def __init__(self, d: int, heads: int) -> None:
         super().__init__()
         self.ln1 = nn.LayerNorm(d)
@@ -45,6 +47,7 @@ class Block(nn.Module):
         self.heads = heads
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` (batch, tokens, d) through attention and the MLP, each added to its input."""
         b, t, d = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).unbind(2)
         att = nn.functional.scaled_dot_product_attention(
@@ -55,6 +58,7 @@ class Block(nn.Module):
 
 
 def build(d: int, layers: int, heads: int) -> nn.Module:
+    """`layers` Blocks of width `d` with `heads` attention heads, in sequence."""
     return nn.Sequential(*(Block(d, heads) for _ in range(layers)))
 
 
@@ -75,6 +79,7 @@ def train_step(step_fn, opt, x, target, scratch, phase, sleep_s: float = 0.0) ->
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
+    """The demo's command line (module docstring)."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--mode", choices=("eager", "compiled"), default="eager")
     p.add_argument("--warmup", type=int, default=None)
@@ -95,6 +100,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Train the demo model for warm-up plus measured steps, inside census.steps unless --plain, and
+    print the last loss."""
     args = parse(argv)
     if not torch.cuda.is_available():
         raise SystemExit("census demo workload: no CUDA GPU visible to torch")
