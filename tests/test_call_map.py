@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from census.load.api_calls import RuntimePart, _finish_calls, _keep_calls, merge_runtime
+from census.load.api_calls import Calls, RangeCalls, RuntimePart, merge_runtime
 from census.load.call_map import CompactCalls
 from census.load.figures import LAUNCH_SUMS
 from census.load.intervals import INT_NULL, NO_STEP
@@ -64,7 +64,7 @@ def test_dense_ids_are_compact_and_sparse_ones_are_not() -> None:
 
 
 def _part(calls: dict[int, int], compact: bool, proc: int = 5) -> RuntimePart:
-    part = RuntimePart()
+    part = RangeCalls()
     corr, step = _columns(calls)
     c = CompactCalls.of(corr, step) if compact else None
     if c is not None:
@@ -72,7 +72,7 @@ def _part(calls: dict[int, int], compact: bool, proc: int = 5) -> RuntimePart:
     else:
         part.corr[proc], part.step[proc] = [corr], [step]
         part.increasing[proc] = True
-    return part
+    return RuntimePart(Calls([part]))
 
 
 @settings(max_examples=150)
@@ -230,23 +230,23 @@ def _batch_ids(drawn: list[int], mode: str, last: int) -> list[int]:
 @given(batches_st)
 def test_calls_compacted_batch_by_batch_look_up_as_their_columns(batches: list) -> None:
     """A worker compacts each batch's calls while they increase (census.load.api_calls.
-    _keep_calls), and keeps columns from the first batch that does not: either way the part
+    RangeCalls.keep), and keeps columns from the first batch that does not: either way the part
     looks up every id as a dictionary of all its calls; calls that increase throughout come out
     as CompactCalls.of over all of them would make them (the same runs)."""
-    part, pieces, seen, columns = RuntimePart(), {}, {}, ([], [])
+    part, seen, columns = RangeCalls(), {}, ([], [])
     last = 0
     for drawn, step, mode in batches:
         ids = _batch_ids(drawn, mode, last)
         last = max(last, *ids)
         steps = [step + (i % 2 if len(ids) > 30 else 0) for i in range(len(ids))]
         corr, step_col = np.array(ids, np.int64), np.array(steps, np.int32)
-        _keep_calls(part, pieces, 5, corr, step_col)
+        part.keep(5, corr, step_col)
         columns[0].append(corr)
         columns[1].append(step_col)
         for c, s in zip(ids, steps, strict=True):
             seen.setdefault(c, []).append(s)
-    _finish_calls(part, pieces)
-    api, _, duplicated, _ = merge_runtime([part])
+    part.close()
+    api, _, duplicated, _ = merge_runtime([RuntimePart(Calls([part]))])
     assert duplicated == any(len(v) > 1 for v in seen.values())
     if duplicated:
         return  # an id seen twice: the runtime pass reads those again (read_runtime_grouped)

@@ -20,6 +20,9 @@ from the same accumulators (`total`).
     Spans                  a batch's GPU work per key    min, max      SPAN columns
     LaunchTotals           a runtime batch's launches    sums add      LAUNCH_SUMS columns;
                                                                        total, by_api
+    Calls                  a runtime batch's calls per   ranges join   the API map (one join
+                           process (RangeCalls)                        of the ranges' bitmaps;
+                                                                       calls recorded twice)
     MemoryCells            a memcpy/memset batch         batches join  MemoryGroups
     TimelineParts          intervals touching a step     pieces join   the idle split's input
     GroupSums, Count,      kernel groups, bad rows,      add, union,   themselves
@@ -29,11 +32,8 @@ from the same accumulators (`total`).
 A batch is a dict of int64 columns (census.sqlite.read_batches'), with what the pass looked up
 added to it (`step`: the key of its launching call, `found`: whether it has one); the key table
 is the same kind of dict, one row per key. A result of a range (census.load.kernels.PartResult,
-census.load.memory.MemoryResult) is a dataclass of accumulators, so merging two is
-`merge_fields`: no field listed by hand. The runtime pass's ranges (census.load.api_calls.
-RuntimePart) merge their launch totals and gathered calls so too; their calls' map is made of
-every range at once (one join of the ranges' bitmaps, and a call recorded twice is found
-wherever its rows lie: census.load.api_calls.merge_runtime).
+census.load.memory.MemoryResult, census.load.api_calls.RuntimePart) is a dataclass of
+accumulators, so merging two is `merge_fields`: no field listed by hand.
 """
 
 from __future__ import annotations

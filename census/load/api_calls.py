@@ -111,8 +111,10 @@ def _by_value(values: np.ndarray, rows: np.ndarray) -> Iterable[tuple[int, np.nd
 
 
 @dataclass
-class RuntimePart:
-    """What one rowid range of the runtime table contributes."""
+class RangeCalls:
+    """One rowid range's calls per process, for the API map: compacted batch by batch while
+    they increase (census.load.call_map), else columns (`add`), settled at the range's end
+    (`close`)."""
 
     # per process, batch by batch in rowid order: correlationIds, and steps (int32)
     corr: dict[int, list[np.ndarray]] = field(default_factory=dict)
@@ -120,8 +122,103 @@ class RuntimePart:
     increasing: dict[int, bool] = field(default_factory=dict)  # strictly, across the batches
     # the processes whose calls increase, compact instead of in `corr` and `step`
     compact: dict[int, CompactCalls] = field(default_factory=dict)
+    # per process still compact, batch by batch (until `close`)
+    pieces: dict[int, list[CompactCalls]] = field(default_factory=dict)
+    # the correlationIds of launches without a process (a call recorded twice is found there)
+    unkeyed: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, b: dict[str, np.ndarray], keyed: np.ndarray, launch: np.ndarray) -> None:
+        """A runtime batch with its `step` column: its `keyed` rows' calls, per process, and
+        its launches without a process (`launch`: the launch rows)."""
+        for p, r in _by_value(b["proc"], np.flatnonzero(keyed)):
+            self.keep(p, b["corr"][r], b["step"][r].astype(np.int32))
+        self.unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
+
+    def keep(self, p: int, corr: np.ndarray, step: np.ndarray) -> None:
+        """Process p's calls of one batch: compacted at once while its calls so far increase
+        and compact well (a bitmap and runs per batch, joined at the end: a worker holds no
+        column of its range's calls), else kept as columns from then on (the pieces so far
+        made columns)."""
+        if p not in self.corr:
+            mine = self.pieces.get(p, [])
+            if np.all(corr[1:] > corr[:-1]) and (not mine or int(corr[0]) > mine[-1].last):
+                piece = CompactCalls.of(corr, step)
+                if piece is not None:
+                    self.pieces.setdefault(p, []).append(piece)
+                    return
+            if mine:
+                first, steps = CompactCalls.joined(self.pieces.pop(p)).columns()
+                self.corr[p], self.step[p] = [first], [steps.astype(np.int32)]
+        self.corr.setdefault(p, []).append(corr)
+        self.step.setdefault(p, []).append(step)
+
+    def close(self) -> None:
+        """The range's calls, per process: its compact pieces joined, else its columns (made
+        compact where they increase and compact well all together)."""
+        self.increasing = {p: _increasing(chunks) for p, chunks in self.corr.items()}
+        for p, compact in self.pieces.items():
+            self.compact[p] = CompactCalls.joined(compact)
+            self.increasing[p] = True
+        self.pieces = {}
+        for p in [p for p, up in self.increasing.items() if up and p in self.corr]:
+            compact = CompactCalls.of(np.concatenate(self.corr[p]), np.concatenate(self.step[p]))
+            if compact is not None:
+                self.compact[p] = compact
+                del self.corr[p], self.step[p]
+        self.unkeyed = [np.concatenate([np.zeros(0, np.int64), *self.unkeyed])]
+
+    def chunks(self, p: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Process p's calls in the range, as columns (correlationIds, steps) batch by batch."""
+        if p in self.compact:
+            corr, step = self.compact[p].columns()
+            return [corr], [step]
+        return self.corr.get(p, []), self.step.get(p, [])
+
+
+class Calls(list):
+    """The runtime pass's calls, an accumulator: one RangeCalls per rowid range, in rowid
+    order; merged as ranges join, finished all at once into the API map (one join of the
+    ranges' bitmaps, and a call recorded twice is found wherever its rows lie)."""
+
+    def merge(self, other: Calls) -> None:
+        """Both passes' ranges, this one's first."""
+        self.extend(other)
+
+    def finish(self) -> tuple[ApiMap, bool]:
+        """(the API map of every range's calls, whether some call has several rows)."""
+        api = ApiMap()
+        duplicated = False
+        for p in sorted({p for part in self for p in (*part.corr, *part.compact)}):
+            compact = [part.compact[p] for part in self if p in part.compact]
+            if len(compact) == sum(p in part.compact or p in part.corr for part in self) and all(
+                a.last < b.first for a, b in itertools.pairwise(compact)
+            ):  # every range's calls compact, one range after another
+                api.compact[p] = CompactCalls.joined(compact)
+                continue
+            columns = [part.chunks(p) for part in self]
+            chunks = [c for cs, _ in columns for c in cs]
+            corr = np.concatenate(chunks)
+            step = np.concatenate([s for _, ss in columns for s in ss])
+            # Each worker checked its own range; here only the seams between ranges are left.
+            checked = all(part.increasing.get(p, True) for part in self)
+            if not (checked and _seams_increase(chunks)):
+                # calls from several threads interleave: sort, and look for calls seen twice
+                order = np.argsort(corr, kind="stable")
+                corr, step = corr[order], step[order]
+                duplicated |= bool(np.any(corr[1:] == corr[:-1]))
+            api.corr[p], api.step[p] = narrow(corr), step
+        unkeyed = np.concatenate([np.zeros(0, np.int64), *(u for r in self for u in r.unkeyed)])
+        duplicated |= len(unique(unkeyed)) < len(unkeyed)
+        return api, duplicated
+
+
+@dataclass
+class RuntimePart:
+    """What one rowid range of the runtime table contributes: accumulators (merged field by
+    field, census.load.accumulators.merge_fields)."""
+
+    calls: Calls = field(default_factory=Calls)
     launch: LaunchTotals = field(default_factory=LaunchTotals)
-    unkeyed_launch_corr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     timeline: TimelineParts = field(default_factory=TimelineParts)  # launch and sync calls
 
 
@@ -133,10 +230,9 @@ def read_runtime_part(
     batch_rows: int,
     tick=lambda n: None,
 ) -> RuntimePart:
-    """One pass over a rowid range, assuming each call has one row; merge_runtime checks it."""
-    part = RuntimePart(launch=LaunchTotals.of(names.launch_api, steps.size))
-    pieces: dict[int, list[CompactCalls]] = {}  # per process still compact, batch by batch
-    unkeyed = []
+    """One pass over a rowid range, assuming each call has one row; Calls.finish checks it."""
+    calls = RangeCalls()
+    part = RuntimePart(Calls([calls]), LaunchTotals.of(names.launch_api, steps.size))
     last = rows.lo
     for b, top in read_batches(
         conn, sc.RUNTIME, RUNTIME_COLUMNS, rows, names.pass_where, batch_rows
@@ -145,55 +241,29 @@ def read_runtime_part(
         code = names.launch_code(b["name"])
         if names.timeline:
             _add_timeline(part.timeline, names, steps, b, code >= 0)
-        step = steps.step_at(b["proc"], b["start"])
+        b["step"] = step = steps.step_at(b["proc"], b["start"])
         keyed = (b["proc"] != INT_NULL) & (b["corr"] != INT_NULL)
         if names.sync_ids:  # read for the idle split only: not in the API map
             keyed &= names.is_candidate(b["name"])
-        keyed = np.flatnonzero(keyed)
-        for p, r in _by_value(b["proc"], keyed):
-            _keep_calls(part, pieces, p, b["corr"][r], step[r].astype(np.int32))
         launch = code >= 0
+        calls.add(b, keyed, launch)
         part.launch.add(step[launch], code[launch], b["dur"][launch], names.graph[code[launch]])
-        unkeyed.append(b["corr"][launch & (b["proc"] == INT_NULL) & (b["corr"] != INT_NULL)])
         tick(top - last)
         last = top
-    part.unkeyed_launch_corr = np.concatenate([part.unkeyed_launch_corr, *unkeyed])
     part.launch = part.launch.sparse()
-    _finish_calls(part, pieces)
+    calls.close()
     return part
 
 
-def _finish_calls(part: RuntimePart, pieces: dict[int, list[CompactCalls]]) -> None:
-    """The part's calls, per process: its compact pieces joined, else its columns (made
-    compact where they increase and compact well all together)."""
-    part.increasing = {p: _increasing(chunks) for p, chunks in part.corr.items()}
-    for p, compact in pieces.items():
-        part.compact[p] = CompactCalls.joined(compact)
-        part.increasing[p] = True
-    for p in [p for p, up in part.increasing.items() if up and p in part.corr]:
-        compact = CompactCalls.of(np.concatenate(part.corr[p]), np.concatenate(part.step[p]))
-        if compact is not None:
-            part.compact[p] = compact
-            del part.corr[p], part.step[p]
-
-
-def _keep_calls(part: RuntimePart, pieces: dict[int, list[CompactCalls]], p: int,
-                corr: np.ndarray, step: np.ndarray) -> None:  # fmt: skip
-    """Process p's calls of one batch: compacted at once while its calls so far increase and
-    compact well (a bitmap and runs per batch, joined at the end: a worker holds no column of
-    its range's calls), else kept as columns from then on (the pieces so far made columns)."""
-    if p not in part.corr:
-        mine = pieces.get(p, [])
-        if np.all(corr[1:] > corr[:-1]) and (not mine or int(corr[0]) > mine[-1].last):
-            piece = CompactCalls.of(corr, step)
-            if piece is not None:
-                pieces.setdefault(p, []).append(piece)
-                return
-        if mine:
-            first, steps = CompactCalls.joined(pieces.pop(p)).columns()
-            part.corr[p], part.step[p] = [first], [steps.astype(np.int32)]
-    part.corr.setdefault(p, []).append(corr)
-    part.step.setdefault(p, []).append(step)
+def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool, TimelineParts]:
+    """The ranges' parts merged (field by field) and their calls finished: the API map, the
+    launch totals, True when some call has several rows, the launch and sync calls the idle
+    split needs."""
+    total = RuntimePart()
+    for part in parts:
+        merge_fields(total, part)
+    api, duplicated = total.calls.finish()
+    return api, total.launch, duplicated, total.timeline
 
 
 def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict,
@@ -218,46 +288,6 @@ def _increasing(chunks: list[np.ndarray]) -> bool:
 def _seams_increase(chunks: list[np.ndarray]) -> bool:
     edges = [(c[0], c[-1]) for c in chunks if len(c)]
     return all(a[1] < b[0] for a, b in itertools.pairwise(edges))
-
-
-def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool, TimelineParts]:
-    """The API map and launch totals of all parts; True when some call has several rows; the
-    launch and sync calls the idle split needs."""
-    api = ApiMap()
-    duplicated = False
-    for p in sorted({p for part in parts for p in (*part.corr, *part.compact)}):
-        compact = [part.compact[p] for part in parts if p in part.compact]
-        if len(compact) == sum(p in part.compact or p in part.corr for part in parts) and all(
-            a.last < b.first for a, b in itertools.pairwise(compact)
-        ):  # every range's calls compact, one range after another
-            api.compact[p] = CompactCalls.joined(compact)
-            continue
-        columns = [_chunks(part, p) for part in parts]
-        chunks = [c for cs, _ in columns for c in cs]
-        corr = np.concatenate(chunks)
-        step = np.concatenate([s for _, ss in columns for s in ss])
-        # Each worker checked its own range; here only the seams between ranges are left.
-        checked = all(part.increasing.get(p, True) for part in parts)
-        if not (checked and _seams_increase(chunks)):
-            # calls from several threads interleave: sort, and look for calls seen twice
-            order = np.argsort(corr, kind="stable")
-            corr, step = corr[order], step[order]
-            duplicated |= bool(np.any(corr[1:] == corr[:-1]))
-        api.corr[p], api.step[p] = narrow(corr), step
-    unkeyed = np.concatenate([part.unkeyed_launch_corr for part in parts])
-    duplicated |= len(unique(unkeyed)) < len(unkeyed)
-    merged = RuntimePart()  # the parts' launch totals and calls, merged as accumulators
-    for part in parts:
-        merge_fields(merged, part, ("launch", "timeline"))
-    return api, merged.launch, duplicated, merged.timeline
-
-
-def _chunks(part: RuntimePart, p: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Process p's calls in a part, as columns (correlationIds, steps) batch by batch."""
-    if p in part.compact:
-        corr, step = part.compact[p].columns()
-        return [corr], [step]
-    return part.corr.get(p, []), part.step.get(p, [])
 
 
 def read_runtime_grouped(
