@@ -1,11 +1,12 @@
 """`census summary EXPORT --json [--no-idle]` into a pipe is answered before typer is imported
 (census.cli.fast): from the cache, or computed there, with the same bytes on stdout, the same
 warnings and errors on stderr and the same exit codes as the command (reached here with
-`--top 15`, the default, which the early answer leaves to it); any other command line goes the
-usual way."""
+`--top 15`, the default, which the early answer leaves to it; both write the document through
+census.cli.piped); any other command line goes the usual way."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,11 +19,12 @@ from census.cli.fast import _summary_json_of
 from tests.helpers.files import fixture_file
 
 # Runs census's entry point as the `census` script does, then says on stderr whether typer (the
-# command line) was imported: it is not when the cache answered.
+# command line) was imported, and whether a census was computed (not when the cache answered).
 DRIVER = (
     "import sys; from census.cli import main; sys.argv[0] = 'census'\n"
     "try:\n    main()\n"
     "finally:\n    print('typer imported:', 'typer' in sys.modules, file=sys.stderr)\n"
+    "    print('computed:', 'census.load.passes' in sys.modules, file=sys.stderr)\n"
 )
 
 
@@ -39,18 +41,21 @@ def _census(*args: str, cache: Path, stdout=subprocess.PIPE, **env: str):
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
-        (["summary", "a.sqlite", "--json"], ("a.sqlite", True)),
-        (["summary", "--json", "a.sqlite"], ("a.sqlite", True)),
-        (["summary", "a.sqlite", "--format", "json"], ("a.sqlite", True)),
-        (["summary", "--format=json", "a.sqlite"], ("a.sqlite", True)),
+        (["summary", "a.sqlite", "--json"], ("a.sqlite", {})),
+        (["summary", "--json", "a.sqlite"], ("a.sqlite", {})),
+        (["summary", "a.sqlite", "--format", "json"], ("a.sqlite", {})),
+        (["summary", "--format=json", "a.sqlite"], ("a.sqlite", {})),
+        (["summary", "sample:eager", "--json"], ("sample:eager", {})),
+        (["summary", "", "--json"], None),  # the command's usage error
         (["summary", "a.sqlite"], None),  # a table
         (["summary", "a.sqlite", "--format", "markdown"], None),
         (["summary", "a.sqlite", "--json", "--top", "3"], None),  # not the default document
-        (["summary", "a.sqlite", "--json", "--no-idle"], ("a.sqlite", False)),
-        (["summary", "--idle", "a.sqlite", "--json"], ("a.sqlite", True)),
+        (["summary", "a.sqlite", "--json", "--no-idle"], ("a.sqlite", {"idle": False})),
+        (["summary", "--idle", "a.sqlite", "--json"], ("a.sqlite", {"idle": True})),
         (["summary", "a.sqlite", "--json", "--no-idle", "--idle"], None),
         (["summary", "--no-idle", "--json"], None),
         (["summary", "--json"], None),
+        (["summary", "--sample", "eager", "--json"], None),
         (["summary", "-x", "--json"], None),
         (["diff", "a.sqlite", "--json"], None),
         (["--debug", "summary", "a.sqlite", "--json"], None),
@@ -58,8 +63,7 @@ def _census(*args: str, cache: Path, stdout=subprocess.PIPE, **env: str):
     ],
 )
 def test_only_the_default_summary_json_is_answered_early(argv: list[str], named) -> None:
-    found = _summary_json_of(argv)
-    assert (None if found is None else (str(found[0]), found[1])) == named
+    assert _summary_json_of(argv) == named
 
 
 @pytest.mark.parametrize("name", ["nsysai_mock.sqlite", "flameox_nsight-2025.5.2_cudagraph.sqlite"])
@@ -71,9 +75,15 @@ def test_cached_answer_is_the_commands_byte_for_byte(tmp_path: Path, name: str) 
     cold = _census("summary", str(export), "--json", cache=cache)
     assert cold.returncode == 0 and b"typer imported: False" in cold.stderr
     assert cold.stdout == command.stdout and _lines(cold) == _lines(command)
+    assert b"computed: True" in cold.stderr
     warm = _census("summary", str(export), "--json", cache=cache)
     assert warm.returncode == 0 and b"typer imported: False" in warm.stderr
     assert warm.stdout == cold.stdout and warm.stdout.endswith(b', "capture": null}\n')
+    assert b"computed: False" in warm.stderr
+    # the command answers from the same cache entry, with the same bytes and lines
+    hit = _census("summary", str(export), "--json", "--top", "15", cache=cache)
+    assert b"typer imported: True" in hit.stderr and b"computed: False" in hit.stderr
+    assert (hit.returncode, hit.stdout, _lines(hit)) == (0, warm.stdout, _lines(warm))
     warnings = [line for line in cold.stderr.splitlines() if line.startswith(b"warning: ")]
     assert warnings  # these exports have some: the early answer prints them too
     assert [line for line in warm.stderr.splitlines() if line.startswith(b"warning: ")] == warnings
@@ -87,10 +97,10 @@ def test_cached_answer_is_the_commands_byte_for_byte(tmp_path: Path, name: str) 
     typed = _census("summary", str(export), "--json", "--no-idle", "--top", "15", cache=cache)
     assert b"typer imported: False" in plain.stderr and b"typer imported: True" in typed.stderr
     assert plain.stdout == typed.stdout and _lines(plain) == _lines(typed)
-    # stdout in another encoding than the cache's UTF-8: the command encodes the text itself
-    utf16 = _census("summary", str(export), "--json", cache=cache, PYTHONIOENCODING="utf-16")
-    assert "typer imported: True" in utf16.stderr.decode("utf-16")  # stderr's, too
-    assert utf16.stdout.decode("utf-16") == cold.stdout.decode()
+    # stdout in another encoding than the cache's UTF-8: the text is encoded by the stream
+    early, command = _early_and_command(str(export), cache=cache, PYTHONIOENCODING="utf-16")
+    assert early.stdout.decode("utf-16") == cold.stdout.decode()
+    assert (early.returncode, early.stdout) == (command.returncode, command.stdout)
 
 
 def test_a_damaged_entry_or_an_edited_export_is_computed_again(tmp_path: Path) -> None:
@@ -128,23 +138,71 @@ def test_early_answer_keeps_the_exit_codes(tmp_path: Path) -> None:
 def _lines(run) -> list[bytes]:
     """stderr's lines but progress and the driver's own."""
     return [line for line in run.stderr.splitlines()
-            if not line.startswith((b"census: ", b"typer imported:"))]  # fmt: skip
+            if not line.startswith((b"census: ", b"typer imported:", b"computed:"))]  # fmt: skip
 
 
-def test_early_answer_fails_as_the_command_does(tmp_path: Path) -> None:
-    """Bad input answered early: the command's one line and exit code (docs/robustness.md)."""
-    empty = tmp_path / "empty.sqlite"
-    empty.write_bytes(b"")
-    text = tmp_path / "notes.sqlite"
-    text.write_text("not a database\n")
-    cut = tmp_path / "cut.sqlite"
-    cut.write_bytes(fixture_file("h200_eager_3steps.sqlite").read_bytes()[:40000])
-    folder = tmp_path / "folder"
-    folder.mkdir()
-    cases = [tmp_path / "missing.sqlite", empty, text, cut, folder, tmp_path / ("x" * 300)]
-    for path in cases:
-        early = _census("summary", str(path), "--json", cache=tmp_path / "cache")
-        command = _census("summary", str(path), "--json", "--top", "15", cache=tmp_path / "cache")
-        assert b"typer imported: False" in early.stderr, path
-        assert (early.returncode, _lines(early)) == (command.returncode, _lines(command)), path
-        assert early.returncode not in (0, 70) and _lines(early)[0].startswith(b"Error: "), path
+def _early_and_command(*args: str, cache: Path, **env: str):
+    """`summary ARGS --json` answered early, and by the command (`--top 15` added: the default,
+    which the early answer leaves to typer), each checked to have gone its way."""
+    early = _census("summary", *args, "--json", cache=cache, **env)
+    command = _census("summary", *args, "--json", "--top", "15", cache=cache, **env)
+    assert b"typer imported: False" in early.stderr.replace(b"\x00", b"")  # (UTF-16's too)
+    assert b"typer imported: True" in command.stderr.replace(b"\x00", b"")
+    return early, command
+
+
+def _inputs(tmp_path: Path) -> dict[str, list[str]]:
+    """What `summary ... --json` is given, by case."""
+    export = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "e.sqlite"))
+    report = fixture_file("h200_eager_3steps.nsys-rep")  # its export beside it
+    (tmp_path / "capture").mkdir()
+    shutil.copy(export, tmp_path / "capture" / "capture.sqlite")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    (tmp_path / "notes.sqlite").write_text("not a database\n")
+    (tmp_path / "cut.sqlite").write_bytes(export.read_bytes()[:40000])
+    shutil.copy(report, tmp_path / "alone.nsys-rep")
+    files = {
+        "export": export,
+        "report": report,
+        "capture folder": tmp_path / "capture",
+        "report alone, no nsys": tmp_path / "alone.nsys-rep",
+        "missing": tmp_path / "missing.sqlite",
+        "empty": tmp_path / "empty.sqlite",
+        "not SQLite": tmp_path / "notes.sqlite",
+        "cut": tmp_path / "cut.sqlite",
+        "folder without export": tmp_path / "folder",
+        "name too long": tmp_path / ("x" * 300),
+    }
+    return {
+        **{case: [str(path)] for case, path in files.items()},
+        "sample": ["sample:eager"],
+        "unknown sample": ["sample:nope"],
+        "no idle split": [str(export), "--no-idle"],
+        "idle split": ["--idle", str(export)],
+    }
+
+
+GOOD = ("export", "report", "capture folder", "sample", "no idle split", "idle split")
+BAD = ("report alone, no nsys", "missing", "empty", "not SQLite", "cut", "folder without export",
+       "name too long", "unknown sample")  # fmt: skip
+
+
+@pytest.mark.parametrize("case", GOOD + BAD)
+def test_early_answer_is_the_commands(tmp_path: Path, case: str) -> None:
+    """The same stdout bytes, stderr lines and exit code, computed (no cache: a sample is
+    unpacked into the cache folder, whose path the document names, so both share it); bad
+    input: the command's one line and exit code (docs/robustness.md), never 70."""
+    args = _inputs(tmp_path)[case]
+    nsys = str(tmp_path / "no-nsys")  # an .nsys-rep alone cannot be converted, nsys or not
+    early, command = _early_and_command(*args, cache=tmp_path / "cache", CENSUS_NO_CACHE="1",
+                                        CENSUS_NSYS=nsys)  # fmt: skip
+    assert (early.returncode, early.stdout, _lines(early)) == (
+        command.returncode, command.stdout, _lines(command))  # fmt: skip
+    if case in GOOD:
+        document = json.loads(early.stdout)
+        assert early.returncode == 0 and len(document["top_kernels"]) == 15
+        assert (document["idle_by_range"] is None) == (case == "no idle split")
+    else:
+        assert early.returncode not in (0, 70) and early.stdout == b""
+        assert len(_lines(early)) == 1 and _lines(early)[0].startswith(b"Error: ")

@@ -3,8 +3,9 @@
 common.py holds the app, the shared options, the error handling and how a rendering reaches stdout;
 analysis.py the commands that read captures (summary, diff, dashboard); programs.py those that
 run programs (capture, demo, doctor, ab). Each asks census.api for a view and renders it through
-census.render.render. stdout.py (output guarded, errors to exit codes) and fast.py (`summary
-EXPORT --json`, answered before typer is imported) are light; `app` is built on first use.
+census.render.render. stdout.py (output guarded, errors to exit codes), piped.py (`summary
+--json` into a pipe: written there for the command and for fast.py) and fast.py (which command
+lines are answered before typer is imported) are light; `app` is built on first use.
 """
 
 from __future__ import annotations

@@ -38,10 +38,10 @@ from census.cli.common import (
     summary_shown,
     write_report,
 )
-from census.cli.fast import TOP_DEFAULT
+from census.cli.piped import TOP_DEFAULT, write_summary_json
 from census.cli.stdout import piped_json, warn, write_cached
 from census.errors import UsageError
-from census.options import parse_labels
+from census.options import Options, parse_labels
 from census.paths import check_output
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def summary(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = True,
+    idle: IdleOpt = Options.idle,
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
     as_json: JsonOpt = False,
@@ -91,12 +91,9 @@ def summary(
     ] = False,
 ) -> None:
     """The kernel census of one capture."""
-    from census.api import Options, resolve_input, summary_json_text
-
     fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
     named = _named(profile, sample)
-    path = resolve_input(named)
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     gates = parse_gates(fail_if)
     if gates:
@@ -104,10 +101,12 @@ def summary(
 
         check_summary_gates(gates)
     if piped_json(fmt, gates):
-        write_cached(f"census of {path.name}", partial(summary_json_text, path, options, top))
+        write_summary_json(named, options, top)
         return
+    from census.api import resolve_input
     from census.render import render
 
+    path = resolve_input(named)
     view = summary_shown(path, options, shown=named)
     warn(view.census.warnings)
     show(render(view, fmt, top=top, **_summary_options(fmt, all_steps)), fmt)
@@ -134,7 +133,7 @@ def diff(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = True,
+    idle: IdleOpt = Options.idle,
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
     as_json: JsonOpt = False,
@@ -146,7 +145,7 @@ def diff(
 ) -> None:
     """Compare two captures (eager vs compiled) and explain the difference; or show a
     `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
-    from census.api import Options, diff_document, resolve_input
+    from census.api import diff_document, resolve_input
     from census.compare.gates import check_diff
     from census.render import render
 
@@ -221,13 +220,13 @@ def dashboard(
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
     phases: PhasesOpt = PHASES_DEFAULT,
-    idle: IdleOpt = True,
+    idle: IdleOpt = Options.idle,
     ranks: RanksOpt = False,
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`
     experiment folder."""
-    from census.api import Options, default_label, experiment_view, load_experiment, resolve_input
+    from census.api import default_label, experiment_view, load_experiment, resolve_input
     from census.render import render
     from census.sources.experiment import is_experiment
 

@@ -128,7 +128,7 @@ def outside_commands() -> Any:
 
 def piped_json(fmt: str, *more: Any) -> bool:
     """Whether only JSON to a pipe is asked (nothing in `more`): then the compact document comes
-    from the cache (write_cached, census.cli.fast)."""
+    from the cache (write_cached; the summary's: census.cli.piped)."""
     return fmt == "json" and not sys.stdout.isatty() and not any(more)
 
 
