@@ -74,7 +74,7 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
                    cache_as: Path | None = None) -> Census:  # fmt: skip
     """summarize_with of one export (a file, or a capture folder's one), never a rank folder."""
     from census.census import compute_census
-    from census.load.aggregates import load_profile
+    from census.load.profile import load_profile
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_census
 

@@ -21,10 +21,11 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
-from census.load.aggregates import Aggregates, MemoryGroups, Profile
+from census.load.aggregates import Aggregates, MemoryGroups
 from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
 from census.load.intervals import NO_STEP, unique
 from census.load.phases import Segments
+from census.load.profile import Profile
 from census.metrics import COPY_KEYS, METRIC_KEYS
 from census.model import (
     ApiStat,

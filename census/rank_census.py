@@ -20,7 +20,8 @@ from census.load.intervals import INT_NULL
 from census.rank_model import NcclRecord, RankInfo
 
 if TYPE_CHECKING:
-    from census.load.aggregates import Aggregates, Profile
+    from census.load.aggregates import Aggregates
+    from census.load.profile import Profile
     from census.step_table import StepTable
 
 

@@ -92,7 +92,7 @@ engine() {
 import sys
 from pathlib import Path
 from census.census import compute_census
-from census.load.aggregates import load_profile
+from census.load.profile import load_profile
 from census.store.codec import to_record
 path = Path(sys.argv[1])
 def rec(workers, batch):
@@ -183,7 +183,7 @@ idle() {
     python3 - "$P/$n/capture.sqlite" <<'PY'
 import sys
 from pathlib import Path
-from census.load.aggregates import load_profile
+from census.load.profile import load_profile
 from census.load.idle import idle_splits, read_timelines
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly

@@ -16,15 +16,15 @@ def test_cache_hit_equals_fresh_and_edits_miss(tmp_path: Path, monkeypatch) -> N
     p = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "e.sqlite"))
     first = summarize(p)
     calls = []
-    import census.load.aggregates
+    import census.load.profile
 
-    real = census.load.aggregates.load_profile
+    real = census.load.profile.load_profile
 
     def counting(*a, **k):
         calls.append(1)
         return real(*a, **k)
 
-    monkeypatch.setattr(census.load.aggregates, "load_profile", counting)
+    monkeypatch.setattr(census.load.profile, "load_profile", counting)
     assert summarize(p) == first
     assert calls == []  # answered from the cache
     assert summarize(p, skip_first=1).step_count == 2 and len(calls) == 1

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
-from census.load.aggregates import load_profile
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep, unique
+from census.load.profile import load_profile
 from census.sources.samples import sample_path
 from census.store.codec import from_record, to_record
 from tests.helpers.cli import started

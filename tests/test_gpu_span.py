@@ -27,7 +27,7 @@ from census.definitions import (
     HOST_AHEAD_RULE,
     OUTSIDE_PHASES,
 )
-from census.load.aggregates import load_profile
+from census.load.profile import load_profile
 from census.render.json_docs import summary_json
 from census.store.codec import from_record, to_record
 from tests.helpers.exports import build_run_ahead, real_exports

@@ -12,9 +12,9 @@ import pytest
 
 import census
 from census.cli import app
-from census.load.aggregates import load_profile
 from census.load.idle import idle_splits, read_timelines
 from census.load.idle_ranges import innermost
+from census.load.profile import load_profile
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
 from tests.helpers.exports import launch_bound

@@ -119,7 +119,7 @@ def test_workers_die_with_a_census_killed_outright(tmp_path: Path, mode: str) ->
 def next_pass(tmp: Path) -> None:
     """A summary's passes over a real export with two workers, in a process of its own."""
     code = (
-        "import sys; from pathlib import Path; from census.load.aggregates import load_profile; "
+        "import sys; from pathlib import Path; from census.load.profile import load_profile; "
         "load_profile(Path(sys.argv[1]), r'^step', 0, lambda *a: None, 2, 50)"
     )
     export = sample_path("eager") / "capture.sqlite"

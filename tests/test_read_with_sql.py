@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from census.census import compute_census
-from census.load.aggregates import load_profile
+from census.load.profile import load_profile
 from census.sources import schema as sc
 from census.sources.samples import sample_path
 from tests.helpers.exports import without_rowid

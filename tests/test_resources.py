@@ -47,7 +47,7 @@ def assert_one_line(run: Reaped, code: int, start: str) -> str:
 # Memory
 
 
-IMPORTS = ("census.cli.fast", "census.api", "census.load.aggregates", "census.load.pool",
+IMPORTS = ("census.cli.fast", "census.api", "census.load.profile", "census.load.pool",
            "census.census", "census.render.json_docs", "census.store.cache", "sqlite3")  # fmt: skip
 
 

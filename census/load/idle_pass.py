@@ -80,10 +80,12 @@ def early_threads(early: SideProcess | None) -> Threads | None:
 
 class IdlePass:
     """The idle split started in the passes' workers (forked now: they inherit the windows,
-    so a job is only an index), while this process goes on; result() collects it."""
+    so a job is only an index), while this process goes on; result() collects it. It owns
+    the timelines (close() removes their spill folder)."""
 
     def __init__(self, inputs: IdleInputs, timelines: TimelineParts, runner: Runner) -> None:
         self.ws = inputs.windows
+        self.timelines = timelines
         shared = (timelines, self.ws, inputs.threads)
         jobs = list(range(len(self.ws)))
         self.started = runner.start(_window_job, shared, jobs, len(jobs), LABEL)
@@ -103,8 +105,11 @@ class IdlePass:
         return IdleColumns(*out), sum_ranges(d[2] for d in done)
 
     def close(self) -> None:
-        """Stop the window jobs still running."""
-        self.started.close()
+        """Stop the window jobs still running, and remove the timelines' spill folder."""
+        try:
+            self.started.close()
+        finally:
+            self.timelines.close()
 
 
 def _window_job(conn, shared, job: int, tick):

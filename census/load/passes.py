@@ -1,5 +1,7 @@
-"""Plan and run the passes over an export: CUDA API calls, then memcpys and memsets, then
-kernels (each needs the API map the first builds; kernels need the busy intervals of the second).
+"""The map-reduce over an export: plan and run the passes (CUDA API calls, then memcpys and
+memsets, then kernels: each needs the API map the first builds; kernels need the busy intervals
+of the second), merge each pass's ranges, and finish the accumulators into the aggregates
+(census.load.aggregates).
 
 Each pass splits its tables into consecutive rowid ranges, two per worker process
 (census.load.pool runs them); small exports run in this process.
@@ -10,14 +12,16 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from census.definitions import NCCL_SQL_LIKE
-from census.load.accumulators import KernelSums, merge_fields
+from census.load.accumulators import merge_fields
+from census.load.aggregates import Aggregates, finish_aggregates
 from census.load.api_calls import (
     ApiMap,
     merge_runtime,
@@ -26,42 +30,18 @@ from census.load.api_calls import (
     read_runtime_part,
 )
 from census.load.api_names import ApiNames, read_api_names
-from census.load.figures import MemoryGroups, Spans
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
 from census.load.launch_totals import LaunchTotals, set_aside
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_merge import merge_ranges
-from census.load.swept import BusyTime, Unions
 from census.load.timeline import TimelineParts, spill_folder, spilling
 from census.sources import schema as sc
 from census.sources.export import Progress
 from census.sqlite import BATCH_ROWS, RowidRange, first_value, rowid_range, split
 
 PARALLEL_MIN_ROWS = 400_000  # below this, starting worker processes costs more than it saves
-
-
-@dataclass
-class Passes:
-    """What the passes read: the GPU work's accumulators (kernels, and memcpys' and memsets'
-    busy time, spans and rows without a call merged in), the memcpys' and memsets' sums, the
-    launch calls' totals."""
-
-    gpu: PartResult
-    memory: MemoryGroups
-    launch: LaunchTotals
-    any_nccl: bool
-    timeline: TimelineParts | None = None  # with `timeline`: what the idle split reads
-    workers: int = 1  # the processes the passes ran in
-    side_result: Any = None  # what run_passes' `side_work` returned
-
-    def release(self) -> None:
-        """Drop the per-key sums (of kernels, busy time, unions, spans, launches) once the
-        aggregates are made of them; the rest stays."""
-        self.gpu = replace(self.gpu, step_kernels=KernelSums(0), unions=Unions(0),
-                           busy=BusyTime(0), span=Spans(0))  # fmt: skip
-        self.launch = LaunchTotals()
 
 
 def run_passes(
@@ -73,39 +53,64 @@ def run_passes(
     workers: int | None = None,
     batch_rows: int | None = None,
     parents: np.ndarray | None = None,
-    timeline: bool = False,
+    step_count: int | None = None,
     side_work: Callable[[], Any] | None = None,
-) -> Passes:
-    """`steps` indexes what the work is attributed to: the steps, or their phase segments with
-    `parents[segment]` the step of each (then the steps' unions are kept too); `timeline`:
-    gather, on the way, the intervals the idle split needs (census.load.timeline); `side_work`:
-    work for this process while the workers read the kernels (Passes.side_result: its result)."""
+    then: Callable[[TimelineParts, Any, int], Any] | None = None,
+) -> tuple[Aggregates, Aggregates | None, Any]:
+    """The passes, reduced and finished: (the steps' aggregates, the segments' or None, what
+    `then` returned or None). `steps` indexes what the work is attributed to: the steps, or
+    their phase segments with `parents[segment]` the step of each, of `step_count` steps
+    (then the steps' unions are kept too, and the steps' aggregates are their segments'
+    sums); `side_work`: work for this process while the workers read the kernels; `then`:
+    with it, the passes gather on the way the intervals the idle split needs
+    (census.load.timeline), and then(those intervals, side_work's result, the worker
+    processes) is started before the aggregates are finished (it runs beside them:
+    census.load.idle_pass) and owns the intervals from then on."""
     batch_rows = batch_rows or BATCH_ROWS
+    timeline = then is not None
     names = read_api_names(conn, schema, syncs=timeline)
     rows = sum(r.rows for t in (sc.KERNEL, sc.RUNTIME) if schema.has(t)
                for r in [rowid_range(conn, t) or RowidRange(0, 0)])  # fmt: skip
     size = workers or (default_workers() if rows >= PARALLEL_MIN_ROWS else 1)
     runner = Runner(conn, path, size, progress, side_work)
-    if size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS):
-        return _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
-    # the memory pass's busy intervals, the gathered timeline, the launch totals and the API
-    # map's bitmaps go to files (census.load.memory, census.load.timeline, launch_totals,
-    # call_map)
+    read = partial(_passes, runner, conn, schema, names, steps, batch_rows, parents, timeline)
+    in_memory = size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS)
+    gpu, memory, launch, any_nccl = read() if in_memory else _spilling(read, timeline)
+    started = None
+    try:
+        if then is not None:
+            started = then(gpu.timeline, runner.side_result(), runner.size)
+        keys = steps.size if step_count is None else step_count
+        finished = finish_aggregates(conn, schema, gpu, memory, launch, any_nccl, keys, parents)
+        return (*finished, started)
+    except BaseException:
+        (gpu.timeline if started is None else started).close()  # the gathered intervals' folder
+        raise
+
+
+def _spilling(read: Callable[[], tuple], timeline: bool) -> tuple:
+    """read() with the memory pass's busy intervals, the gathered timeline, the launch totals
+    and the API map's bitmaps in files of a spill folder (census.load.memory, timeline,
+    launch_totals, call_map); the folder kept for the timeline (removed by whoever splits the
+    idle time: close()), else removed."""
     folder = make_spill_folder()
     try:
         with spilling(folder):
-            done = _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline)
+            done = read()
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    if done.timeline is None:
-        shutil.rmtree(folder, ignore_errors=True)
+    if timeline:
+        done[0].timeline.folder = folder
     else:
-        done.timeline.folder = folder  # removed by whoever splits the idle time (close())
+        shutil.rmtree(folder, ignore_errors=True)
     return done
 
 
-def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -> Passes:
+def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline):
+    """(the GPU work's result, the memcpys' and memsets' sums, the launch totals, whether any
+    kernel name can be NCCL); with `timeline`, the runtime pass's launch and sync calls joined
+    to the GPU result's gathered intervals."""
     api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
     folder = spill_folder()
     if folder is not None:  # the calls' bitmaps read from files by the GPU passes
@@ -121,12 +126,9 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline) -
             if more:  # GPU work issued by calls that are not launches, memcpys or memsets
                 ctx = replace(ctx, api=api.extended(more))
                 gpu, memory = _gpu_passes(runner, ctx, batch_rows)
-    if not timeline:
-        return Passes(gpu, memory, launch, ctx.any_nccl, workers=runner.size,
-                      side_result=runner.side_result())  # fmt: skip
-    gathered = gpu.timeline
-    gathered.launch, gathered.sync = calls.launch, calls.sync
-    return Passes(gpu, memory, launch, ctx.any_nccl, gathered, runner.size, runner.side_result())
+    if timeline:
+        gpu.timeline.launch, gpu.timeline.sync = calls.launch, calls.sync
+    return gpu, memory, launch, ctx.any_nccl
 
 
 # What the memory pass's result adds to the kernel pass's (the rest is its own: MemoryGroups)

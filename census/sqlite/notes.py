@@ -2,7 +2,7 @@
 instead of from the file's pages (census.sqlite.read_batches), each with why
 (docs/performance.md).
 
-Kept per process: load_profile takes them when it is done (census.load.aggregates); a forked
+Kept per process: load_profile takes them when it is done (census.load.profile); a forked
 worker's come back with each job's result (census.load.pool), a process beside's with its value
 (census.load.idle_pass).
 """

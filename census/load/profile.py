@@ -1,0 +1,258 @@
+"""SQLite export -> Profile: the schema, the NVTX steps and phases, then the passes
+(census.load.passes: the big tables read as integer columns and reduced into the aggregates,
+census.load.aggregates) with the idle split beside them (census.load.idle_pass), and what is
+said about the data. Inputs are read-only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from census.errors import ColumnError, InputError, ran_out
+from census.load.aggregates import Aggregates
+from census.load.figures import (
+    IdleColumns,
+    idle_splits,
+)
+from census.load.phases import NO_SEGMENTS, Segments
+from census.load.steps import StepRange, read_steps
+from census.sources import schema as sc
+from census.sources.export import Progress
+from census.sources.readonly import describe_sqlite_error, open_readonly, wal_note
+from census.sqlite import notes
+
+if TYPE_CHECKING:
+    from census.model import IdleSplit
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One export as read: schema, GPUs, steps, aggregates, idle split, what was said."""
+
+    path: Path
+    schema: sc.Schema
+    gpus: tuple[tuple[int, str | None], ...]
+    steps: tuple[StepRange, ...]
+    aggregates: Aggregates
+    warnings: tuple[str, ...]
+    # the steps cut into phase segments (census.load.phases), read like steps; empty without
+    # phase ranges
+    segments: Segments = NO_SEGMENTS
+    segment_aggregates: Aggregates | None = None
+    # per step idx and per segment idx: the split of the GPU idle time (census.load.idle);
+    # None: not computed
+    idle: IdleColumns | None = None
+    # range text -> GPU idle ns inside it over the steps (census.load.idle_ranges); None: not
+    # computed
+    idle_by_range: dict[str, int] | None = None
+    # (table, why) of each table read with SQL, not from the file's pages (census.sqlite.notes)
+    read_with_sql: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def step_idle(self) -> dict[int, IdleSplit]:
+        """step idx -> the split of its GPU idle time ({} when not computed)."""
+        return _splits(None if self.idle is None else self.idle.steps)
+
+    @property
+    def segment_idle(self) -> dict[int, IdleSplit]:
+        """segment idx -> the split of its GPU idle time ({} when not computed)."""
+        return _splits(None if self.idle is None else self.idle.segments)
+
+
+def _splits(columns: np.ndarray | None) -> dict[int, IdleSplit]:
+    return {} if columns is None else dict(enumerate(idle_splits(columns)))
+
+
+def load_profile(
+    path: Path,
+    steps_regex: str,
+    skip_first: int,
+    progress: Progress | None = None,
+    workers: int | None = None,
+    batch_rows: int | None = None,
+    phases_regex: str | None = None,
+    idle: bool = True,
+) -> Profile:
+    """Read the aggregates of one export. `workers`: processes to read it with (default: one
+    per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
+    batch (tests make it small to exercise what carries from batch to batch); `phases_regex`:
+    the NVTX ranges inside steps that are phases (None: no phases); `idle`: split the GPU idle
+    time by cause and by host range (census.load.idle, census.load.idle_ranges), from the
+    intervals the passes gather on the way."""
+    conn = open_readonly(path)
+    note = wal_note(path)  # read with its log, from a private copy: said first
+    notes.taken()  # another read's: not this one's
+    try:
+        run = (progress or _silent, workers, batch_rows)
+        profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run)
+        sql = tuple(sorted(notes.taken().items()))
+        said = tuple(w for w in (note, sql_note(sql)) if w)
+        return replace(profile, warnings=(*said, *profile.warnings), read_with_sql=sql)
+    except (sqlite3.Error, UnicodeDecodeError, OverflowError) as exc:
+        raise ran_out(exc) or InputError(f"{path}: {describe_sqlite_error(exc)}") from None
+    except ColumnError as exc:
+        raise InputError(f"{path}: {exc}: not a valid nsys export") from None
+    finally:
+        conn.close()
+
+
+def sql_note(read_with_sql: tuple[tuple[str, str], ...]) -> str | None:
+    """The warning for the tables read with SQL, not from the file's pages, and why."""
+    if not read_with_sql:
+        return None
+    tables = "; ".join(f"{table} ({why})" for table, why in read_with_sql)
+    return (f"read with SQL, not from the file's pages (slower; docs/performance.md): "
+            f"{tables}")  # fmt: skip
+
+
+def _silent(*_args) -> None:
+    pass
+
+
+def _load(
+    conn: sqlite3.Connection,
+    path: Path,
+    steps_regex: str,
+    skip_first: int,
+    phases_regex: str | None,
+    idle: bool,
+    progress: Progress,
+    workers: int | None,
+    batch_rows: int | None,
+) -> Profile:
+    from census.load.idle_pass import threads_early
+
+    schema = _read_schema(conn, path)
+    warnings = _schema_warnings(schema)
+    progress("reading NVTX step ranges")
+    steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
+    warnings += step_warnings
+    # the step threads' NVTX ranges the idle split needs: read beside from now, on a large table
+    early = threads_early(conn, path, schema, steps) if idle and steps else None
+    try:
+        return _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress,
+                           workers, batch_rows, early)  # fmt: skip
+    finally:
+        if early is not None:
+            early.stop()
+
+
+def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress, workers,
+                batch_rows, early) -> Profile:  # fmt: skip
+    """The profile once the steps are known: phases, the passes and their aggregates, the idle
+    split (the step threads' ranges from `early`, threads_early's, where it read them)."""
+    from census.load.idle_pass import early_threads, idle_inputs
+    from census.load.intervals import StepIndex
+    from census.load.passes import run_passes
+    from census.load.phases import read_segments
+
+    segments = NO_SEGMENTS
+    if phases_regex and steps:
+        progress("reading NVTX phase ranges")
+        segments, phase_warnings = read_segments(conn, schema, phases_regex, steps)
+        warnings += phase_warnings
+    # With phases the work is attributed to segments (each inside one step) in one pass; the
+    # steps' figures are their segments' sums, and their unions are swept on their own.
+    if segments:
+        index = StepIndex.of_columns(segments.idx, segments.proc, segments.start_ns,
+                                     segments.end_ns)  # fmt: skip
+    else:
+        index = StepIndex.build((s.idx, s.proc, s.start_ns, s.end_ns) for s in steps)
+    parents = segments.step if segments else None
+    side_work = then = None
+    if idle and steps:
+        # the step threads' ranges read beside, taken before the passes: the process that
+        # holds them ends (at 3x10^7 kernels it held 160 MiB through the runtime pass)
+        threads = early_threads(early)
+        # the idle split's windows (and the threads' ranges where not read beside): made while
+        # the workers read the kernels; the split itself runs while the aggregates finish
+        side_work = partial(idle_inputs, conn, schema, steps, segments, threads)
+        then = partial(_start_idle, conn, schema, {s.proc for s in steps}, path, progress)
+    agg, seg_agg, split = run_passes(conn, path, schema, index, progress, workers, batch_rows,
+                                     parents, len(steps), side_work, then)  # fmt: skip
+    try:
+        warnings += _data_warnings(schema, agg)
+        gpus = sc.read_gpus(conn, schema, agg.devices)
+        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
+                          segments, seg_agg)  # fmt: skip
+        if split is None:
+            return profile
+        columns, by_range = split.result(len(steps), len(segments))
+    finally:
+        if split is not None:
+            split.close()  # its jobs, and the gathered intervals' spill folder
+    return replace(profile, idle=columns, idle_by_range=by_range)
+
+
+def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs, workers):
+    """The GPU idle time's split by cause, per step and segment, and by host range, started in
+    `workers` processes (census.load.idle_pass) on the intervals the passes `gathered`, which
+    it owns from now on; `inputs`: idle_inputs' windows."""
+    from census.load.idle import gathered_timelines
+    from census.load.idle_pass import IdlePass
+    from census.load.pool import Runner
+
+    try:
+        timelines = gathered_timelines(conn, schema, gathered, procs)
+        return IdlePass(inputs, timelines, Runner(conn, path, workers, progress))
+    except BaseException:
+        gathered.close()
+        raise
+
+
+def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:
+    """The export's schema, refused when it is not nsys's or lacks a column census reads."""
+    schema = sc.read_schema(conn)
+    if not sc.looks_like_nsys(schema):
+        raise InputError(
+            f"{path}: a SQLite database but not an nsys export "
+            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
+        )
+    for table in sc.REQUIRED_COLUMNS:
+        missing = schema.missing_columns(table) if schema.has(table) else []
+        if missing:
+            raise InputError(
+                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
+                "unsupported nsys schema"
+            )
+    return schema
+
+
+def _schema_warnings(schema: sc.Schema) -> list[str]:
+    out = []
+    major = schema.major_version
+    if major is not None and major not in sc.KNOWN_MAJOR_VERSIONS:
+        out.append(
+            f"export schema {schema.schema_version} is newer than census knows "
+            f"(2.x, 3.x): figures may be incomplete"
+        )
+    for table in (sc.KERNEL, sc.RUNTIME, sc.MEMCPY, sc.MEMSET, sc.NVTX, sc.STRINGS):
+        if not schema.has(table):
+            out.append(f"no {table} table: {sc.MISSING_TABLE_HINTS[table]}")
+    return out
+
+
+def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:
+    out = []
+    kernels = sum(g.count for g in agg.kernel_groups)
+    orphan = agg.orphan_kernels
+    if orphan and schema.has(sc.RUNTIME):
+        out.append(
+            f"{orphan} of {kernels} kernels have no launching CUDA API row (a sliced export?): "
+            "they count in the totals but in no step"
+        )
+    if agg.bad_kernels:
+        out.append(f"{agg.bad_kernels} kernel(s) have a missing or negative duration")
+    if agg.graph_executions:
+        out.append(
+            f"{agg.graph_executions} CUDA graph execution(s) were traced as whole graphs "
+            "(--cuda-graph-trace=graph): their kernels are not in the kernel table; "
+            "capture again with --cuda-graph-trace=node"
+        )
+    return out
