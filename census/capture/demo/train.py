@@ -74,7 +74,8 @@ def train_step(step_fn, opt, x, target, scratch, phase, sleep_s: float = 0.0) ->
     with phase("optimizer"):
         opt.step()
         opt.zero_grad(set_to_none=True)
-        scratch.copy_(x.view(-1)[: scratch.numel()])  # the 16 MiB device-to-device copy
+        n = min(scratch.numel(), x.numel())  # 16 MiB, or all of a smaller input
+        scratch[:n].copy_(x.view(-1)[:n])  # the device-to-device copy
     return loss
 
 
