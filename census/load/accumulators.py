@@ -79,10 +79,12 @@ class Straddling(Protocol):
         """The latest end any of its intervals reached (INT_NULL: none)."""
         ...
 
-    def take_overlap(self, head: Any, before: Any) -> None:
+    def take_overlap(self, head: Any, before: Any, steps: Any) -> None:
         """Take away what the intervals of this range's head (`head`: those starting before
-        `before.reach()`) add where `before`, the ranges before this one, already covers (busy
-        time takes the key index too: its pieces are clipped to the keys)."""
+        `before.reach()`) add where `before`, the ranges before this one, already covers;
+        `steps`: the key index (busy time's pieces are clipped to the keys). census.load.
+        range_merge calls it on each field of the range's result named in STRADDLING
+        (census.load.kernels)."""
         ...
 
 

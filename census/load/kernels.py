@@ -94,6 +94,9 @@ class Part:
     batch_rows: int = BATCH_ROWS
 
 
+STRADDLING = ("unions", "busy")  # PartResult's accumulators whose intervals cross range bounds
+
+
 @dataclass
 class PartResult:
     """What a rowid range of kernels adds up to: accumulators (census.load.accumulators), so

@@ -16,7 +16,14 @@ import sqlite3
 import numpy as np
 
 from census.load.intervals import Members, no_members
-from census.load.kernels import GpuContext, Part, PartReader, PartResult, kernel_columns
+from census.load.kernels import (
+    STRADDLING,
+    GpuContext,
+    Part,
+    PartReader,
+    PartResult,
+    kernel_columns,
+)
 from census.sources import schema as sc
 from census.sqlite import RowidRange, read_batches
 
@@ -43,16 +50,16 @@ def _remove_overlap(
     """Take away from `res` what its range's head adds to the unions and busy time that the
     ranges before it (`before`) already cover: the boundary fix-up of the Straddling
     accumulators."""
-    reach = max(before.unions.reach(), before.busy.reach())
+    reach = max(getattr(before, name).reach() for name in STRADDLING)
     if part.after_ns is None or reach <= part.after_ns:
         return  # nothing earlier reaches into this range
-    unions, busy = _head(conn, ctx, part, reach)
-    res.unions.take_overlap(unions, before.unions)
-    res.busy.take_overlap(busy, before.busy, ctx.steps)
+    for name, head in _head(conn, ctx, part, reach).items():
+        getattr(res, name).take_overlap(head, getattr(before, name), ctx.steps)
 
 
-def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
-    """What the range's intervals that start before `reach` add to unions and busy time."""
+def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int) -> dict:
+    """What the range's intervals that start before `reach` add to each Straddling
+    accumulator: its field's name -> the Members."""
     reader = PartReader(conn, ctx)  # its aggregates are thrown away: only members are kept
     unions: list[Members] = []
     busy: list[Members] = []
@@ -65,7 +72,7 @@ def _head(conn: sqlite3.Connection, ctx: GpuContext, part: Part, reach: int):
             break
     end = reach if part.before_ns is None else min(reach, part.before_ns)
     busy.append((ctx.memory_busy or no_members()).window(part.after_ns, end))
-    return _concat(unions), _concat(busy)
+    return {"unions": _concat(unions), "busy": _concat(busy)}
 
 
 def _concat(members: list[Members]) -> Members:

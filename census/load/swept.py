@@ -85,10 +85,11 @@ class Unions:
         """The latest running maximum end of any union (INT_NULL: none)."""
         return max((int(ends.max()) for _, ends in self.columns.values()), default=INT_NULL)
 
-    def take_overlap(self, head: Members, before: Unions) -> None:
+    def take_overlap(self, head: Members, before: Unions, steps: StepIndex | None = None) -> None:
         """The boundary fix-up: take away what the union members of this range's head
         (`head`, census.load.range_merge's, whose `key` decodes a code as (scope, class,
-        device)) add to unions `before` (the ranges before this one) already cover."""
+        device)) add to unions `before` (the ranges before this one) already cover (`steps`:
+        the key index, which unions do not need)."""
         keys = _key_columns(head)
         clipped = clip(head, lambda codes: before.high(*keys(codes)))
         swept = sweep(clipped.code, clipped.start, clipped.end)
