@@ -40,7 +40,7 @@ from census.model import (
     Source,
 )
 from census.rank_model import merge_records
-from census.step_table import PHASE_INTS, Rows, StepTable, concat, exact_array, rows_of
+from census.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
 
 # The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
 COPY_COLUMNS = tuple(key for pair in COPY_KEYS.values() for key in pair)
@@ -141,7 +141,7 @@ def _steps(profile: Profile) -> StepTable:
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
     overlap = nccl_overlap_ns(agg, col["nccl_union_ns"], col["non_nccl_union_ns"],
                               col["all_union_ns"])  # fmt: skip
-    bounds_ns = exact_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
+    bounds_ns = int_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
     ints = _side_by_side([bounds_ns, col["gpu_busy_ns"][:, None], overlap[:, None],
                           *_metric_columns(col)])  # fmt: skip
     idle = None if profile.idle is None else profile.idle.steps

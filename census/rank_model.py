@@ -146,9 +146,9 @@ def record_of(data: dict[str, Any] | None) -> NcclRecord | None:
     """record_fields' inverse (its arrays already read back)."""
     if data is None:
         return None
-    from census.step_table import exact_array
+    from census.step_table import int_array
 
     ranks = tuple(RankInfo(p, tuple(d), c, t, e, lb, h) for p, d, c, t, e, lb, h in data["ranks"])
-    kernels = exact_array(data["kernels"]).reshape(data["rows"], len(KERNEL_COLUMNS))
+    kernels = int_array(data["kernels"]).reshape(data["rows"], len(KERNEL_COLUMNS))
     return NcclRecord(ranks, tuple(data["collectives"]), kernels,
-                      *(exact_array(data[k]) for k in _ARRAYS[1:]))  # fmt: skip
+                      *(int_array(data[k]) for k in _ARRAYS[1:]))  # fmt: skip

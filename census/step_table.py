@@ -24,7 +24,7 @@ _CHUNK = 4096  # steps made into objects at a time while iterating
 _INT64 = 2**63
 
 
-def exact_array(values: Any) -> Any:
+def int_array(values: Any) -> Any:
     """Ints as an int64 array, or an object array of Python ints where one does not fit."""
     import numpy as np
 
@@ -295,10 +295,10 @@ def _rows(items: Sequence[Step] | Sequence[Phase], ints: list[tuple], width: int
     idle = [(0,) * len(IDLE_KEYS) if x.idle is None else tuple(x.idle.__dict__.values())
             for x in items]  # fmt: skip
     gpu = [(x.gpu_start_ns or 0, x.gpu_span_ns or 0) for x in items]
-    return Rows([x.name for x in items], exact_array(ints).reshape(n, width),
-                exact_array(gpu).reshape(n, 2),
+    return Rows([x.name for x in items], int_array(ints).reshape(n, width),
+                int_array(gpu).reshape(n, 2),
                 np.fromiter((x.gpu_start_ns is not None for x in items), bool, n),
-                exact_array(idle).reshape(n, len(IDLE_KEYS)),
+                int_array(idle).reshape(n, len(IDLE_KEYS)),
                 np.fromiter((x.idle is not None for x in items), bool, n))  # fmt: skip
 
 

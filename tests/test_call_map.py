@@ -270,22 +270,22 @@ def test_calls_compacted_batch_by_batch_look_up_as_their_columns(batches: list) 
 
 
 def test_launch_totals_set_aside_come_back_unchanged(tmp_path) -> None:
-    """set_aside: the table in a file of the folder while inside (none in memory), the same
+    """spilled_while: the table in a file of the folder while inside (none in memory), the same
     table after, the file gone; nothing moves without a folder or for Python ints."""
-    from census.load.launch_totals import set_aside
+    from census.load.launch_totals import spilled_while
 
     totals = LaunchTotals.of(("cudaLaunchKernel", "cuLaunchKernelEx"), 4)
     totals.add(np.array([0, 3, 3, NO_STEP]), np.array([0, 1, 1, 0]),
                np.array([5, 7, INT_NULL, 9]), np.array([0, 1, 0, 0]))  # fmt: skip
     before = totals.sums.values.copy()
-    with set_aside(totals, str(tmp_path)):
+    with spilled_while(totals, str(tmp_path)):
         assert totals.sums.values.size == 0 and len(list(tmp_path.iterdir())) == 1
     assert np.array_equal(totals.sums.values, before) and not list(tmp_path.iterdir())
     assert _summed(totals, 4)[0] == [4, 21, 1]
-    with set_aside(totals, None):
+    with spilled_while(totals, None):
         assert np.array_equal(totals.sums.values, before)
     totals.sums.values = totals.sums.values.astype(object)
-    with set_aside(totals, str(tmp_path)):
+    with spilled_while(totals, str(tmp_path)):
         assert totals.sums.values.dtype == object and not list(tmp_path.iterdir())
 
 

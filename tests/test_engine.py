@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
-from census.load.intervals import INT_NULL, StepIndex, covered_ns, exact_sums, sweep, unique
+from census.load.intervals import INT_NULL, StepIndex, covered_ns, sums_per_code, sweep, unique
 from census.load.profile import load_profile
 from census.sources.samples import sample_path
 from census.store.codec import from_record, to_record
@@ -211,7 +211,7 @@ def test_step_at_takes_the_latest_started_step_if_still_open() -> None:
 
 def test_exact_sums_never_overflow() -> None:
     big = np.array([2**62, 2**62, 2**62, 5], np.int64)
-    assert exact_sums(np.array([0, 0, 0, 1]), 2, big) == [3 * 2**62, 5]
+    assert sums_per_code(np.array([0, 0, 0, 1]), 2, big) == [3 * 2**62, 5]
 
 
 # Printed by `scripts/gpu_check.sh engine` on the H200 for the captures it made (one process).

@@ -7,7 +7,7 @@ rows read from the export): every per-key accumulator's finished columns side by
 (census.load.accumulators.key_table), read by census.census into the step table.
 
 Sums stay exact: int64 while no sum or difference of a few can overflow it, Python ints (object
-arrays) beyond, as census.load.intervals.exact_sums does.
+arrays) beyond, as census.load.intervals.sums_per_code does.
 """
 
 from __future__ import annotations

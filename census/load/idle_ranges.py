@@ -17,7 +17,7 @@ import numpy as np
 
 from census.load.idle import idle_gaps
 from census.load.idle_windows import Window, windows
-from census.load.intervals import Covered, exact_sums, unique
+from census.load.intervals import Covered, sums_per_code, unique
 from census.load.steps import StepRange, nvtx_text
 from census.load.timeline import Intervals, TimelineParts, union
 from census.sources import schema as sc
@@ -139,7 +139,7 @@ def _attribute(gaps: Intervals, cuts: np.ndarray, owner: np.ndarray, n: int) -> 
     stretch's owner (`owner`, -1: none; n texts)."""
     inside = np.diff(Covered(*gaps).upto(cuts))
     named = owner >= 0
-    per = exact_sums(owner[named], n, inside[named])
+    per = sums_per_code(owner[named], n, inside[named])
     return {i: ns for i, ns in enumerate(per) if ns}
 
 

@@ -116,7 +116,7 @@ class StepIndex:
         return out
 
 
-def exact_sums(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
+def sums_per_code(codes: np.ndarray, n: int, values: np.ndarray) -> list[int]:
     """Σ values per code in range(n), exact: int64 when it cannot overflow, else Python ints
     (census.load.figures.add_rows, for one column)."""
     return add_rows(codes, n, values).tolist()

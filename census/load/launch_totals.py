@@ -91,7 +91,7 @@ class LaunchTotals:
 
 
 @contextmanager
-def set_aside(totals: LaunchTotals, folder: str | None) -> Iterator[None]:
+def spilled_while(totals: LaunchTotals, folder: str | None) -> Iterator[None]:
     """The totals' table in a file of `folder` (a spill folder) while inside, read back after:
     not in census's memory while the kernel pass's workers run (at 3x10^7 kernels with phases,
     57 MiB). Nothing moves without a folder, or for a table of Python ints."""

@@ -19,7 +19,7 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load.accumulators import MemoryCells, Missing, Runs, merge_fields
 from census.load.figures import MemoryGroups, Spans, add_rows, int64_or_objects
-from census.load.intervals import INT_NULL, Members, add_spans, exact_sums, group_rows, with_end
+from census.load.intervals import INT_NULL, Members, add_spans, group_rows, sums_per_code, with_end
 from census.load.kernels import GpuContext, add_timeline, busy_members
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.paths import write_arrays
@@ -104,8 +104,8 @@ def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
     n = len(cells[0])
     sums = (
         np.bincount(code, minlength=n),
-        exact_sums(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
-        exact_sums(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
+        sums_per_code(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
+        sums_per_code(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
     )
     try:
         return np.array(cells), np.array(sums, dtype=np.int64)

@@ -32,7 +32,7 @@ from census.load.api_calls import (
 from census.load.api_names import ApiNames, read_api_names
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
-from census.load.launch_totals import LaunchTotals, set_aside
+from census.load.launch_totals import LaunchTotals, spilled_while
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_merge import merge_ranges
@@ -118,7 +118,7 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline):
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
-    with set_aside(launch, folder):  # read back once the workers are done
+    with spilled_while(launch, folder):  # read back once the workers are done
         gpu, memory = _gpu_passes(runner, ctx, batch_rows)
         if gpu.missing and schema.has(sc.RUNTIME):
             missing = {p: unique(np.concatenate(c)) for p, c in gpu.missing.items()}

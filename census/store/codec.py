@@ -26,7 +26,7 @@ from census.model import (
     Source,
 )
 from census.rank_model import record_fields, record_of
-from census.step_table import Rows, StepTable, exact_array
+from census.step_table import Rows, StepTable, int_array
 
 _BLOB = "$blob"  # a column's place in the JSON line: {"$blob": [dtype, length]}
 _DTYPES = ("<i8", "|b1")
@@ -158,9 +158,9 @@ def _rows(rec: dict[str, Any]) -> Rows:
     import numpy as np
 
     n = len(rec["names"])
-    return Rows(rec["names"], exact_array(rec["ints"]).reshape(n, rec["width"]),
-                exact_array(rec["gpu"]).reshape(n, 2), np.array(rec["launched"], bool),
-                exact_array(rec["idle"]).reshape(n, len(IDLE_KEYS)), np.array(rec["split"], bool))  # fmt: skip
+    return Rows(rec["names"], int_array(rec["ints"]).reshape(n, rec["width"]),
+                int_array(rec["gpu"]).reshape(n, 2), np.array(rec["launched"], bool),
+                int_array(rec["idle"]).reshape(n, len(IDLE_KEYS)), np.array(rec["split"], bool))  # fmt: skip
 
 
 def _table(rec: dict[str, Any]) -> StepTable:
