@@ -93,18 +93,18 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
 
 def summarize_ranks(
     folder: Path, options: Options, progress: Progress | None = None, workers: int | None = None
-) -> tuple[Census, list[str], list[Census]]:
-    """(merged Census, rank labels, per-rank Census list) of a rank folder, read in a process
-    pool or on the Dask cluster of `options.scheduler` (census.load.scheduler)."""
+) -> tuple[Census, list[str], list[Census], list[str | None]]:
+    """(merged Census, rank labels, per-rank Census list, each rank's host or None) of a rank
+    folder, read in a process pool or on the Dask cluster of `options.scheduler`."""
     from census.census import merge_census
     from census.load.scheduler import map_ranks
-    from census.sources.ranks import rank_clocks, rank_files, rank_hosts
+    from census.sources.ranks import rank_files, rank_places
 
     files = rank_files(folder, options.ranks)
     labels, exports = [label for label, _ in files], [p for _, p in files]
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
-    merged = merge_census(labels, ranks, folder, rank_hosts(folder, exports), rank_clocks(exports))
-    return merged, labels, ranks
+    hosts, clocks = rank_places(folder, exports)  # each export opened once more, for both
+    return merge_census(labels, ranks, folder, hosts, clocks), labels, ranks, hosts
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
@@ -189,10 +189,7 @@ def summary_view(
         return census_view(source, shown=shown)
     path, options = resolve_input(source), options or Options()
     if is_multi_rank(path):
-        from census.sources.ranks import rank_hosts
-
-        merged, labels, ranks = summarize_ranks(path, options, progress)
-        hosts = rank_hosts(path, [Path(c.source.path) for c in ranks])
+        merged, labels, ranks, hosts = summarize_ranks(path, options, progress)
         return RanksView(census_view(merged, default_label(path), shown), labels,
                          [census_view(c) for c in ranks], rank_spread(labels, ranks),
                          hosts)  # fmt: skip

@@ -330,7 +330,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
     """The ranks of one run as one Census, exactly as a single report holding every rank would
     read: totals summed, each rank's steps kept (named `rank: step`), kernels joined by name;
     `hosts`: each rank's, where known (its NCCL kernels are matched only on one host); `clocks`:
-    each export's clock origin (census.sources.ranks.rank_clocks; None: unknown)."""
+    each export's clock origin (census.sources.ranks.rank_places; None: unknown)."""
     totals = Metrics(
         **{f.name: sum(getattr(c.totals, f.name) for c in ranks) for f in fields(Metrics)}
     )

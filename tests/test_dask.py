@@ -45,7 +45,7 @@ def test_a_cluster_gives_the_pools_census(tmp_path: Path, scheduler: str) -> Non
     said: list[str] = []
     on_dask = summarize_ranks(folder, Options(scheduler=scheduler), lambda s, *_: said.append(s))
     pooled = summarize_ranks(folder, Options(), workers=2)
-    assert on_dask == pooled  # the merged Census, the labels, each rank's Census
+    assert on_dask == pooled  # the merged Census, the labels, each rank's Census, the hosts
     named = [str(folder / f"rank{i}.sqlite") for i in range(4)]
     assert [c.source.path for c in on_dask[2]] == named
     assert said[0] == f"4 ranks on Dask scheduler {scheduler}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -33,8 +34,9 @@ def test_rank_files_order_by_number(tmp_path: Path) -> None:
 
 def test_merge_equals_the_sum_of_ranks(tmp_path: Path) -> None:
     folder = rank_folder(tmp_path, "h200_eager_3steps.sqlite", "h200_compiled_3steps.sqlite")
-    merged, labels, ranks = summarize_ranks(folder, Options())
+    merged, labels, ranks, hosts = summarize_ranks(folder, Options())
     assert labels == ["rank0", "rank1"]
+    assert hosts == ["vm", "vm"]  # TARGET_INFO_SYSTEM_ENV's Hostname of each export
     assert merged.totals.kernel_count == 861 + 732
     assert merged.totals.d2d_bytes == 352321536 + 50331648
     assert merged.step_count == 6 and merged.steps[0].name == "rank0: step 0"
@@ -126,7 +128,7 @@ def test_a_rank_that_is_not_a_file_is_refused_in_one_line(tmp_path: Path, target
 
 def test_a_rank_linked_to_a_file_anywhere_is_read(tmp_path: Path) -> None:
     folder = loop_folder(tmp_path, str(fixture_file("nsysai_mock.sqlite")))
-    merged, labels, _ = summarize_ranks(folder, Options(ranks=True))
+    merged, labels, _, _ = summarize_ranks(folder, Options(ranks=True))
     assert labels == ["rank0", "rank1"] and merged.totals.kernel_count > 0
 
 
@@ -148,3 +150,24 @@ def test_a_rank_is_never_read_as_a_rank_folder(tmp_path: Path) -> None:
     folder = rank_folder(tmp_path, "nsysai_mock.sqlite", "nsysai_mock.sqlite")
     with pytest.raises(InputError, match="holds several exports"):
         _summarize_rank(folder, Options(), None)
+
+
+def test_each_export_is_opened_once_for_its_place(tmp_path: Path, monkeypatch) -> None:
+    """A rank's host and clock origin come from one opening of its export (hundreds of exports
+    on a shared file system: no second and third pass over them)."""
+    import census.sources.readonly as readonly
+    from census.sources.ranks import rank_files, rank_places
+
+    folder = rank_folder(tmp_path, "h200_eager_3steps.sqlite", "nsysai_mfu_2gpu_after.sqlite")
+    exports = [p for _, p in rank_files(folder, True)]
+    opened: list[Path] = []
+    real = readonly.open_readonly
+    monkeypatch.setattr(readonly, "open_readonly",
+                        lambda p, *a, **k: opened.append(p) or real(p, *a, **k))  # fmt: skip
+    hosts, clocks = rank_places(folder, exports)
+    assert sorted(opened) == sorted(exports)
+    assert hosts == ["vm", "modal"]  # each export's TARGET_INFO_SYSTEM_ENV Hostname
+    start = "SELECT utcEpochNs - systemClockNs FROM TARGET_INFO_SESSION_START_TIME"
+    with sqlite3.connect(f"file:{exports[1]}?mode=ro", uri=True) as conn:
+        origin = conn.execute(start).fetchone()[0]
+    assert clocks == [None, origin]  # nsys 2025.3.2 records no systemClockNs; 2025.5 does

@@ -19,6 +19,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -142,31 +143,36 @@ def _host(conn: sqlite3.Connection, schema: sc.Schema) -> str | None:
     return None if row is None else str(row[0])
 
 
-def rank_hosts(folder: Path, exports: list[Path]) -> list[str | None]:
-    """Each export's host: as the capture's run.json records its rank's place (census capture
-    across nodes), else as nsys recorded it in the export (its Hostname); None where neither
-    says it."""
+def rank_places(folder: Path, exports: list[Path]) -> tuple[list[str | None], list[int | None]]:
+    """(each export's host, each export's clock origin), each export opened once. The host: as
+    the capture's run.json records its rank's place (census capture across nodes), else as nsys
+    recorded it in the export (its Hostname); None where neither says it. The clock origin: the
+    wall-clock time (ns since the epoch) of its trace clock's zero, utcEpochNs − systemClockNs
+    of TARGET_INFO_SESSION_START_TIME, so that the times of exports from separate nsys sessions
+    on one host can be set on one clock (each session keeps its own trace clock); None where the
+    export records no systemClockNs (older nsys): its times cannot be aligned with another
+    session's."""
     from census.capture.run import read_run_info
 
     info = read_run_info(folder) or {}
     places = info.get("rank_places") if isinstance(info.get("rank_places"), dict) else {}
     named = {str(name): rank for rank, name in (info.get("ranks") or {}).items()} if isinstance(
         info.get("ranks"), dict) else {}  # fmt: skip
-    out: list[str | None] = []
+    hosts: list[str | None] = []
+    clocks: list[int | None] = []
     for path in exports:
         place = places.get(named.get(path.name, ""), {})
-        host = place.get("host") if isinstance(place, dict) else None
-        out.append(host if isinstance(host, str) else _read_export(path, _host))
-    return out
+        recorded = place.get("host") if isinstance(place, dict) else None
+        recorded = recorded if isinstance(recorded, str) else None
+        host, clock = _read_export(path, partial(_place, recorded)) or (recorded, None)
+        hosts.append(host)
+        clocks.append(clock)
+    return hosts, clocks
 
 
-def rank_clocks(exports: list[Path]) -> list[int | None]:
-    """Each export's clock origin: the wall-clock time (ns since the epoch) of its trace clock's
-    zero, utcEpochNs − systemClockNs of TARGET_INFO_SESSION_START_TIME, so that the times of
-    exports from separate nsys sessions on one host can be set on one clock (each session keeps
-    its own trace clock). None where the export records no systemClockNs (older nsys): its
-    times cannot be aligned with another session's."""
-    return [_read_export(path, _clock_origin) for path in exports]
+def _place(recorded: str | None, conn: sqlite3.Connection, schema: sc.Schema):
+    """(the host: `recorded`, else the export's Hostname; the export's clock origin)."""
+    return (recorded if recorded is not None else _host(conn, schema)), _clock_origin(conn, schema)
 
 
 def _clock_origin(conn: sqlite3.Connection, schema: sc.Schema) -> int | None:
