@@ -21,9 +21,10 @@ import numpy as np
 # key table, one row per key (a step's or phase segment's idx).
 Columns = dict[str, np.ndarray]
 
-# Per-key columns of the accumulators (census.load.accumulators: KernelSums and BusySums name
-# their own): the launch calls, the unions (summed over devices) and the GPU span (Spans) of the
-# work launched in each key, in the table census.load.aggregates makes (key_table).
+# Per-key columns of the accumulators (census.load.accumulators: KernelSums, and BusyTime in
+# census.load.swept, name their own): the launch calls, the unions (summed over devices) and
+# the GPU span (Spans) of the work launched in each key, in the table census.load.aggregates
+# makes (key_table).
 LAUNCH_SUMS = ("launch_api_count", "launch_api_time_ns", "graph_launch_count")
 UNIONS = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
 SPAN = ("first_start_ns", "last_end_ns")  # NO_START, NO_END: no GPU work

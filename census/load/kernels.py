@@ -94,7 +94,9 @@ class Part:
     batch_rows: int = BATCH_ROWS
 
 
-STRADDLING = ("unions", "busy")  # PartResult's accumulators whose intervals cross range bounds
+# PartResult's accumulators whose intervals cross range bounds (census.load.range_merge fixes
+# each up, with the members its _head reads again for that field)
+STRADDLING = ("unions", "busy")
 
 
 @dataclass
