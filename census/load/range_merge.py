@@ -53,7 +53,9 @@ def _remove_overlap(
     reach = max(getattr(before, name).reach() for name in STRADDLING)
     if part.after_ns is None or reach <= part.after_ns:
         return  # nothing earlier reaches into this range
-    for name, head in _head(conn, ctx, part, reach).items():
+    heads = _head(conn, ctx, part, reach)
+    assert heads.keys() == set(STRADDLING), "every straddling accumulator needs its head"
+    for name, head in heads.items():
         getattr(res, name).take_overlap(head, getattr(before, name), ctx.steps)
 
 
