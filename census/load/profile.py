@@ -16,10 +16,7 @@ import numpy as np
 
 from census.errors import ColumnError, InputError, ran_out
 from census.load.aggregates import Aggregates
-from census.load.figures import (
-    IdleColumns,
-    idle_splits,
-)
+from census.load.figures import IdleColumns, idle_splits
 from census.load.phases import NO_SEGMENTS, Segments
 from census.load.steps import StepRange, read_steps
 from census.sources import schema as sc
