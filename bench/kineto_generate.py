@@ -11,9 +11,10 @@ with `args.bytes`; with several ranks, one NCCL AllReduce kernel per step on a s
 (`cudaLaunchKernelExC`, `args.Collective name`); `ac2g` flow events; `gpu_user_annotation` ranges.
 Times are integer nanoseconds written as microseconds with three decimals, as Kineto writes them.
 
-The totals written beside each trace (`<trace>.totals.json`, also printed) are counted while
-writing: kernels, their summed duration, NCCL kernels, launch calls and their time, copies and
-bytes by kind, memsets, steps and the kernels launched in each step, events.
+The totals written beside each trace (`<trace>.totals`, JSON, also printed; not `.json`, which
+HTA would take for a trace) are counted while writing: kernels, their summed duration, NCCL
+kernels, launch calls and their time, copies and bytes by kind, memsets, steps and the kernels
+launched in each step, events.
 
     python bench/kineto_generate.py --kernels 1000000 --ranks 1 -o bench/out/kineto-1e6
 """
@@ -250,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         totals = write_rank(path, rank, args.ranks, args.kernels, args.seed)
         totals["seconds"] = round(time.perf_counter() - t0, 1)
         totals["gzip_bytes"] = path.stat().st_size
-        Path(str(path) + ".totals.json").write_text(json.dumps(totals) + "\n")
+        Path(str(path) + ".totals").write_text(json.dumps(totals) + "\n")
         shown = {k: v for k, v in totals.items() if k != "step_kernels"}
         print(path, json.dumps(shown), file=sys.stderr)
     return 0

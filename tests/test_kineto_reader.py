@@ -208,3 +208,30 @@ def test_tids_written_as_strings(tmp_path: Path) -> None:
     k = trace.tables["kernels"]
     assert (k["pid"].tolist(), k["device"].tolist()) == ([0], [0])
     assert k["stream"].tolist() == [trace.labels["stream 7"]] and k["stream"][0] < 0
+
+
+def test_batches_cut_anywhere_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches of a few hundred bytes (every cut tried, many inside an event: args holding a
+    list of objects, a name holding `}, {`) give the same tables as the usual batches."""
+    from census.sources.kineto import stream
+
+    text = gzip.decompress((KINETO / "h200_compiled_3steps.kineto.json.gz").read_bytes()).decode()
+    nested = ', "nested": [' + ", ".join(f'{{"k": {i}}}' for i in range(40)) + "]"
+    text = text.replace('"correlation": 23,', '"correlation": 23' + nested + ",", 1)
+    text = text.replace('"name": "cuLaunchKernel"', '"name": "cuLaunch}, {Kernel"', 1)
+    path = tmp_path / "nested.json"
+    path.write_text(text)
+    usual = read_kineto(path)
+    monkeypatch.setattr(stream, "BATCH_BYTES", 300)
+    monkeypatch.setattr(stream, "TRIED_CUTS", 4)
+    small = read_kineto(path)
+    assert "cuLaunch}, {Kernel" in usual.strings
+    for table, cols in usual.tables.items():
+        for name, col in cols.items():
+            mine = small.tables[table][name]
+            if name == "name":  # ids are numbered as names come: compare the names
+                col, mine = [usual.strings[i] for i in col], [small.strings[i] for i in mine]
+            assert np.array_equal(mine, col), (table, name)
+    assert len(usual.tables["kernels"]["start_ns"]) == 732

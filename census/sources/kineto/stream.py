@@ -24,13 +24,16 @@ from typing import Any
 from census.errors import InputError
 
 CHUNK_BYTES = 8 << 20  # compressed bytes read at a time; decompressed pieces of about this size
+BATCH_BYTES = 256 << 10  # decoded at a time: the batch's events stay in the CPU's caches
+TRIED_CUTS = 32  # braces tried, last first, before more is read
 MAX_EVENT_BYTES = 64 << 20  # no real event comes near: more without a cut is not a trace
 MAX_META_BYTES = 64 << 20
 GZIP_MAGIC = b"\x1f\x8b"
 GZIP_WBITS = 16 + zlib.MAX_WBITS
 _WS = re.compile(rb"[ \t\r\n]*")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.S)  # strings and brackets: a value's end
+# strings and brackets, for a value's end; a lone quote is a string the buffer cuts short
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}"]', re.S)
 _SCALAR = re.compile(rb'"(?:[^"\\]|\\.)*"|[^,}\]\s]+', re.S)
 
 
@@ -144,7 +147,8 @@ class TraceStream:
 
     def read_string(self) -> str:
         """A JSON string at the position (a key)."""
-        self.skip_ws()
+        if self.skip_ws() != ord('"'):
+            raise self.error("expected a key")
         while (m := _STRING.match(self.buf, self.pos)) is None:
             if len(self.buf) - self.pos > MAX_META_BYTES or not self.more():
                 raise self.error("expected a key")
@@ -175,6 +179,8 @@ def _value_end(buf: bytearray, start: int) -> int | None:
     depth = 0
     for m in _TOKEN.finditer(buf, start):
         c = m.group()[0]
+        if m.end() - m.start() == 1 and c == ord('"'):
+            return None
         if c in b"[{":
             depth += 1
         elif c in b"]}":
@@ -216,10 +222,10 @@ def read_events(
     read_rest(stream, meta)
 
 
-def _last_cuts(buf: bytearray, start: int, count: int) -> list[int]:
-    """The last `count` closing braces after `start` that a `,` or `]` follows, last first."""
+def _last_cuts(buf: bytearray, start: int, count: int, end: int) -> list[int]:
+    """The last `count` closing braces between `start` and `end` that a `,` or `]` follows,
+    last first."""
     cuts: list[int] = []
-    end = len(buf)
     while len(cuts) < count:
         brace = buf.rfind(b"}", start, end)
         if brace < 0:
@@ -238,7 +244,9 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
     error: Exception | None = None
     while True:
         buf, start = stream.buf, stream.pos
-        for cut in _last_cuts(buf, start, 4):  # the last decodes unless a brace inside an event
+        cuts = _last_cuts(buf, start, TRIED_CUTS, min(len(buf), start + BATCH_BYTES))
+        for cut in cuts or _last_cuts(buf, start, TRIED_CUTS, len(buf)):  # the last decodes
+            # unless the brace is inside an event (args holding a list of objects)
             saved = buf[start - 1], buf[cut + 1]
             buf[start - 1], buf[cut + 1] = ord("["), ord("]")
             try:

@@ -20,7 +20,6 @@ Only complete events (`ph` X) are read; a GPU event's device and stream come fro
 from __future__ import annotations
 
 import re
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -36,8 +35,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "gpu_annotations": ("gpu_user_annotation",),
     "cpu_ops": ("cpu_op",),
 }
-_CODE = {cat: code for code, cat in enumerate((c for t in TABLES.values() for c in t), start=1)}
-_TABLE_OF = {code: table for table, cats in TABLES.items() for code in map(_CODE.get, cats)}
+_TABLE_OF = dict(enumerate(TABLES, start=1))
+_CODE = {cat: code for code, table in _TABLE_OF.items() for cat in TABLES[table]}
 # Kineto names a copy `Memcpy <kind> (<src> -> <dst>)`, the kind as CUPTI's enum lists it.
 _COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
                "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
@@ -86,78 +85,95 @@ class Strings:
 def batch_tables(events: list, strings: Strings, labels: dict[str, int], counts: Counts) -> dict:
     """The batch's events, by table, as named int64 columns (tables without events absent)."""
     counts.events += len(events)
-    try:
-        codes = np.array([_CODE.get(e.cat, 0) for e in events], dtype=np.int8)
+    get = _CODE.get
+    try:  # comprehensions, not attrgetter: Python's attribute caches make them 10x faster
+        codes = np.array([get(e.cat, 0) for e in events], dtype=np.int8)
     except TypeError:  # an unhashable category
         codes = np.array([_CODE.get(e.cat, 0) if isinstance(e.cat, str) else 0 for e in events])
     out = {}
-    for code in np.unique(codes).tolist():
-        if code == 0:
-            continue
-        index = np.flatnonzero(codes == code).tolist()
-        chosen = [events[i] for i in index]
-        table = _TABLE_OF[code]
-        columns = _table_columns(table, chosen, strings, labels, counts)
-        if table == "api_calls":
-            columns["driver"] = np.full(len(columns["start_ns"]), int(code == _CODE["cuda_driver"]))
-        if table in out:
-            out[table] = {k: np.concatenate([out[table][k], v]) for k, v in columns.items()}
-        else:
-            out[table] = columns
+    for code in np.flatnonzero(np.bincount(codes, minlength=len(TABLES) + 1)).tolist():
+        if code:
+            chosen = [events[i] for i in np.flatnonzero(codes == code).tolist()]
+            out[_TABLE_OF[code]] = _table_columns(_TABLE_OF[code], chosen, strings, labels, counts)
     return out
+
+
+class _NoArgs:
+    """What an event without args reads as."""
+
+    correlation = device = stream = bytes = None
+
+
+_EMPTY = _NoArgs()
 
 
 def _table_columns(
     table: str, events: list, strings: Strings, labels: dict, counts: Counts
 ) -> dict:
-    phases = list(map(attrgetter("ph"), events))
-    if phases.count("X") != len(phases):
-        counts.add(counts.not_complete, table, len(phases) - phases.count("X"))
-        events = [e for e, ph in zip(events, phases, strict=False) if ph == "X"]
-    start = decimal_ns(list(map(attrgetter("ts"), events)), counts.rounded)
-    dur = decimal_ns(list(map(attrgetter("dur"), events)), counts.rounded)
-    missing = (start == NO_VALUE) | (dur == NO_VALUE)
-    negative = ~missing & (dur < 0)
-    keep = ~(missing | negative)
-    if not keep.all():
-        counts.add(counts.no_time, table, int(missing.sum()))
-        counts.add(counts.negative, table, int(negative.sum()))
-        events = [e for e, k in zip(events, keep.tolist(), strict=False) if k]
-        start, dur = start[keep], dur[keep]
-    cols = {"start_ns": start, "end_ns": start + dur}
-    if table in ("kernels", "memcpys", "memsets", "gpu_annotations"):
-        cols.update(_gpu_columns(events, labels))
-    if table in ("kernels", "memcpys", "memsets", "api_calls"):
-        cols["correlation"] = _args_column(events, "correlation", None)
+    """The events' columns; those not complete or without a readable, non-negative time are
+    left out and counted."""
+    ph = [e.ph for e in events]
+    ts = [e.ts for e in events]
+    dur = [e.dur for e in events]
+    pid = [e.pid for e in events]
+    tid = [e.tid for e in events]
+    name = [e.name for e in events]
+    start = decimal_ns(ts, counts.rounded)
+    length = decimal_ns(dur, counts.rounded)
+    missing = (start == NO_VALUE) | (length == NO_VALUE)
+    if missing.any():
+        start, length = np.where(missing, 0, start), np.where(missing, 0, length)
+    cols = {"start_ns": start, "end_ns": start + length}
+    gpu = table in ("kernels", "memcpys", "memsets", "gpu_annotations")
+    if gpu or table == "api_calls":
+        args = [e.args for e in events]
+        if None in args:  # an event without args
+            args = [_EMPTY if a is None else a for a in args]
+        corr = [a.correlation for a in args]
+        device = [a.device for a in args]
+        stream = [a.stream for a in args]
+        size = [a.bytes for a in args]
+        if gpu:  # from args, else the event's pid and tid (older traces)
+            cols["device"] = _or(int_column(device), pid, labels)
+            cols["stream"] = _or(int_column(stream), tid, labels)
+        if table != "gpu_annotations":
+            cols["correlation"] = int_column(corr)
+        if table in ("memcpys", "memsets"):
+            cols["bytes"] = int_column(size)
     if table != "gpu_annotations":
-        cols["pid"] = int_column(list(map(attrgetter("pid"), events)), labels)
+        cols["pid"] = int_column(pid, labels)
     if table in ("kernels", "api_calls", "annotations", "cpu_ops"):
-        cols["tid"] = int_column(list(map(attrgetter("tid"), events)), labels)
-    names = list(map(attrgetter("name"), events))
-    cols["name"] = strings.column(names)
+        cols["tid"] = int_column(tid, labels)
+    cols["name"] = strings.column(name)
+    if table == "api_calls":
+        cols["driver"] = np.array([e.cat == "cuda_driver" for e in events], dtype=np.int64)
     if table == "memcpys":
-        cols["copy_kind"] = np.array([_copy_kind(n) for n in names], dtype=np.int64)
-    if table in ("memcpys", "memsets"):
-        cols["bytes"] = _args_column(events, "bytes", None)
-    return cols
+        cols["copy_kind"] = np.array([_copy_kind(n) for n in name], dtype=np.int64)
+    return _complete(table, cols, ph, missing, length < 0, counts)
 
 
-def _gpu_columns(events: list, labels: dict) -> dict:
-    """device and stream from args, else the event's pid and tid."""
-    device = _args_column(events, "device", None)
-    stream = _args_column(events, "stream", None)
-    if (device == NO_VALUE).any():
-        pid = int_column(list(map(attrgetter("pid"), events)), labels)
-        device = np.where(device == NO_VALUE, pid, device)
-    if (stream == NO_VALUE).any():
-        tid = int_column(list(map(attrgetter("tid"), events)), labels)
-        stream = np.where(stream == NO_VALUE, tid, stream)
-    return {"device": device, "stream": stream}
+def _complete(
+    table: str, cols: dict, ph: list, missing: np.ndarray, negative: np.ndarray, counts: Counts
+) -> dict:
+    """The rows of complete events with readable, non-negative times; the others counted."""
+    if ph.count("X") == len(ph):
+        complete = np.ones(len(ph), dtype=bool)
+    else:
+        complete = np.array([p == "X" for p in ph], dtype=bool)
+    keep = complete & ~missing & ~negative
+    if keep.all():
+        return cols
+    counts.add(counts.not_complete, table, int((~complete).sum()))
+    counts.add(counts.no_time, table, int((complete & missing).sum()))
+    counts.add(counts.negative, table, int((complete & negative).sum()))
+    return {k: v[keep] for k, v in cols.items()}
 
 
-def _args_column(events: list, field: str, labels: dict | None) -> np.ndarray:
-    values = [None if e.args is None else getattr(e.args, field) for e in events]
-    return int_column(values, labels)
+def _or(values: np.ndarray, fallback: list, labels: dict) -> np.ndarray:
+    """`values`, with `fallback`'s where a value is missing."""
+    if (values == NO_VALUE).any():
+        return np.where(values == NO_VALUE, int_column(fallback, labels), values)
+    return values
 
 
 def _copy_kind(name: Any) -> int:
