@@ -30,25 +30,27 @@ import time
 from pathlib import Path
 
 BASE_NS = 5_348_803_108_271_579  # a CLOCK_MONOTONIC-like origin, as in the H200 traces
-OPS = (
-    ("aten::linear", "aten::addmm", "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm>(Params)"),
-    (
-        "aten::layer_norm",
-        "aten::native_layer_norm",
-        "void at::native::vectorized_layer_norm_kernel",
-    ),
-    (
-        "aten::gelu",
-        "aten::gelu",
-        "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernel>",
-    ),
-    (
-        "aten::add",
-        "aten::add",
-        "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add>",
-    ),
-    ("aten::_to_copy", "aten::copy_", "triton_poi_fused__to_copy_clone_0"),
-)
+OPS = (  # kernel names as long as real ones (the H200 trace's average 740 bytes per kernel event)
+    ("aten::linear", "aten::addmm",
+     "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>"
+     "(cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8::Params)"),
+    ("aten::layer_norm", "aten::native_layer_norm",
+     "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>"
+     "(int, float, float const*, float const*, float const*, float*, float*, float*)"),
+    ("aten::gelu", "aten::gelu",
+     "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::"
+     "TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()"
+     "#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >(int, at::native::"
+     "GeluCUDAKernelImpl, std::array<char*, 2ul>)"),
+    ("aten::add", "aten::add",
+     "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+     "std::array<char*, 3ul> >(int, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul>)"),
+    ("aten::_to_copy", "aten::copy_", "triton_poi_fused__to_copy_clone_native_layer_norm_0"),
+)  # fmt: skip
+# A real kernel event's args beyond device, stream and correlation (as torch 2.x writes them)
+KERNEL_ARGS = (', "queued": 0, "registers per thread": 32, "shared memory": 24, '
+               '"blocks per SM": 31.030304, "warps per SM": 124.121216, "grid": [4096, 1, 1], '
+               '"block": [32, 4, 1], "est. achieved occupancy %": 75')  # fmt: skip
 COPIES = (("Memcpy DtoD (Device -> Device)", "d2d"), ("Memcpy HtoD (Pinned -> Device)", "h2d"),
           ("Memcpy DtoH (Device -> Pinned)", "d2h"))  # fmt: skip
 OPS_PER_STEP = 400
@@ -132,8 +134,7 @@ class Writer:
         """A launch call and its kernel."""
         launch_ns = self.call(*api, tid, launch=True)
         dur = 1_000 + self.rng.randrange(60_000)
-        self.gpu("kernel", name, launch_ns, dur, stream,
-                 ', "registers per thread": 32, "grid": [128, 1, 1], "block": [256, 1, 1]' + extra)  # fmt: skip
+        self.gpu("kernel", name, launch_ns, dur, stream, KERNEL_ARGS + extra)
         self.corr += 1
         self.totals["kernel_count"] += 1
         self.totals["kernel_time_ns"] += dur
@@ -160,7 +161,8 @@ class Writer:
         self.t_ns = outer_end + 1_200
         for name, start, end in ((inner, inner_ns, inner_end), (outer, outer_ns, outer_end)):
             self.emit(x_event("cpu_op", name, self.pid, tid, start, end - start,
-                              f'"External id": {self.ext}, "Record function id": 0, "Ev Idx": 0'))  # fmt: skip
+                              f'"External id": {self.ext}, "Record function id": 0, '
+                              f'"Sequence number": {self.ext}, "Fwd thread id": 0, "Ev Idx": {self.ext}'))  # fmt: skip
         self.emit(x_event("python_function", "torch/nn/modules/module.py(1750): _call_impl",
                           self.pid, tid, outer_ns - 300, outer_end - outer_ns + 500,
                           f'"Python id": {self.ext}, "Python parent id": 1'))  # fmt: skip
