@@ -10,7 +10,6 @@ import json
 import re
 import shutil
 from collections import defaultdict
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -18,27 +17,9 @@ import pytest
 
 from census.sources.kineto import is_kineto, read_kineto
 from census.sources.kineto.links import launch_index, step_of, step_ranges
-from tests.helpers.files import DATA
+from tests.helpers.kineto_oracle import CATEGORIES, KINETO, ns, oracle_events
 
-KINETO = DATA / "kineto"
 TRACES = sorted(p.name for p in KINETO.glob("*.json.gz"))
-CATEGORIES = {"kernel": "kernels", "gpu_memcpy": "memcpys", "gpu_memset": "memsets",
-              "cuda_runtime": "api_calls", "cuda_driver": "api_calls",
-              "user_annotation": "annotations", "gpu_user_annotation": "gpu_annotations",
-              "cpu_op": "cpu_ops"}  # fmt: skip
-
-
-def ns(text: str | int) -> int:
-    """Microseconds as written -> integer ns, exactly (Decimal; every fixture has <= 3 decimals)."""
-    value = Decimal(str(text)) * 1000
-    assert value == value.to_integral_value(), text
-    return int(value)
-
-
-def oracle_events(name: str) -> tuple[dict, list[dict]]:
-    with gzip.open(KINETO / name, "rt") as fh:
-        doc = json.load(fh, parse_float=str)
-    return doc, [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in CATEGORIES]
 
 
 def oracle_tables(name: str) -> dict[str, dict]:

@@ -27,12 +27,35 @@ def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | Non
         )
     if path.suffix == REPORT:
         return export_report(path, progress, nsys)
+    if _is_kineto_trace(path):  # by content: a torch.profiler trace, made an nsys-shaped export
+        from census.sources.kineto.export import export_kineto
+
+        if progress:
+            progress(f"reading the PyTorch profiler trace {path.name}")
+        return export_kineto(path)
     return path
 
 
+def _is_kineto_trace(path: Path) -> bool:
+    """A regular file (never a FIFO: opening one would wait for a writer) that is no SQLite
+    database and holds a Kineto trace."""
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            if fh.read(16) == b"SQLite format 3\x00":
+                return False
+    except OSError:
+        return False  # open_readonly names the problem
+    from census.sources.kineto.reader import is_kineto
+
+    return is_kineto(path)
+
+
 def is_export_file(path: Path) -> bool:
-    """Whether resolve_sqlite gives `path` itself: a file, neither a report nor a raw stream."""
-    return path.is_file() and path.suffix not in (REPORT, RAW_STREAM)
+    """Whether resolve_sqlite gives `path` itself: a file, neither a report nor a raw stream nor
+    a Kineto trace."""
+    return path.is_file() and path.suffix not in (REPORT, RAW_STREAM) and not _is_kineto_trace(path)
 
 
 def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None) -> Path:

@@ -163,6 +163,8 @@ def is_kineto(path: Path) -> bool:
     import gzip
     import zlib
 
+    if not Path(path).is_file():  # a FIFO would block; a folder is no trace
+        return False
     try:
         with Path(path).open("rb") as fh:
             head = fh.read(2)

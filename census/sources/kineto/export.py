@@ -1,0 +1,177 @@
+"""A Kineto trace made an nsys-shaped SQLite export, so that the one engine reads it through the
+one door (census.sqlite.read_batches and the SQL beside it), as an .nsys-rep is made one by
+`nsys export` (census/sources/export.py): the tables census reads, nothing else.
+
+- StringIds: every name (kernels, API calls, annotations).
+- CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET: start, end, deviceId, streamId,
+  correlationId, globalPid = the host process << 24 (a GPU event's own pid is its device: the
+  process is the one whose calls the trace holds), names, copyKind, bytes.
+- CUPTI_ACTIVITY_KIND_RUNTIME: runtime and driver calls alike (as nsys keeps them), globalTid =
+  pid << 24 | tid.
+- NVTX_EVENTS: the `user_annotation` host ranges as push/pop ranges (`ProfilerStep#N` and
+  census's `step N` then match the steps' pattern; `gpu_user_annotation` never enters).
+- META_DATA_EXPORT: the tracer, and the rank and world size where the trace names them;
+  TARGET_INFO_GPU: the GPUs' ids and names from `deviceProperties`.
+
+Written in the cache folder (never beside the user's trace), atomically, streamed batch by
+batch; made again only when the trace is newer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from census.paths import atomic_target, cache_dir
+from census.sources.kineto.numbers import NO_VALUE
+from census.sources.kineto.reader import iter_batches
+
+TRACER = "torch.profiler (Kineto)"
+EXPORT_VERSION = 1  # in the export's name: a census that writes exports otherwise makes its own
+_TID_BITS = (1 << 24) - 1
+_GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
+               "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
+_SCHEMA = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": "start INT, end INT, deviceId INT, contextId INT, streamId INT, "
+    "correlationId INT, globalPid INT, demangledName INT, shortName INT, gridId INT, "
+    "graphNodeId INT",
+    "CUPTI_ACTIVITY_KIND_RUNTIME": "start INT, end INT, eventClass INT, globalTid INT, "
+    "correlationId INT, nameId INT, returnValue INT",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "start INT, end INT, deviceId INT, contextId INT, streamId INT, "
+    "correlationId INT, globalPid INT, bytes INT, copyKind INT",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "start INT, end INT, deviceId INT, contextId INT, streamId INT, "
+    "correlationId INT, globalPid INT, value INT, bytes INT",
+    "NVTX_EVENTS": "start INT, end INT, eventType INT, rangeId INT, text TEXT, globalTid INT, "
+    "textId INT, domainId INT",
+}
+
+
+def kineto_target(trace: Path) -> Path:
+    """Where a trace's export goes: the cache folder, named by the trace's name, size and time."""
+    stat = trace.stat()
+    name = trace.name.removesuffix(".gz").removesuffix(".json")
+    stamp = f"{stat.st_size}-{stat.st_mtime_ns}-v{EXPORT_VERSION}"
+    return cache_dir() / "exports" / f"{name}-{stamp}.kineto.sqlite"
+
+
+def export_kineto(trace: Path) -> Path:
+    """The nsys-shaped SQLite export of a Kineto trace (kineto_target), made unless there;
+    InputError naming the trace where it is not a readable trace (nothing is left behind)."""
+    target = kineto_target(trace)
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_target(target) as tmp:
+        conn = sqlite3.connect(tmp)
+        try:
+            _write(conn, trace)
+            conn.commit()
+        finally:
+            conn.close()
+    return target
+
+
+def _write(conn: sqlite3.Connection, trace: Path) -> None:
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    for table, columns in _SCHEMA.items():
+        conn.execute(f"CREATE TABLE {table} ({columns})")
+    batches = iter_batches(trace)
+    host = _HostProcess()
+    for tables in batches:
+        host.add(tables.get("api_calls"))
+        if "api_calls" in tables:
+            _insert_calls(conn, tables["api_calls"])
+        if "annotations" in tables:
+            _insert_ranges(conn, tables["annotations"], batches.strings.table())
+        for name in _GPU_TABLES:
+            if name in tables:
+                _insert_gpu(conn, name, tables[name])
+    for table in _GPU_TABLES.values():  # the process is known once every call is read
+        conn.execute(f"UPDATE {table} SET globalPid = ?", (host.pid() << 24,))
+    strings = batches.strings.table()
+    conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", enumerate(strings))
+    conn.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+    meta = [("EXPORT_SCHEMA_VERSION", "3"), ("TRACER", TRACER)]
+    info = batches.meta.get("distributedInfo")
+    if isinstance(info, dict):
+        meta += [(f"KINETO_{k.upper()}", str(info[k])) for k in ("rank", "world_size") if k in info]
+    conn.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta)
+    gpus = batches.meta.get("deviceProperties")
+    conn.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT)")
+    if isinstance(gpus, list):
+        conn.executemany(
+            "INSERT INTO TARGET_INFO_GPU VALUES (?, ?)",
+            [(g["id"], str(g.get("name"))) for g in gpus
+             if isinstance(g, dict) and isinstance(g.get("id"), int)],
+        )  # fmt: skip
+
+
+class _HostProcess:
+    """The process whose calls the trace holds (the most calls, where there are several)."""
+
+    def __init__(self) -> None:
+        self.calls: Counter[int] = Counter()
+
+    def add(self, calls: dict[str, np.ndarray] | None) -> None:
+        if calls is not None:
+            pids, counts = np.unique(calls["pid"], return_counts=True)
+            self.calls.update(dict(zip(pids.tolist(), counts.tolist(), strict=True)))
+
+    def pid(self) -> int:
+        return self.calls.most_common(1)[0][0] if self.calls else 0
+
+
+def _thread(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    return (np.maximum(pid, 0) << 24) | (tid & _TID_BITS)
+
+
+def _insert_calls(conn: sqlite3.Connection, c: dict[str, np.ndarray]) -> None:
+    rows = zip(c["start_ns"].tolist(), c["end_ns"].tolist(),
+               _thread(c["pid"], c["tid"]).tolist(), c["correlation"].tolist(),
+               c["name"].tolist(), strict=True)  # fmt: skip
+    conn.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, "
+        "correlationId, nameId, returnValue) VALUES (?, ?, 1, ?, ?, ?, 0)",
+        rows,
+    )
+
+
+def _insert_ranges(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: list[str]) -> None:
+    rows = zip(c["start_ns"].tolist(), c["end_ns"].tolist(),
+               [strings[i] for i in c["name"].tolist()], _thread(c["pid"], c["tid"]).tolist(),
+               strict=True)  # fmt: skip
+    conn.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, text, globalTid, textId, "
+        "domainId) VALUES (?, ?, 59, 0, ?, ?, NULL, 0)",
+        rows,
+    )
+
+
+def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -> None:
+    corr = np.where(c["correlation"] == NO_VALUE, 0, c["correlation"])
+    head = [c["start_ns"].tolist(), c["end_ns"].tolist(), c["device"].tolist(),
+            c["stream"].tolist(), corr.tolist()]  # fmt: skip
+    process = 0  # set once the host process is known
+    if name == "kernels":
+        rows = zip(*head, c["name"].tolist(), c["name"].tolist(), strict=True)
+        sql = ("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, "
+               f"correlationId, demangledName, shortName, contextId, globalPid, gridId, "
+               f"graphNodeId) VALUES (?, ?, ?, ?, ?, ?, ?, 1, {process}, 0, NULL)")  # fmt: skip
+    else:
+        size = np.where(c["bytes"] == NO_VALUE, 0, c["bytes"]).tolist()
+        if name == "memcpys":
+            rows = zip(*head, size, c["copy_kind"].tolist(), strict=True)
+            sql = ("INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, "
+                   "correlationId, bytes, copyKind, contextId, globalPid) "
+                   f"VALUES (?, ?, ?, ?, ?, ?, ?, 1, {process})")  # fmt: skip
+        else:
+            rows = zip(*head, size, strict=True)
+            sql = ("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, "
+                   "correlationId, bytes, value, contextId, globalPid) "
+                   f"VALUES (?, ?, ?, ?, ?, ?, 0, 1, {process})")  # fmt: skip
+    conn.executemany(sql, rows)
