@@ -1,6 +1,6 @@
 """The census keys and every key's meaning, named once: each key's name, unit, definition and label
 (Metric), the views that show it, and the copy kinds counted per step (COUNTED_COPIES). The
-Metrics dataclass (census.step_model), the computation of the copies (census.census), every
+Metrics dataclass (census.model.step), the computation of the copies (census.load.finish), every
 renderer's tables and docs/definitions.md's table are made from these.
 
 A leaf: it imports nothing from census, so every stage may use it.

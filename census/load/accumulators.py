@@ -6,7 +6,7 @@ accumulators in rowid order (`merge`), fixing up at each range boundary what was
 sides of it (`Straddling`: only unions and busy time, census.load.swept, have intervals that
 reach across; census.load.range_merge); and the accumulators with per-key figures finish into
 one table of columns (`finish`, `key_table`), one row per key (a step's or phase segment's
-idx), the table census.census makes the step table of, and the whole capture's figures come
+idx), the table census.load.finish makes the step table of, and the whole capture's figures come
 from the same accumulators (`total`).
 
     accumulator            add                           merge         finish

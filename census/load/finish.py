@@ -6,10 +6,7 @@ named in census.definitions; the arithmetic that turns aggregates into those num
 
 from __future__ import annotations
 
-import gc
-import statistics
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -21,13 +18,14 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
+from census.heap import collector_paused
 from census.load.aggregates import Aggregates, MemoryGroups
 from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
 from census.load.intervals import NO_STEP, unique
 from census.load.phases import Segments
 from census.load.profile import Profile
 from census.metrics import COPY_KEYS, METRIC_KEYS
-from census.model import (
+from census.model.census import (
     ApiStat,
     Census,
     ClassStat,
@@ -35,18 +33,15 @@ from census.model import (
     Gpu,
     KernelStat,
     MemoryStat,
-    Metrics,
     RangeIdle,
     Source,
 )
-from census.rank_model import merge_records
-from census.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
+from census.model.ranks import merge_records
+from census.model.step import Metrics
+from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
 
 # The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
 COPY_COLUMNS = tuple(key for pair in COPY_KEYS.values() for key in pair)
-
-# What the spread over ranks is shown for (per-step means per rank).
-SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
 
 
 def compute_census(profile: Profile) -> Census:
@@ -55,24 +50,8 @@ def compute_census(profile: Profile) -> Census:
         return _census(profile)
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off meanwhile (when it was on): a census of tens of
-    thousands of steps makes an object per step, phase and their figures, and its JSON a dict
-    for each, none in a cycle, and the collector would sweep the whole heap several times to
-    free nothing (half the time of a 10^7-kernel census)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _census(profile: Profile) -> Census:
-    from census.rank_census import nccl_record
+    from census.load.rank_finish import nccl_record
 
     agg = profile.aggregates
     kernels = _kernel_stats(agg)
@@ -380,30 +359,3 @@ def _merged_range_idle(ranks: list[Census]) -> tuple[RangeIdle, ...] | None:
         for r in c.idle_by_range or ():
             total[r.range] = total.get(r.range, 0) + r.idle_ns
     return _range_idle(total)
-
-
-@dataclass(frozen=True)
-class Spread:
-    """One key's per-step means over ranks: smallest, median and largest, and the labels of the
-    ranks with the smallest and largest."""
-
-    min: float
-    median: float
-    max: float
-    min_rank: str
-    max_rank: str
-
-
-def rank_spread(labels: list[str], ranks: list[Census]) -> dict[str, Spread]:
-    """Per-step means per rank (whole capture without steps): min / median / max over ranks."""
-    out: dict[str, Spread] = {}
-    for key in SPREAD_KEYS:
-        values = []
-        for label, c in zip(labels, ranks, strict=True):
-            per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
-            if key in per and per[key] is not None:
-                values.append((float(per[key]), label))
-        if values:
-            lo, hi = min(values), max(values)
-            out[key] = Spread(lo[0], statistics.median(v for v, _ in values), hi[0], lo[1], hi[1])
-    return out
