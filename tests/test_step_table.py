@@ -19,7 +19,7 @@ from census.model.census import Census, Source
 from census.model.step import IdleSplit, Metrics, Phase, Step
 from census.model.step_table import StepTable, concat, from_steps, int_sum
 from census.render import json_docs, json_rows
-from census.store.codec import dump_record, from_record, load_record, to_record
+from census.store.codec import dump_record, load_record
 
 NAMES = ["forward", "backward", "optimizer", 'a "None" \\ phase', OUTSIDE_PHASES]
 
@@ -195,7 +195,7 @@ def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> N
         [json_docs._step_timing(s) for s in steps]
     )
     c = census_of(steps)
-    back = from_record(json.loads(json.dumps(to_record(c))))
+    back = Census.from_record(json.loads(json.dumps(c.to_record())))
     assert back.steps == table and tuple(back.steps) == steps
     assert isinstance(back.steps, StepTable)
     dtype = operator.attrgetter("dtype")

@@ -5,8 +5,7 @@ one Options object says how steps are selected, and is the cache key (census.sto
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,79 +243,53 @@ def diff_view(
 def summary_document(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, Iterable[str]]:
-    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON,
-    in pieces: the document is their join) of one export, from the cache when the same export
-    and options were summarized before."""
+    """({"warnings"}, the `summary --json` document, compact, in pieces: their join is
+    census.render.render of its view) of one export, capture folder or rank folder; from the
+    cache where the same export was summarized with the same options and the same calibration
+    run (its capture overhead) before; a rank folder's, uncached."""
     from census.sources.export import resolve_sqlite
-    from census.store.cache import cached_text
-
-    sqlite_path = resolve_sqlite(path, progress)
+    from census.sources.ranks import is_multi_rank
+    from census.store.cache import cached_text, spooled
 
     def render() -> tuple[dict, Iterable[str]]:  # only when the cache has no document
         from census.heap import collector_paused
-        from census.render.json_docs import summary_document_text
+        from census.render import render_pieces
 
         with collector_paused():
-            return summary_document_text(census_view(summarize_with(path, options, progress)), top)
+            view = summary_view(path, options, progress)
+            return {"warnings": list(view.census.warnings)}, render_pieces(view, "json", top=top)
 
-    return cached_text([sqlite_path], *_document_key(options, top), render)
+    if is_multi_rank(path):
+        meta, text = render()
+        return meta, spooled(text)
+    sqlite_path = resolve_sqlite(path, progress)
+    return cached_text([sqlite_path], *_document_key(options, top, _calibration(path)), render)
 
 
-def _document_key(options: Options, top: int) -> tuple[list, str]:
-    """(the options' key, the kind) a summary document is cached under (census.store.cache)."""
-    return [*options.key(), top], "summary-json"
+def _document_key(options: Options, top: int, calibration: dict | None) -> tuple[list, str]:
+    """(the key, the kind) a summary document is cached under (census.store.cache): the
+    options, --top and the calibration run the capture overhead is measured against."""
+    return [*options.key(), top, calibration], "summary-json"
+
+
+def _calibration(path: Path) -> dict | None:
+    """The calibration run recorded in a capture folder's run.json (None elsewhere): what the
+    summary's capture overhead is measured against, which may be added after a summary."""
+    from census.capture.run import read_run_info
+
+    info = read_run_info(path) if path.is_dir() else None
+    return (info or {}).get("calibration")
 
 
 def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
-    """summary_json_text of an export file with the default Options, as bytes, when the cache
+    """summary_document of an export file with the default Options, as bytes, when the cache
     holds it, else None; nothing is computed and nothing heavy imported (census.cli.fast)."""
     from census.sources.export import is_export_file
     from census.store.cache import cached_bytes
 
     if not is_export_file(path):
         return None
-    hit = cached_bytes([path], *_document_key(Options(), top))
-    return None if hit is None else (hit[0], hit[1][:-1] + _capture_field(None).encode())
-
-
-def summary_json_text(
-    path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, Iterable[str]]:
-    """({"warnings", ...}, the `summary --json` document in pieces): summary_document with the
-    capture overhead, which the cache leaves out (a calibration may come later); ranks',
-    uncached."""
-    from census.sources.ranks import is_multi_rank
-
-    if is_multi_rank(path):
-        from census.render import render
-
-        view = summary_view(path, options, progress)
-        return {"warnings": list(view.census.warnings)}, [render(view, "json", top=top)]
-    meta, text = summary_document(path, options, top, progress)
-    overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
-    return meta, _closed_with(text, _capture_field(overhead))
-
-
-def _closed_with(text: Iterable[str], field: str) -> Iterator[str]:
-    """The document's pieces with its closing "}" replaced by `field` (which closes it)."""
-    last = ""
-    for piece in text:
-        if piece:
-            if last:
-                yield last
-            last = piece
-    yield last[:-1] + field
-
-
-def _capture_field(overhead: dict | None) -> str:
-    """The end of a summary document, its last field: the capture overhead."""
-    return f", {json.dumps('capture')}: {json.dumps(overhead)}}}"
-
-
-def _overhead(folder: Path, meta: dict) -> dict | None:
-    from census.capture.run import capture_overhead  # only here: it imports a lot
-
-    return capture_overhead(folder, meta["timing"], "gpu" if meta["host_ran_ahead"] else "host")
+    return cached_bytes([path], *_document_key(Options(), top, None))
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
@@ -332,11 +305,11 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 
     def render() -> tuple[dict, Iterable[str]]:
         from census.heap import collector_paused
-        from census.render.json_docs import diff_document_text
+        from census.render import render_pieces
 
         with collector_paused():
             d = diff(a, b, labels, options, progress=progress)
-            return diff_document_text(diff_view(d), top)
+            return {"warnings": list(d.warnings)}, render_pieces(diff_view(d), "json", top=top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         meta, text = render()

@@ -1,6 +1,8 @@
 """The census data model: frozen dataclasses of integer nanoseconds and bytes.
 
-The JSON contracts live in census.render.json_docs; the cache's codec in census.store.codec.
+Each class writes and reads its own record (census.model.record.Record: generic over its
+fields); the cache's file format is census.store.codec's, the JSON contracts
+census.render.json_docs's.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
 from census.model.ranks import NcclRecord
+from census.model.record import Column, Record, as_given, listed
 from census.model.shown import shown
 from census.model.step import (
     Metrics,
@@ -21,7 +24,7 @@ from census.model.step_table import StepTable, from_steps, int_sum
 
 
 @dataclass(frozen=True)
-class KernelStat:
+class KernelStat(Record):
     """One kernel name: totals over the capture, and sums over the selected steps."""
 
     name: str
@@ -33,7 +36,7 @@ class KernelStat:
 
 
 @dataclass(frozen=True)
-class ClassStat:
+class ClassStat(Record):
     """One kernel class (definitions.CLASS_ORDER): count and time over the capture, and sums over
     the selected steps."""
 
@@ -45,7 +48,7 @@ class ClassStat:
 
 
 @dataclass(frozen=True)
-class MemoryStat:
+class MemoryStat(Record):
     """Memory copies of one kind (`Device-to-Device`, ...) or memsets (`memset`)."""
 
     kind: str
@@ -57,7 +60,7 @@ class MemoryStat:
 
 
 @dataclass(frozen=True)
-class CollectiveStat:
+class CollectiveStat(Record):
     """NCCL kernels of one collective (AllReduce, SendRecv, ...)."""
 
     collective: str
@@ -68,7 +71,7 @@ class CollectiveStat:
 
 
 @dataclass(frozen=True)
-class ApiStat:
+class ApiStat(Record):
     """One launch API (definitions.normalise_api_name's): its launch calls' count and time over the
     capture, and sums over the selected steps."""
 
@@ -80,7 +83,7 @@ class ApiStat:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class Gpu(Record):
     """A GPU of the capture: its device id and name (None where the export has none)."""
 
     id: int
@@ -88,7 +91,7 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class RangeIdle:
+class RangeIdle(Record):
     """GPU idle time inside one host NVTX range (definitions.IDLE_BY_RANGE_RULE)."""
 
     range: str
@@ -96,7 +99,7 @@ class RangeIdle:
 
 
 @dataclass(frozen=True)
-class Source:
+class Source(Record):
     """The export a census was read from: its path, nsys and schema versions and GPUs."""
 
     path: str
@@ -108,7 +111,7 @@ class Source:
 
 
 @dataclass(frozen=True, repr=False)
-class Census:
+class Census(Record):
     """One capture's census: whole-capture totals, the selected steps (with phases), the kernels by
     name, class and collective, memory copies, launch APIs and warnings."""
 
@@ -133,6 +136,22 @@ class Census:
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):
             object.__setattr__(self, "steps", from_steps(self.steps))
+
+    def to_record(self, column: Column = listed) -> dict[str, Any]:
+        """Its fields' records (Record.to_record; the steps as columns, census.model.step_table)
+        and its means over the steps ("means"), which from_record keeps instead of computing
+        them again."""
+        return {**super().to_record(column),
+                "means": {"per_step": self.per_step(), "per_step_timing": self.per_step_timing(),
+                          "per_phase": self.per_phase(),
+                          "host_ran_ahead": self.host_ran_ahead()}}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], column: Column = as_given) -> Census:
+        """The Census to_record wrote `data` of, exactly, with its means."""
+        census = super().from_record(data, column)
+        census.__dict__["_memo_values"] = dict(data["means"])
+        return census
 
     @property
     def step_count(self) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, make_dataclass
 
 from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.model.record import Record
 
 
 def per_step_mean(total: float, steps: int) -> float | None:
@@ -38,6 +39,7 @@ def _as_dict(self) -> dict[str, int]:
 Metrics = make_dataclass(
     "Metrics",
     [(key, int, field(default=0)) for key in METRIC_KEYS],
+    bases=(Record,),
     frozen=True,
     namespace={"as_dict": _as_dict, "__doc__": "The census keys (census.metrics.METRICS)."},
 )
@@ -45,7 +47,7 @@ Metrics.__module__ = __name__  # pickled by name, as a class written here would 
 
 
 @dataclass(frozen=True)
-class IdleSplit:
+class IdleSplit(Record):
     """Where GPU idle time went (census.load.idle): the parts add up to the idle time."""
 
     sync_count: int = 0
@@ -65,7 +67,7 @@ def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
 
 
 @dataclass(frozen=True)
-class Phase:
+class Phase(Record):
     """One phase of one step (all its ranges in the step together), or the step's remainder."""
 
     name: str
@@ -86,7 +88,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(Record):
     """One step: an NVTX range matching --steps, its start and end (ns), the census keys of the
     work launched in it, its GPU busy time, its phases and its idle split."""
 
