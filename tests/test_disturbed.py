@@ -401,7 +401,7 @@ def test_an_unstable_experiment_says_so_first_in_every_format() -> None:
     is not judged (it fails) rather than passed."""
     from census.api import experiment_view
     from census.compare.ab.experiment import Experiment, explain_parts
-    from census.compare.gates import check_ab, parse_ab_gate
+    from census.compare.ab.gates import check_ab, parse_ab_gate
     from census.render import render
 
     arms = arms_from(UNSTABLE_MEDIANS, UNSTABLE_ENVS)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from census.capture.arms import arm_order
-from census.compare.ab.stats import analyze, arms_needed, t_95, t_975
+from census.compare.ab.stats import analyze, arms_needed
+from census.compare.quantiles import t_95, t_975
 from census.model.ab import Arm
 from census.model.step import percentile
 

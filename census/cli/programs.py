@@ -268,7 +268,7 @@ def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
     from census.cli.analysis import show_experiment
     from census.cli.common import enforce
     from census.compare.ab.experiment import with_equivalence
-    from census.compare.gates import check_ab
+    from census.compare.ab.gates import check_ab
 
     if margin is not None:
         exp = with_equivalence(exp, margin)
@@ -279,7 +279,8 @@ def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
 def _ab_checks(warmup, active, html, equivalence, fail_if) -> tuple:
     """What `census ab` refuses before any arm runs: the counts, the dashboard's target, the
     equivalence margin and the gates (parsed: the margin, or None, and the gates)."""
-    from census.compare.gates import parse_ab_gate, parse_amount
+    from census.compare.ab.gates import parse_ab_gate
+    from census.compare.gates import parse_amount
 
     _check_counts(warmup, active)
     if html:

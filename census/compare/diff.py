@@ -11,8 +11,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from census.compare.ab.stats import t_975
 from census.compare.comparable import Comparability, check_comparable, step_clock
+from census.compare.quantiles import t_975
 from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
 from census.model.census import Census
