@@ -47,9 +47,10 @@ def __dir__() -> list[str]:
 
 
 def _notebook(name: str) -> Any:
-    """census.render.notebook's renderer `name` (imported on the first repr), for the model's
-    reprs and cards: installed below, so that the model imports no renderer."""
-    return getattr(import_module("census.render.notebook"), name)
+    """The model's repr or card `name` (imported on the first repr): the result's view rendered
+    by census.render.notebook (census.api.notebook.shown_as); installed below, so that the model
+    imports no renderer."""
+    return import_module("census.api.notebook").shown_as(name)
 
 
 import_module("census.model.shown").install(_notebook)

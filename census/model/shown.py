@@ -1,9 +1,9 @@
 """How a result shows itself in a notebook: its short repr and its HTML card.
 
 The model imports no renderer. A result's `__repr__` and `_repr_html_` ask `shown(name, obj)`,
-and the package's `__init__` installs the renderer that answers (census.render.notebook's
-function of that name, imported on the first repr): the dependency points from the public API
-down to the model, never from the model up to render/.
+and the package's `__init__` installs what answers (census.api.notebook: the result's view,
+rendered by census.render.notebook's function of that name, imported on the first repr): the
+dependency points from the public API down to the model, never from the model up to render/.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ _finder: Callable[[str], Callable[[object], str]] | None = None
 
 def install(finder: Callable[[str], Callable[[object], str]]) -> None:
     """Set what finds the renderer of each name: census/__init__.py installs
-    census.render.notebook's, so that every repr in a notebook is a card."""
+    census.api.notebook's, so that every repr in a notebook is a card."""
     global _finder
     _finder = finder
 
