@@ -35,6 +35,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("census.sqlite",),
     ("census.load",),
     ("census.census", "census.rank_census"),
+    ("census.findings",),
     ("census.compare",),
     ("census.render",),
     ("census.store",),
