@@ -114,6 +114,8 @@ def test_rows_add_up_to_the_kernels_exactly(side: str) -> None:
     assert int(table.kernel_time_ns.sum()) == sum(ns(k["dur"]) for k in t.kernels)
     assert table.total_count.tolist() == table.kernel_count[:, 0].tolist()
     assert table.total_time_ns.tolist() == table.kernel_time_ns[:, 0].tolist()
+    # no CUDA graphs here: every kernel has a launch call of its own
+    assert table.launch_count[:, 0].tolist() == table.kernel_count[:, 0].tolist()
 
 
 def test_rows_add_up_per_step_on_a_trace_with_profiler_steps() -> None:
