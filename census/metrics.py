@@ -1,7 +1,8 @@
 """The census keys and every key's meaning, named once: each key's name, unit, definition and label
 (Metric), the views that show it, and the copy kinds counted per step (COUNTED_COPIES). The
-Metrics dataclass (census.step_model), the computation of the copies (census.census), every
-renderer's tables and docs/definitions.md's table are made from these.
+Metrics dataclass (census.step_model), the accumulator of the copies
+(census.load.accumulators.CopySums), every renderer's tables and
+docs/definitions.md's table are made from these.
 
 A leaf: it imports nothing from census, so every stage may use it.
 """
@@ -251,6 +252,7 @@ METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 COPY_KEYS: dict[int, tuple[str, str]] = {
     c.kind: (f"{c.key}_count", f"{c.key}_bytes") for c in COUNTED_COPIES
 }  # copyKind -> its two keys
+COPY_COLUMNS: tuple[str, ...] = tuple(key for pair in COPY_KEYS.values() for key in pair)
 
 
 HIDDEN_WHEN_ZERO = frozenset(m.name for m in METRICS if m.hidden_when_zero)
