@@ -23,9 +23,9 @@ from the same accumulators (`total`).
     Calls                  a runtime batch's calls per   ranges join   the API map (one join
                            process (RangeCalls)                        of the ranges' bitmaps;
                                                                        calls recorded twice)
-    CopySums               a memcpy/memset batch: per    sums add      COPY_COLUMNS;
-                           key count, bytes of counted                 total
-                           kinds
+    CopySums, MemsetSums   a memcpy/memset batch: per    sums add      COPY_COLUMNS,
+                           key count, bytes of counted                 MEMSET_KEYS; total
+                           kinds, of memsets
     KindSums               a memcpy/memset batch: per    sums add      the memory table
                            copy kind, in keys and all
     TimelineParts          intervals touching a step     pieces join   the idle split's input
@@ -53,9 +53,10 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from census.definitions import MEMSET_KIND
 from census.load.figures import Columns, Sums, add_rows, fit_rows, named
 from census.load.intervals import INT_NULL, NO_STEP, add_into, add_sums, distinct, unique
-from census.metrics import COPY_COLUMNS, COPY_KEYS
+from census.metrics import COPY_COLUMNS, COPY_KEYS, MEMSET_KEYS
 
 Batch = Columns  # a batch of rows: named columns, as the key table the accumulators finish into
 B = TypeVar("B", contravariant=True)
@@ -213,6 +214,17 @@ class CopySums(KeySums):
         kind, nbytes = batch["kind"], batch["bytes"]
         mine = [kind == k for k in COPY_KEYS]
         return tuple(v for m in mine for v in (m.astype(np.int64), np.where(m, nbytes, 0)))
+
+
+class MemsetSums(KeySums):
+    """Per key, the memsets launched in it: their count and bytes."""
+
+    NAMES = MEMSET_KEYS
+
+    def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """1 and the bytes of each memset, 0 and 0 for a memcpy."""
+        mine = batch["kind"] == MEMSET_KIND
+        return mine.astype(np.int64), np.where(mine, batch["bytes"], 0)
 
 
 class KindSums(dict):

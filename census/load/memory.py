@@ -1,5 +1,5 @@
 """Memcpys and memsets -> their accumulators (census.load.accumulators: the counted copies and
-per key, finished into the key table; the sums per copy kind), and the intervals
+the memsets per key, finished into the key table; the sums per copy kind), and the intervals
 that count in busy time.
 
 Read in rowid ranges, in parallel like the other passes; their order does not matter here.
@@ -22,6 +22,7 @@ from census.definitions import MEMSET_KIND
 from census.load.accumulators import (
     CopySums,
     KindSums,
+    MemsetSums,
     Missing,
     Runs,
     add_batch,
@@ -47,6 +48,7 @@ class MemoryResult:
     (census.load.accumulators), merged field by field; the per-key ones declared (`per_key`)."""
 
     copies: CopySums = per_key(CopySums, batches=True)  # the counted copy kinds' count, bytes
+    memsets: MemsetSums = per_key(MemsetSums, batches=True)
     kinds: KindSums = batched(KindSums)  # per copy kind, and memsets
     missing: Missing = batched(Missing)  # rows without a call
     # the job's intervals that count in busy time, as one run sorted by start
