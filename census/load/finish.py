@@ -19,12 +19,12 @@ from census.definitions import (
     nccl_collective,
 )
 from census.heap import collector_paused
-from census.load.aggregates import Aggregates, MemoryGroups
+from census.load.aggregates import Aggregates
 from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
-from census.load.intervals import NO_STEP, unique
+from census.load.intervals import unique
 from census.load.phases import Segments
 from census.load.profile import Profile
-from census.metrics import COPY_KEYS, METRIC_KEYS
+from census.metrics import METRIC_KEYS
 from census.model.census import (
     ApiStat,
     Census,
@@ -39,9 +39,6 @@ from census.model.census import (
 from census.model.ranks import merge_records
 from census.model.step import Metrics
 from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
-
-# The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
-COPY_COLUMNS = tuple(key for pair in COPY_KEYS.values() for key in pair)
 
 
 def compute_census(profile: Profile) -> Census:
@@ -91,14 +88,9 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 
 
 def _totals(agg: Aggregates) -> Metrics:
-    """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
-    step's), the launch calls', the unions' and the counted copies'."""
-    whole = dict(agg.totals)
-    for kind, (count_key, bytes_key) in COPY_KEYS.items():
-        sums = agg.memory.sums[agg.memory.kind == kind]
-        whole[count_key] = sum(sums[:, 0].tolist())
-        whole[bytes_key] = sum(sums[:, 1].tolist())
-    return Metrics(**{k: v for k, v in _derived(whole).items() if k in METRIC_KEYS})
+    """The whole capture's census keys: the accumulators' totals (the same sums as every
+    step's: kernels, launch calls, unions, copies, memsets)."""
+    return Metrics(**{k: v for k, v in _derived(dict(agg.totals)).items() if k in METRIC_KEYS})
 
 
 def _derived(col: dict[str, Any]) -> dict[str, Any]:
@@ -110,12 +102,11 @@ def _derived(col: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steps(profile: Profile) -> StepTable:
-    """The steps as columns, straight from the steps' key table (row s.idx of each step s) and
-    the copies launched in each step."""
+    """The steps as columns, straight from the steps' key table (row s.idx of each step s)."""
     import numpy as np
 
     agg = profile.aggregates
-    col = _derived(agg.by_key | _copies(agg))
+    col = _derived(dict(agg.by_key))
     n = key_count(agg.by_key)
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
     overlap = nccl_overlap_ns(agg, col["nccl_union_ns"], col["non_nccl_union_ns"],
@@ -139,24 +130,6 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     )
 
 
-def _copies(agg: Aggregates, index: Any = None, n: int = 0) -> Columns:
-    """The counted copies launched in each of agg.by_key's keys (COPY_COLUMNS: each kind's count
-    and bytes); with `index`, summed into n rows (key i into row index[i])."""
-    import numpy as np
-
-    m = agg.memory
-    kinds = np.array(list(COPY_KEYS), np.int64)
-    rows = np.isin(m.kind, kinds) & (m.step != NO_STEP)
-    at = np.searchsorted(np.sort(kinds), m.kind[rows])
-    block = np.argsort(kinds)[at]  # each row's kind: its place in COPY_KEYS
-    wide = np.zeros((int(rows.sum()), len(COPY_COLUMNS)), m.sums.dtype)
-    for j in range(2):  # count, bytes
-        wide[np.arange(len(block)), 2 * block + j] = m.sums[rows, j]
-    keys = m.step[rows] if index is None else index[m.step[rows]]
-    copies = add_rows(keys, key_count(agg.by_key) if index is None else n, wide)
-    return dict(zip(COPY_COLUMNS, copies.T, strict=True))
-
-
 def _side_by_side(columns: list[Any]) -> Any:
     """(rows, k) columns side by side (object where one is: exact past int64)."""
     import numpy as np
@@ -165,7 +138,7 @@ def _side_by_side(columns: list[Any]) -> Any:
 
 
 def _metric_columns(col: Columns) -> list[Any]:
-    """Per key of `col` (a key table with COPY_COLUMNS, _derived's), its METRIC_KEYS values, as
+    """Per key of `col` (a key table with _derived's keys), its METRIC_KEYS values, as
     (keys, 1) columns (views of col's: one array is made of them, side by side with others)."""
     return [col[k][:, None] for k in METRIC_KEYS]
 
@@ -214,7 +187,7 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
-    col = sum_keys(agg.by_key, cells.of_segment, size) | _copies(agg, cells.of_segment, size)
+    col = sum_keys(agg.by_key, cells.of_segment, size)
     union = col["non_nccl_union_ns"]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
@@ -230,17 +203,9 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     return phases, bounds.astype(np.int64)
 
 
-def _memory_stats(memory: MemoryGroups) -> tuple[MemoryStat, ...]:
-    """Per copy kind (ascending; memsets first), all its groups, and those launched in a step."""
-    import numpy as np
-
-    kinds, code = np.unique(memory.kind, return_inverse=True)
-    inside = (memory.step != NO_STEP)[:, None]
-    sums = np.concatenate([memory.sums, np.where(inside, memory.sums[:, :2], 0)], axis=1)
-    acc = add_rows(code, len(kinds), sums).tolist()
-    return tuple(
-        MemoryStat(memory_kind_name(k), *v) for k, v in zip(kinds.tolist(), acc, strict=True)
-    )
+def _memory_stats(memory: dict[int, list[int]]) -> tuple[MemoryStat, ...]:
+    """Per copy kind (ascending; memsets first), all its rows, and those launched in a step."""
+    return tuple(MemoryStat(memory_kind_name(k), *memory[k]) for k in sorted(memory))
 
 
 def nccl_overlap_ns(agg: Aggregates, nccl: Any, non_nccl: Any, every: Any) -> Any:
