@@ -229,8 +229,9 @@ def be(buf: np.ndarray, at: np.ndarray, width: int, signed: bool = False) -> np.
 
 def cell_offsets(buf: np.ndarray, pages: np.ndarray, page_size: int, usable: int, lone: bool):
     """(where each cell of the leaf pages `pages` starts in `buf`, where its page's content
-    ends, its page's index in `pages`), page after page, in key order; Damaged where SQLite
-    rejects a page. `lone`: the table's only leaf, which alone may have no cells."""
+    ends, its page's index in `pages`; the cell count of each page), page after page, in key
+    order; Damaged where SQLite rejects a page. `lone`: the table's only leaf, which alone may
+    have no cells."""
     base = np.arange(len(pages), dtype=np.int64) * page_size
     _first_bad(pages, buf[base] != LEAF, "a page that is not a table leaf where a leaf belongs")
     count = be(buf, base + 3, 2)
@@ -239,20 +240,23 @@ def cell_offsets(buf: np.ndarray, pages: np.ndarray, page_size: int, usable: int
     nth = np.arange(len(page_of)) - np.repeat(np.cumsum(count) - count, count)
     pointer = be(buf, base[page_of] + 8 + 2 * nth, 2)
     outside = (pointer + 4 > usable) | (pointer < 8 + 2 * count[page_of])
-    _first_bad(pages[page_of], outside, "a cell pointer past its page or inside its pointer array")
-    return base[page_of] + pointer, base[page_of] + usable, page_of
+    _first_bad(pages, outside, "a cell pointer past its page or inside its pointer array", page_of)
+    return base[page_of] + pointer, base[page_of] + usable, page_of, count
 
 
-def check_cells(pages: np.ndarray, page_of: np.ndarray, ends: tuple, rowid: np.ndarray,
-                bounds: tuple[np.ndarray, np.ndarray]) -> None:  # fmt: skip
+def check_cells(pages: np.ndarray, page_of: np.ndarray, count: np.ndarray, ends: tuple,
+                rowid: np.ndarray, bounds: tuple[np.ndarray, np.ndarray]) -> None:  # fmt: skip
     """Damaged unless each cell's payload stays inside its page (`ends`: where its local part
-    ends, where its page's content does) and the rowids increase, each inside its leaf's
-    (low, high] of `bounds` (the first leaf's low included: no lower rowid is)."""
-    _first_bad(pages[page_of], ends[0] > ends[1], "a payload past the end of its page")
-    low, high = bounds[0][page_of], bounds[1][page_of]
-    outside = ((rowid <= low) & (low != _LOWEST)) | (rowid > high)
-    _first_bad(pages[page_of], outside, "a rowid outside the bounds of its parent's keys")
-    _first_bad(pages[page_of[1:]], rowid[1:] <= rowid[:-1], "rowids out of order")
+    ends, where its page's content does) and the rowids increase, each page's first and last
+    inside its leaf's (low, high] of `bounds` (the first leaf's low included: no lower rowid
+    is), so all of them are."""
+    _first_bad(pages, ends[0] > ends[1], "a payload past the end of its page", page_of)
+    _first_bad(pages, rowid[1:] <= rowid[:-1], "rowids out of order", page_of[1:])
+    held = np.flatnonzero(count)
+    last = np.cumsum(count)[held] - 1
+    low, high = bounds[0][held], bounds[1][held]
+    outside = ((rowid[last - count[held] + 1] <= low) & (low != _LOWEST)) | (rowid[last] > high)
+    _first_bad(pages[held], outside, "a rowid outside the bounds of its parent's keys")
 
 
 def local_bytes(payload: np.ndarray, usable: int) -> np.ndarray:
@@ -263,10 +267,12 @@ def local_bytes(payload: np.ndarray, usable: int) -> np.ndarray:
     return np.where(payload <= most, payload, np.where(part <= most, part, least))
 
 
-def _first_bad(pages: np.ndarray, bad: np.ndarray, what: str) -> None:
-    """Damaged, naming the first page where `bad` holds, if any does."""
+def _first_bad(pages: np.ndarray, bad: np.ndarray, what: str, page_of: np.ndarray | None = None):
+    """Damaged, naming the first page where `bad` holds, if any does (`page_of`: the page
+    index of each element of `bad`, else one element a page)."""
     if bad.any():
-        raise Damaged(int(pages[int(np.argmax(bad))]), what)
+        i = int(np.argmax(bad))
+        raise Damaged(int(pages[i if page_of is None else page_of[i]]), what)
 
 
 def varints(buf: np.ndarray, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:

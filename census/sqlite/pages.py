@@ -152,14 +152,21 @@ class TablePages:
         buf = read_pages(fh, pages, size)
         if os.pread(fh.fileno(), 4, CHANGE_COUNTER) != self.layout.counter:
             raise InputError(f"{self.layout.path}: the file changed while census read it")
-        cells, page_end, page_of = cell_offsets(buf, pages, size, usable, len(leaves.page) == 1)
+        lone = len(leaves.page) == 1
+        cells, page_end, page_of, count = cell_offsets(buf, pages, size, usable, lone)
         payload, at = varints(buf, cells)
         rowid, n = varints(buf, cells + at)
-        local = local_bytes(payload, usable)
-        spilled = payload > local
-        end = np.where(payload < 0, page_end + 1, cells + at + n + local + 4 * spilled)
-        check_cells(pages, page_of, (end, page_end), rowid, (leaves.low[a:b], leaves.high[a:b]))
-        return Cells(buf, pages, page_of, cells + at + n, payload, page_end, rowid, spilled)
+        record = cells + at + n
+        spilled = np.zeros(len(payload), bool)
+        if len(payload) and (payload.max() > usable - 35 or payload.min() < 0):
+            local = local_bytes(payload, usable)
+            spilled = payload > local
+            end = np.where(payload < 0, page_end + 1, record + local + 4 * spilled)
+        else:  # (the common case: every payload in its cell)
+            end = record + payload
+        check_cells(pages, page_of, count, (end, page_end), rowid,
+                    (leaves.low[a:b], leaves.high[a:b]))  # fmt: skip
+        return Cells(buf, pages, page_of, record, payload, page_end, rowid, spilled)
 
     def _read(self, fh, a, b, names, bounds, keep) -> Batch:
         try:
