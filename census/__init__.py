@@ -34,7 +34,7 @@ _LAZY = {
     "record": "census.capture.steps",
     "count": "census.capture.steps",
     "CensusError": "census.errors",
-    "Census": "census.model",
+    "Census": "census.model.census",
     "CensusDiff": "census.compare.diff",
     "load_experiment": "census.api",
 }
@@ -44,6 +44,15 @@ __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 def __dir__() -> list[str]:
     """The public API, for `dir(census)` and notebook completion (the names load lazily)."""
     return sorted({*__all__, *globals()} - {"annotations", "import_module", "Any"})
+
+
+def _notebook(name: str) -> Any:
+    """census.render.notebook's renderer `name` (imported on the first repr), for the model's
+    reprs and cards: installed below, so that the model imports no renderer."""
+    return getattr(import_module("census.render.notebook"), name)
+
+
+import_module("census.model.shown").install(_notebook)
 
 
 def __getattr__(name: str) -> Any:

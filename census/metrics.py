@@ -1,7 +1,8 @@
 """The census keys and every key's meaning, named once: each key's name, unit, definition and label
 (Metric), the views that show it, and the copy kinds counted per step (COUNTED_COPIES). The
-Metrics dataclass (census.step_model), the computation of the copies (census.census), every
-renderer's tables and docs/definitions.md's table are made from these.
+Metrics dataclass (census.model.step), the accumulators of the copies and memsets
+(census.load.accumulators: CopySums, MemsetSums), every renderer's tables and
+docs/definitions.md's table are made from these.
 
 A leaf: it imports nothing from census, so every stage may use it.
 """
@@ -148,7 +149,12 @@ METRICS: tuple[Metric, ...] = (
         (VIEW_DIFF,),
     ),
     *(m for copy in COUNTED_COPIES for m in copy_metrics(copy, MEMCPY_KINDS[copy.kind])),
-)
+    Metric("memset_count", "count", "rows of CUPTI_ACTIVITY_KIND_MEMSET (in a step: those whose "
+           "launching API call starts in the step's range, as a copy's)", "memsets", (VIEW_DIFF,),
+           hidden_when_zero=True),
+    Metric("memset_bytes", "bytes", "Σ bytes over those memsets", "memset bytes", (VIEW_DIFF,),
+           hidden_when_zero=True),
+)  # fmt: skip
 # The two groups every output keeps apart, so that no table sets a clipped number beside an
 # unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
 # keys measure the step's *window*, its NVTX range, whatever work falls into it.
@@ -252,6 +258,8 @@ METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 COPY_KEYS: dict[int, tuple[str, str]] = {
     c.kind: (f"{c.key}_count", f"{c.key}_bytes") for c in COUNTED_COPIES
 }  # copyKind -> its two keys
+COPY_COLUMNS: tuple[str, ...] = tuple(key for pair in COPY_KEYS.values() for key in pair)
+MEMSET_KEYS: tuple[str, str] = ("memset_count", "memset_bytes")
 
 
 HIDDEN_WHEN_ZERO = frozenset(m.name for m in METRICS if m.hidden_when_zero)

@@ -83,7 +83,7 @@ def test_workers_fill_the_cache_a_later_summary_reads(
     entries = sorted((workers_cache / "census").iterdir())
     assert len(entries) >= len(RANKS) and not [e for e in entries if e.suffix != ".json"]
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(workers_cache))
-    monkeypatch.setattr("census.census.compute_census", _no_compute)
+    monkeypatch.setattr("census.load.finish.compute_census", _no_compute)
     assert summarize_ranks(folder, Options(), workers=1) == on_dask
 
 

@@ -195,7 +195,7 @@ def test_cli_diff_formats() -> None:
 PIDS = """
 import os, sys
 from pathlib import Path
-import census.census as cc
+import census.load.finish as cc
 from census.api import diff_document
 from census.options import Options
 

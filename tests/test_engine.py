@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
+from census.load.finish import compute_census
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, sums_per_code, sweep, unique
 from census.load.profile import load_profile
 from census.sources.samples import sample_path

@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 
 import census
 from census.api import census_view
-from census.census import compute_census
 from census.cli import app
 from census.definitions import (
     DEFAULT_PHASES_REGEX,
@@ -27,6 +26,7 @@ from census.definitions import (
     HOST_AHEAD_RULE,
     OUTSIDE_PHASES,
 )
+from census.load.finish import compute_census
 from census.load.profile import load_profile
 from census.render.json_docs import summary_json
 from census.store.codec import from_record, to_record

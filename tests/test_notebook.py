@@ -8,7 +8,7 @@ import pytest
 
 import census
 from census.errors import CensusError, UsageError
-from census.notebook import REPR_CHARS
+from census.render.notebook import REPR_CHARS
 from tests.helpers.exports import launch_bound
 
 

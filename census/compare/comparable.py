@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from census.model import Census
+from census.model.census import Census
 
 # Above this ratio between the two sides' nsys overheads (captured / uncaptured step time), the
 # captured step times are not comparable.

@@ -5,10 +5,10 @@ from __future__ import annotations
 from census.compare.diff import CensusDiff, Delta, compared_value
 from census.compare.headline import IDLE_CAUSES, change_text, headline, idle_cause
 from census.definitions import NON_GAIN_MIN_SHARE
-from census.limiter import find_limiter, limiter_sentence
+from census.definitions.triton_names import decode_triton
+from census.findings.limiter import find_limiter, limiter_sentence
 from census.metrics import COUNTED_COPIES, MEMCPY_KINDS
-from census.step_table import int_sum
-from census.triton_names import decode_triton
+from census.model.step_table import int_sum
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 TOP_FUSED = 3

@@ -23,11 +23,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from census.compare.ab.stats import UNSTABLE, ABStats
 from census.compare.diff import CensusDiff, Delta
-from census.compare.stats import UNSTABLE, ABStats
 from census.errors import UsageError
 from census.metrics import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
-from census.model import Census
+from census.model.census import Census
 from census.units import fmt_ci, fmt_metric, fmt_ns, fmt_pct
 
 OPS: dict[str, Callable[[float, float], bool]] = {

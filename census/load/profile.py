@@ -25,7 +25,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 from census.sqlite import notes
 
 if TYPE_CHECKING:
-    from census.model import IdleSplit
+    from census.model.step import IdleSplit
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ census.load.pool.map_processes), or on a Dask cluster when a scheduler's address
 
 Each task reads one export where it lies (the cluster's workers see the same paths: a shared
 filesystem) and returns that export's Census, which is small; the caller merges them
-(census.census.merge_census), so a cluster gives the pool's result exactly. A worker writes the
+(census.load.finish.merge_census), so a cluster gives the pool's result exactly. A worker writes the
 census cache as any census process does (atomically, under a name of its own), so a later
 `census summary DIR` reads the caches. Dask is imported inside the functions that use it:
 `census --help` stays fast, and Dask stays optional.
@@ -20,7 +20,7 @@ from typing import Any
 
 from census.errors import UsageError
 from census.load.pool import map_processes
-from census.model import Census
+from census.model.census import Census
 from census.sources.export import Progress
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"

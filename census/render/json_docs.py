@@ -18,18 +18,20 @@ from census.definitions import (
     LIMITER_RULE,
 )
 from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
-from census.model import METRIC_VALUES, Arm, Census, Phase, Source, Step, idle_values
+from census.model.ab import Arm
+from census.model.census import Census, Source
+from census.model.step import METRIC_VALUES, Phase, Step, idle_values
+from census.model.step_table import int_sum
 from census.render import json_rows
 from census.render.json_ranks import folder_ranks_json, report_ranks_json
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
-from census.step_table import int_sum
 
 if TYPE_CHECKING:  # (the compare stage's modules load only where a diff or arms need them)
-    from census.compare.arm_findings import ArmTail
+    from census.compare.ab.arm_findings import ArmTail
+    from census.compare.ab.rank_table import RankRow
+    from census.compare.ab.stats import Equivalence, PhaseStats
     from census.compare.diff import KernelDelta
-    from census.compare.rank_table import RankRow
-    from census.compare.stats import Equivalence, PhaseStats
-    from census.compare.tails import Tail
+    from census.findings.tails import Tail
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
@@ -293,7 +295,7 @@ def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
 
 
 def _rank_row(row: RankRow) -> dict[str, Any]:
-    """One rank over the measured arms (census.compare.rank_table), each side's figures."""
+    """One rank over the measured arms (census.compare.ab.rank_table), each side's figures."""
     return {"rank": row.rank, "host": row.host, "local_rank": row.local_rank, "node": row.node,
             "gpu_index": row.gpu_index, "gpu_uuid": row.gpu_uuid,
             **{side: None if figures is None else {**asdict(figures), "counts": {

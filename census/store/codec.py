@@ -13,7 +13,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from census.metrics import IDLE_KEYS
-from census.model import (
+from census.model.census import (
     ApiStat,
     Census,
     ClassStat,
@@ -21,12 +21,12 @@ from census.model import (
     Gpu,
     KernelStat,
     MemoryStat,
-    Metrics,
     RangeIdle,
     Source,
 )
-from census.rank_model import record_fields, record_of
-from census.step_table import Rows, StepTable, int_array
+from census.model.ranks import record_fields, record_of
+from census.model.step import Metrics
+from census.model.step_table import Rows, StepTable, int_array
 
 _BLOB = "$blob"  # a column's place in the JSON line: {"$blob": [dtype, length]}
 _DTYPES = ("<i8", "|b1")

@@ -21,7 +21,7 @@ HOST_AHEAD_RULE = (
     "work; null without steps or when no step launched GPU work"
 )
 
-# What limits a capture's step (census.limiter): from the per-step means of the step
+# What limits a capture's step (census.findings.limiter): from the per-step means of the step
 # windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
 # class of GPU idle time: "sync" (after host syncs), "host (launch)" (inside launch calls),
 # "host (other)" (other host time); "host" when the idle split was not computed.
@@ -69,7 +69,7 @@ LIMITER_IDLE_CLASSES = (
     ("idle_other_ns", "host (other)", "in other host work"),
 )
 
-# A p95 (linear interpolation, census.model.percentile) of n values lies between the two largest
+# A p95 (linear interpolation, census.model.step.percentile) of n values lies between the two largest
 # when n < P95_MIN_VALUES: every format then says so beside it, as pyperf warns of too few values.
 P95_MIN_VALUES = 20
 FEW_VALUES_MARK = "†"

@@ -2,11 +2,12 @@
 most REPR_CHARS characters, whatever the capture's size) and a small HTML card (`_repr_html_`).
 Each leads with what the CLI says first: a capture's limiter (and that the host ran ahead of the
 GPU, its step then timed by the GPU span), a diff's verdict sentence (census.compare.headline,
-given by the diff), an experiment's verdict on its arms.
+asked of the diff), an experiment's verdict on its arms.
 
-A leaf beside the model: it reads the objects' fields and formats them with census.units, so the
-model and the diff can answer `repr()` without importing a later stage. The card keeps the step
-window and the work launched in the step in separate tables, as every other output does.
+The model and the diff answer `repr()` through census.model.shown, which census/__init__.py
+points here: they import no renderer. This module reads the objects' fields and formats them
+with census.units. The card keeps the step window and the work launched in the step in separate
+tables, as every other output does.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from census.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
+from census.findings.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
 from census.metrics import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
 from census.paths import shown_path
 from census.units import (
@@ -57,11 +58,14 @@ def census_repr(census: Any) -> str:
     return _bounded("Census", shown_path(census.source.path), f"{body}{warned}")
 
 
-def diff_repr(d: Any, verdict: str | None) -> str:
+def diff_repr(d: Any) -> str:
     """`<CensusDiff 'eager -> compiled': compiled is faster than eager on the GPU: GPU span -1.76
     ms/step (-11.5%) (beyond the ±166.9 µs spread of one capture each), kernels/step -22>`: the
-    verdict sentence up to its first `;` (`verdict`: the diff's headline); without one (a side
-    with no steps), the step-time change."""
+    verdict sentence up to its first `;` (the diff's headline, census.compare.headline); without
+    one (a side with no steps), the step-time change."""
+    from census.compare.headline import headline
+
+    verdict = headline(d)
     kernels = d.metrics["kernel_count"]
     if verdict:
         body = first_clause(one_line(verdict))
@@ -77,9 +81,13 @@ def diff_repr(d: Any, verdict: str | None) -> str:
     return _bounded("CensusDiff", f"{a} -> {b}", body)
 
 
-def experiment_repr(exp: Any, verdict: str) -> str:
+def experiment_repr(exp: Any) -> str:
     """`<Experiment 'eager -> compiled': compiled is faster than eager by 1.75 ms/step (...),
-    over 8 uncaptured arms; captured>`: the arms' verdict, and whether each side was captured."""
+    over 8 uncaptured arms; captured>`: the arms' verdict (census.compare.ab.experiment's
+    verdict_sentence), and whether each side was captured."""
+    from census.compare.ab.experiment import verdict_sentence
+
+    verdict = verdict_sentence(exp.stats, exp.labels)
     captured = "captured" if exp.diff is not None else "no captures"
     a, b = (clip(_safe(label), 40) for label in exp.labels)
     return _bounded("Experiment", f"{a} -> {b}", f"{one_line(verdict)}; {captured}")
@@ -116,9 +124,13 @@ def _launched_keys(ahead: bool, span: bool) -> tuple[str, ...]:
     return ("gpu_span_ns", *METRIC_KEYS) if ahead else (*METRIC_KEYS, "gpu_span_ns")
 
 
-def diff_html(d: Any, verdict: str | None) -> str:
-    """What makes the sides not comparable first, then the verdict sentence (`verdict`), each
-    side's limiter, then the step window and the work launched, each side and the delta."""
+def diff_html(d: Any) -> str:
+    """What makes the sides not comparable first, then the verdict sentence (the diff's
+    headline), each side's limiter, then the step window and the work launched, each side and
+    the delta."""
+    from census.compare.headline import headline
+
+    verdict = headline(d)
     a, b = d.labels
     parts = [f"<p><b>{_esc(b)}</b> against <b>{_esc(a)}</b></p>"]
     parts += [f"<p><b>not directly comparable:</b> {_esc(p)}</p>" for p in d.comparability.problems]

@@ -1,6 +1,6 @@
 """What a Census keeps of its ranks for the distributed view (#46): each process that launched
 kernels (a rank), its NCCL kernels as columns, and the exposed NCCL time of every step and
-phase. census.nccl_ranks splits the NCCL time into wait and transfer from it; census.rank_census
+phase. census.findings.nccl_ranks splits the NCCL time into wait and transfer from it; census.load.rank_finish
 makes it from the aggregates; the cache stores it (census.store.codec).
 
 Integer ns; numpy imported inside the functions.
@@ -80,7 +80,7 @@ def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
                   hosts: Sequence[str | None],
                   clocks: Sequence[int | None]) -> NcclRecord | None:  # fmt: skip
     """The records of a rank folder's exports as one, in order (`steps`, `phases`: each
-    export's step and phase rows, as census.step_table.concat joins them; `labels`, `hosts`:
+    export's step and phase rows, as census.model.step_table.concat joins them; `labels`, `hosts`:
     each export's), its ranks named by their export's label (`label:pid` where an export holds
     several); an export without a record (no kernels) adds no rank. None when none has one.
     `clocks`: each export's clock origin (ns on the wall clock of its trace clock's zero): its
@@ -146,7 +146,7 @@ def record_of(data: dict[str, Any] | None) -> NcclRecord | None:
     """record_fields' inverse (its arrays already read back)."""
     if data is None:
         return None
-    from census.step_table import int_array
+    from census.model.step_table import int_array
 
     ranks = tuple(RankInfo(p, tuple(d), c, t, e, lb, h) for p, d, c, t, e, lb, h in data["ranks"])
     kernels = int_array(data["kernels"]).reshape(data["rows"], len(KERNEL_COLUMNS))

@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from census.capture.ab import ABSpec
     from census.capture.run import CaptureSpec
-    from census.compare.auto_arms import AutoSpec
+    from census.compare.ab.auto_arms import AutoSpec
+    from census.compare.ab.experiment import Experiment
     from census.compare.diff import CensusDiff
-    from census.compare.experiment import Experiment
-    from census.model import Census
+    from census.model.census import Census
     from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
     from census.sources.export import Progress
 
@@ -73,7 +73,7 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
                    use_cache: bool = True, workers: int | None = None,
                    cache_as: Path | None = None) -> Census:  # fmt: skip
     """summarize_with of one export (a file, or a capture folder's one), never a rank folder."""
-    from census.census import compute_census
+    from census.load.finish import compute_census
     from census.load.profile import load_profile
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_census
@@ -96,7 +96,7 @@ def summarize_ranks(
 ) -> tuple[Census, list[str], list[Census], list[str | None]]:
     """(merged Census, rank labels, per-rank Census list, each rank's host or None) of a rank
     folder, read in a process pool or on the Dask cluster of `options.scheduler`."""
-    from census.census import merge_census
+    from census.load.finish import merge_census
     from census.load.scheduler import map_ranks
     from census.sources.ranks import rank_files, rank_places
 
@@ -125,7 +125,7 @@ def diff(
     --labels takes them), by default the file or folder names."""
     labels = parse_labels(labels, "labels")
     options = with_options(options, selection)
-    from census.sides import read_sides
+    from census.api.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
     if labels is None:
@@ -180,8 +180,8 @@ def summary_view(
     `summarize` takes, read with `options`; a rank folder's is a RanksView (the merged summary,
     each rank's and the spread). `shown`: what the user named it (else the export's path)."""
     from census.capture.run import capture_overhead
-    from census.census import rank_spread
-    from census.model import Census
+    from census.findings.spread import rank_spread
+    from census.model.census import Census
     from census.render.views import RanksView
     from census.sources.ranks import is_multi_rank
 
@@ -204,9 +204,9 @@ def census_view(
 ) -> SummaryView:
     """A Census with its tail steps, its limiter and its first line; `label` (the page's title)
     defaults to its export's name."""
-    from census.compare.tails import tail_steps
-    from census.limiter import find_limiter, summary_lead
-    from census.nccl_ranks import split_ranks
+    from census.findings.limiter import find_limiter, summary_lead
+    from census.findings.nccl_ranks import split_ranks
+    from census.findings.tails import tail_steps
     from census.render.views import SummaryView
 
     label = label or default_label(Path(census.source.path))
@@ -253,7 +253,7 @@ def summary_document(
     sqlite_path = resolve_sqlite(path, progress)
 
     def render() -> tuple[dict, Iterable[str]]:  # only when the cache has no document
-        from census.census import collector_paused
+        from census.heap import collector_paused
         from census.render.json_docs import summary_document_text
 
         with collector_paused():
@@ -331,7 +331,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     labels = labels or (default_label(a), default_label(b))
 
     def render() -> tuple[dict, Iterable[str]]:
-        from census.census import collector_paused
+        from census.heap import collector_paused
         from census.render.json_docs import diff_document_text
 
         with collector_paused():
@@ -348,10 +348,10 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:
     """The `census ab` experiment in `folder`: its arms' statistics and its captures' diff, both
     recomputed (no stale number is stored; rank folders read on Dask as Options.scheduler)."""
-    from census.compare.auto_arms import decided
+    from census.compare.ab.auto_arms import decided
+    from census.compare.ab.experiment import Experiment
+    from census.compare.ab.stats import analyze
     from census.compare.diff import diff_census
-    from census.compare.experiment import Experiment
-    from census.compare.stats import analyze
     from census.sources.experiment import not_a_record, read_experiment
 
     folder = resolve_input(folder)  # a path; anything else is a UsageError
@@ -371,7 +371,7 @@ def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experimen
 
 def experiment_view(source: Experiment | PathLike) -> ExperimentView:
     """What every format shows of an experiment (or its folder): verdict, warnings, the diff."""
-    from census.compare.experiment import Experiment, explain_parts
+    from census.compare.ab.experiment import Experiment, explain_parts
     from census.render.views import ExperimentView
 
     exp = source if isinstance(source, Experiment) else load_experiment(source)
@@ -383,9 +383,9 @@ def experiment_view(source: Experiment | PathLike) -> ExperimentView:
 def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
                    auto: AutoSpec | None = None) -> Experiment:  # fmt: skip
     """Run a `census ab` experiment into its folder (census.capture.ab; a capture is kept only if
-    it holds step ranges; `auto`: --arms auto, census.compare.auto_arms), then read it back."""
+    it holds step ranges; `auto`: --arms auto, census.compare.ab.auto_arms), then read it back."""
     from census.capture.ab import run_ab
-    from census.compare.auto_arms import auto_rule
+    from census.compare.ab.auto_arms import auto_rule
 
     spec = spec if auto is None else replace(spec, arms=auto.max_arms)
     return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress)))

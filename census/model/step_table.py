@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from census.metrics import IDLE_KEYS, METRIC_KEYS
-from census.step_model import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
+from census.model.step import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
 
 # the int columns of a step, and of a phase (the optional GPU span and idle split apart)
 STEP_INTS = ("start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", *METRIC_KEYS)

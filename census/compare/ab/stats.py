@@ -24,7 +24,7 @@ Equivalence (`census ab --equivalence 2%`) is the converse question, asked of th
 two one-sided tests at α = 0.05, equivalent when the 90% interval delta ± t(0.95, df) · SE lies
 inside (−margin, +margin). tests/test_ab_equivalence.py proves its error rates by simulation.
 
-Disturbed arms (census.compare.disturbed: an arm that ran beside other load, a lower clock, a
+Disturbed arms (census.compare.ab.disturbed: an arm that ran beside other load, a lower clock, a
 throttled GPU, or whose steps spread far beyond the typical arm's) are flagged with the reason.
 When any is, the same fit runs again without them (a block left with one side then says nothing
 of B − A). When the two fits' verdicts differ, the disturbed arms decide the verdict and it is
@@ -44,8 +44,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from census.compare.disturbed import find_disturbed
-from census.model import Arm, percentile
+from census.compare.ab.disturbed import find_disturbed
+from census.model.ab import Arm
+from census.model.step import percentile
 
 Z_975 = 1.959963984540054
 Z_95 = 1.6448536269514722
@@ -216,7 +217,7 @@ class PhaseStats:
     verdict: str  # of ci_ns
     se_ns: float
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's (census.compare.auto_arms.with_look)
+    # `--arms auto` the stopping look's (census.compare.ab.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float = 0.95
 
@@ -238,7 +239,7 @@ class ABStats:
     delta_pct: float | None  # of A's median of arm medians
     ci95_ns: tuple[float, float]  # the fixed design's 95% interval of the fit of every arm
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's repeated interval (census.compare.auto_arms.with_look)
+    # `--arms auto` the stopping look's repeated interval (census.compare.ab.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float
     se_ns: float
@@ -259,7 +260,7 @@ class ABStats:
     undisturbed: Fit | None = None  # the fit without them (None: none disturbed, or too few left)
     # its interval at ci_coverage: its ci95_ns, or under `--arms auto` the stopping look's level
     undisturbed_ci_ns: tuple[float, float] | None = None
-    # under `--arms auto`: every look taken, the last one the stop (census.compare.sequential)
+    # under `--arms auto`: every look taken, the last one the stop (census.compare.ab.sequential)
     looks: tuple[Any, ...] = ()
 
     @property

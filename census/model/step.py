@@ -1,9 +1,11 @@
-"""One step of a census and its phases, as objects: what a StepTable (census.step_table)
+"""One step of a census and its phases, as objects: what a StepTable (census.model.step_table)
 hands out one at a time, and what tests and notebooks build by hand."""
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field, make_dataclass
 
 from census.metrics import IDLE_KEYS, METRIC_KEYS
@@ -13,6 +15,18 @@ def per_step_mean(total: float, steps: int) -> float | None:
     """The mean of a figure over `steps` steps, from its total over them: the one definition of
     a per-step figure (a float: only rendering rounds it). None without steps."""
     return total / steps if steps else None
+
+
+def percentile(values: Sequence[int | float], q: float) -> float:
+    """The q-th percentile by linear interpolation between closest ranks (numpy's default):
+    position (n − 1)·q/100 in the sorted values."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
 
 
 def _as_dict(self) -> dict[str, int]:
