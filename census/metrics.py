@@ -173,7 +173,7 @@ def launched_title(per_step: bool) -> str:
 # The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
 # host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
 # gpu_start_ns, a timestamp.
-_LAUNCHED = "the kernels, memcpys and memsets launched in the step"
+_LAUNCHED = "the kernels, memcpys, memsets and whole CUDA graphs launched in the step"
 GPU_SPAN_METRICS: tuple[Metric, ...] = (
     Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
            "starts in its range, on any thread of its process), not clipped to the range; null "
@@ -192,8 +192,9 @@ TIMING_METRICS: tuple[Metric, ...] = (
     Metric(
         "gpu_busy_ns",
         "ns",
-        "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
-        "step's range (its window), whichever step launched them; not a superset of "
+        "the union of all kernels, memcpys, memsets and whole CUDA graphs (an export traced "
+        "with --cuda-graph-trace=graph) of the step's process, clipped to the step's range (its "
+        "window), whichever step launched them; not a superset of "
         "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
         "GPU busy in the step window",
     ),
@@ -218,7 +219,7 @@ PHASE_METRICS: tuple[Metric, ...] = (
 )
 # Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
 PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
-    "memcpys and memsets launched in the time the phase owns in the step (all its segments), not "
+    "memcpys, memsets and whole CUDA graphs launched in the time the phase owns in the step (all its segments), not "
     "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
     "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
 # Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to

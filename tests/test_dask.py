@@ -132,3 +132,24 @@ def _no_pool(*args, **kwargs):
 
 def _no_compute(*args, **kwargs):
     raise AssertionError("computed, not read from the workers' cache")
+
+
+@pytest.mark.parametrize("address", ["notanaddress", "tcp://localhost"])
+def test_a_malformed_address_is_one_line_at_once(tmp_path: Path, address: str) -> None:
+    """No port (#58): one line and exit 2 before connecting; it printed that line, then waited
+    20 s for the failed client's destructor and printed its traceback (a process of its own:
+    the destructor runs at its exit)."""
+    import subprocess
+    import time
+
+    folder = rank_folder(tmp_path, *RANKS[:2])
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "census", "summary", str(folder), "--scheduler",
+                           address], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert time.monotonic() - began < 15  # 24 s before the change
+    assert done.returncode == 2
+    host = address.removeprefix("tcp://")
+    assert done.stderr == (
+        f"Error: --scheduler {address}: not a Dask scheduler's address (missing port number in "
+        f"address '{host}'); give tcp://HOST:PORT (a scheduler listens on port 8786 by default)\n"
+    )

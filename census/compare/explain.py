@@ -35,8 +35,9 @@ def explain_diff(d: CensusDiff) -> list[str]:
         said = None if name in hidden else make(d, unit)
         ranked.extend(said if isinstance(said, list) else [said] if said else [])
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (headline(d), non_gain(d, unit), _uncaptured(d),
-                              _phases(d)) if line]  # fmt: skip
+    gpu = "gpu" not in hidden  # else one side's GPU work is unknown (comparable.py)
+    head = [line for line in (headline(d), gpu and non_gain(d, unit), _uncaptured(d),
+                              gpu and _phases(d)) if line]  # fmt: skip
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
 

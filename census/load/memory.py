@@ -1,6 +1,8 @@
 """Memcpys and memsets -> their accumulators (census.load.accumulators: the counted copies and
 the memsets per key, finished into the key table; the sums per copy kind), and the intervals
-that count in busy time.
+that count in busy time; whole CUDA graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: an export made with
+--cuda-graph-trace=graph, one row a graph's execution on its device and stream) -> the intervals
+that count in busy time and in the GPU spans, and no copy.
 
 Read in rowid ranges, in parallel like the other passes; their order does not matter here.
 The intervals of processes with steps come back sorted by start, for the GPU pass to sweep
@@ -39,7 +41,8 @@ from census.paths import write_arrays
 from census.sources import schema as sc
 from census.sqlite import TIMED, read_batches, rowid_range, split
 
-TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
+# (table, its copy kind's SQL expression; None: GPU work that is no copy)
+TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)), (sc.GRAPH_TRACE, None))
 
 
 @dataclass
@@ -60,7 +63,7 @@ class MemoryResult:
 
 def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
     """(table, copy kind expression, rowid range, batch rows) of each job of the memory pass:
-    up to `parts` ranges of each of the memcpy and memset tables there are."""
+    up to `parts` ranges of each of the memcpy, memset and whole-graph tables there are."""
     jobs = []
     for table, kind in TABLES:
         whole = rowid_range(conn, table) if table in ctx.tables else None
@@ -73,20 +76,24 @@ def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_row
 def read_memory_part(
     conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
 ) -> MemoryResult:
-    """One job's memcpys or memsets (memory_jobs): per batch its cells, the rows without a
-    call, the GPU spans, and the intervals of processes with steps that count in busy time."""
+    """One job's memcpys, memsets or whole graphs (memory_jobs): per batch its accumulators
+    (copies only: a graph's rows only look up their calls), the GPU spans, and the intervals of
+    processes with steps that count in busy time."""
     table, kind, rows, batch_rows = job
     res = for_keys(MemoryResult, ctx.steps.size, span=Spans(ctx.steps.size))
     batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
-            "bytes": "bytes", "kind": kind}  # fmt: skip
+    copies = {"bytes": "bytes", "kind": kind} if kind is not None else {}
+    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId", **copies}
     last = rows.lo
     procs = ctx.step_procs
     for b, top in read_batches(conn, table, cols, rows, "", batch_rows):
         with_end(table, b)
         b["found"], b["step"] = _, step = ctx.api.lookup(b["proc"], b["corr"])
-        _known(b)
-        add_batch(res, b)
+        if copies:
+            _known(b)
+            add_batch(res, b)
+        else:  # a whole graph: no copy, but GPU work whose call is looked up all the same
+            res.missing.add(b)
         add_spans(res.span, step, b["start"], b["end"])
         extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
         m = busy_members(procs, b["proc"], b["start"], b["end"], extent)

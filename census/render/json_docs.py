@@ -9,7 +9,13 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from census import CENSUS_VERSION
-from census.definitions import HOST_AHEAD_RULE, IDLE_BY_RANGE_RULE, LIMITER_RULE
+from census.definitions import (
+    GRAPH_TRACE_RULE,
+    GRAPH_TRACE_UNKNOWN,
+    HOST_AHEAD_RULE,
+    IDLE_BY_RANGE_RULE,
+    LIMITER_RULE,
+)
 from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
 from census.model.ab import Arm
 from census.model.census import Census, Source
@@ -35,6 +41,7 @@ KEY_DEFINITIONS = {
     "limiter": LIMITER_RULE,
     "idle_by_range": IDLE_BY_RANGE_RULE,
     "host_ran_ahead": HOST_AHEAD_RULE,
+    "graph_trace": GRAPH_TRACE_RULE,
 }
 
 
@@ -66,9 +73,19 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
             "per_step": census.per_step_timing(),
         },
         **_tables(census, top),
+        "graph_trace": _graph_trace(census),
         "warnings": list(census.warnings),
         **(report_ranks_json(view) if ranks else {}),
     }
+
+
+def _graph_trace(census: Census) -> dict[str, Any] | None:
+    """Null, or for a capture traced as whole CUDA graphs (GRAPH_TRACE_RULE) the keys its
+    whole-graph rows count in and those that cannot know the graphs' kernels."""
+    if not census.graph_trace_mode:
+        return None
+    counted = ["gpu_busy_ns", "gpu_idle_ns", "idle_split", "gpu_span_ns", "limiter"]
+    return {"mode": "graph", "counted_in": counted, "unknown": list(GRAPH_TRACE_UNKNOWN)}
 
 
 def _source(source: Source) -> dict[str, Any]:
