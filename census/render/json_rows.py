@@ -15,11 +15,21 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
+from census.metrics import (
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    PHASE_KEYS,
+    STEP_TIME_NS,
+)
 from census.model.step_table import Rows, StepTable
 
 # Phase.as_dict's keys, then its GPU span: a phase's numbers
-PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
+PHASE_ROW_KEYS = (*PHASE_KEYS, GPU_START_NS, GPU_SPAN_NS)
 
 
 class Raw:
@@ -45,8 +55,8 @@ def _template(keys: tuple[str, ...]) -> str:
 
 _STEP = _template(("start_ns", "end_ns", *METRIC_KEYS))
 _PHASE = _template(PHASE_ROW_KEYS)
-_TIMING = _template(("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_start_ns", "gpu_span_ns",
-                     "host_lead_ns", *IDLE_KEYS))  # fmt: skip
+_TIMING = _template((STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, GPU_START_NS, GPU_SPAN_NS,
+                     HOST_LEAD_NS, *IDLE_KEYS))  # fmt: skip
 
 
 _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
