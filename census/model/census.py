@@ -8,7 +8,7 @@ census.render.json_docs's.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
@@ -162,6 +162,15 @@ class Census(Record):
         """The Census to_record wrote `data` of, exactly, with its means."""
         census = super().from_record(data, column)
         census.__dict__["_memo_values"] = dict(data["means"])
+        return census
+
+    def read_through(self, path: str) -> Census:
+        """This census as read through `path` (its source's path): the cache keys an export by
+        its resolved path, so a census read through a symlink serves the file's other names."""
+        if path == self.source.path:
+            return self
+        census = replace(self, source=replace(self.source, path=path))
+        census.__dict__["_memo_values"] = dict(self.__dict__.get("_memo_values", {}))
         return census
 
     @property
