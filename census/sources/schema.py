@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
+
+from census.errors import InputError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -105,6 +108,40 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
     )
+
+
+def checked_schema(conn: sqlite3.Connection, path: Path) -> Schema:
+    """The export's schema, refused when it is not nsys's or lacks a column census reads."""
+    schema = read_schema(conn)
+    if not looks_like_nsys(schema):
+        raise InputError(
+            f"{path}: a SQLite database but not an nsys export "
+            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
+        )
+    for table in REQUIRED_COLUMNS:
+        missing = schema.missing_columns(table) if schema.has(table) else []
+        if missing:
+            raise InputError(
+                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
+                "unsupported nsys schema"
+            )
+    return schema
+
+
+def schema_warnings(schema: Schema) -> list[str]:
+    """What an export's schema leaves out or may not hold: a schema newer than census knows, a
+    table the capture did not write (each with its hint)."""
+    out = []
+    major = schema.major_version
+    if major is not None and major not in KNOWN_MAJOR_VERSIONS:
+        out.append(
+            f"export schema {schema.schema_version} is newer than census knows "
+            f"(2.x, 3.x): figures may be incomplete"
+        )
+    for table in (KERNEL, RUNTIME, MEMCPY, MEMSET, NVTX, STRINGS):
+        if not schema.has(table):
+            out.append(f"no {table} table: {MISSING_TABLE_HINTS[table]}")
+    return out
 
 
 def read_views(conn: sqlite3.Connection) -> list[str]:
