@@ -41,13 +41,14 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 # export) has no rowids to read in ranges, and must not read as missing (a silent zero).
 READ_TABLES = (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV, *META_TABLES)
 
-# Why a missing table matters, shown as a warning with the zero it causes.
+# Why a missing table matters, shown as a warning with the zero it causes. No MEMSET entry: nsys
+# writes that table only when memsets ran, so a capture without one simply had none (zero memsets,
+# said by nothing; a capture without `-t cuda` is already warned by its missing kernel table).
 MISSING_TABLE_HINTS: dict[str, str] = {
     KERNEL: "no GPU kernels were captured: was nsys run with `-t cuda`?",
     RUNTIME: "no CUDA API calls were captured: launch API time is zero and no GPU work "
     "can be assigned to steps",
     MEMCPY: "no memory copies were captured: D2D copies and bytes are zero",
-    MEMSET: "no memsets were captured",
     NVTX: "no NVTX ranges were captured (was nsys run with `-t nvtx`?): no per-step figures",
     STRINGS: "no StringIds table: kernel and API names cannot be resolved",
 }
@@ -138,7 +139,7 @@ def schema_warnings(schema: Schema) -> list[str]:
             f"export schema {schema.schema_version} is newer than census knows "
             f"(2.x, 3.x): figures may be incomplete"
         )
-    for table in (KERNEL, RUNTIME, MEMCPY, MEMSET, NVTX, STRINGS):
+    for table in MISSING_TABLE_HINTS:
         if not schema.has(table):
             out.append(f"no {table} table: {MISSING_TABLE_HINTS[table]}")
     return out
