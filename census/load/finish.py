@@ -24,7 +24,20 @@ from census.load.figures import add_rows, gpu_spans, rows, sum_keys
 from census.load.intervals import unique
 from census.load.phases import Segments
 from census.load.profile import Profile
-from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    IDLE_KEYS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
+    METRIC_KEYS,
+    NCCL_KERNEL_COUNT,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_KERNEL_COUNT,
+    NON_NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+)
 from census.model.census import (
     ApiStat,
     Census,
@@ -72,7 +85,7 @@ def _census(profile: Profile) -> Census:
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=nccl_overlap_ns(
-            agg, *(agg.totals[k] for k in ("nccl_union_ns", "non_nccl_union_ns", "all_union_ns"))
+            agg, *(agg.totals[k] for k in ("nccl_union_ns", NON_NCCL_UNION_NS, "all_union_ns"))
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
         nccl=nccl_record(profile, steps),
@@ -96,8 +109,8 @@ def _totals(agg: Aggregates) -> Metrics:
 def _derived(col: dict[str, Any]) -> dict[str, Any]:
     """The keys made of others (numbers or columns alike): the non-NCCL kernels' count and
     time."""
-    col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
-    col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
+    col[NON_NCCL_KERNEL_COUNT] = col[KERNEL_COUNT] - col[NCCL_KERNEL_COUNT]
+    col[NON_NCCL_KERNEL_TIME_NS] = col[KERNEL_TIME_NS] - col[NCCL_KERNEL_TIME_NS]
     return col
 
 
@@ -113,12 +126,12 @@ def _steps(profile: Profile) -> StepTable:
     idle = None if profile.idle is None else profile.idle.steps
     columns = {"start_ns": int_array([s.start_ns for s in by_idx]),
                "end_ns": int_array([s.end_ns for s in by_idx]),
-               "gpu_busy_ns": col["gpu_busy_ns"],
+               GPU_BUSY_NS: col[GPU_BUSY_NS],
                "nccl_overlap_ns": nccl_overlap_ns(agg, col["nccl_union_ns"],
-                                                  col["non_nccl_union_ns"], col["all_union_ns"]),
+                                                  col[NON_NCCL_UNION_NS], col["all_union_ns"]),
                **{k: col[k] for k in METRIC_KEYS}}  # fmt: skip
     steps = _rows([s.name for s in by_idx], columns, gpu, launched, idle)
-    phases, bounds = _phases(profile, col["non_nccl_union_ns"])
+    phases, bounds = _phases(profile, col[NON_NCCL_UNION_NS])
     table = StepTable(steps, phases, bounds)
     order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
     return table if np.array_equal(order, np.arange(len(by_idx))) else table.take(order)
@@ -190,11 +203,11 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     cells = _cells(segments)
     size = len(cells.name)
     col = sum_keys(agg.by_key, cells.of_segment, size)
-    union = col["non_nccl_union_ns"]
+    union = col[NON_NCCL_UNION_NS]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
     rest = steps_union - phases_union
-    col["non_nccl_union_ns"] = np.where(cells.outside, rest[cells.step], union)
+    col[NON_NCCL_UNION_NS] = np.where(cells.outside, rest[cells.step], union)
     duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))[:, 0]
     gpu, launched = gpu_spans(col)
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
@@ -202,8 +215,8 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     col = _derived(col)
     columns = {
         **{k: col[k] for k in METRIC_KEYS},
-        "duration_ns": duration,
-        "gpu_busy_ns": col["gpu_busy_ns"],
+        DURATION_NS: duration,
+        GPU_BUSY_NS: col[GPU_BUSY_NS],
     }  # the order of PHASE_INTS
     phases = _rows(cells.name, columns, gpu, launched, idle)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
@@ -223,7 +236,7 @@ def nccl_overlap_ns(agg: Aggregates, nccl: Any, non_nccl: Any, every: Any) -> An
 
 
 # The sums a kernel group, a KernelStat, a ClassStat and a CollectiveStat all carry.
-STAT_SUMS = ("count", "time_ns", "step_count", "step_time_ns")
+STAT_SUMS = ("count", "time_ns", "step_count", STEP_TIME_NS)
 
 
 def _sums_by(items: Iterable, key_of: Callable[[Any], str | None]) -> dict[str, list[int]]:

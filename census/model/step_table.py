@@ -14,13 +14,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+)
 from census.model.record import Column, as_given, listed
 from census.model.step import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
 
 # the int columns of a step, and of a phase (the optional GPU span and idle split apart)
-STEP_INTS = ("start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", *METRIC_KEYS)
-PHASE_INTS = (*METRIC_KEYS, "duration_ns", "gpu_busy_ns")
+STEP_INTS = ("start_ns", "end_ns", GPU_BUSY_NS, "nccl_overlap_ns", *METRIC_KEYS)
+PHASE_INTS = (*METRIC_KEYS, DURATION_NS, GPU_BUSY_NS)
 _ROW_ARRAYS = ("gpu", "launched", "idle", "split")  # Rows' other arrays, in its record's order
 _CHUNK = 4096  # steps made into objects at a time while iterating
 _INT64 = 2**63
@@ -266,10 +275,10 @@ class StepTable(Sequence):
         return bool(self.steps.split.all())
 
 
-_STEP_FIELDS = ("name", "start_ns", "end_ns", "metrics", "gpu_busy_ns", "nccl_overlap_ns",
-                "phases", "idle", "gpu_start_ns", "gpu_span_ns")  # fmt: skip
-_PHASE_FIELDS = ("name", "duration_ns", "metrics", "gpu_busy_ns", "idle", "gpu_start_ns",
-                 "gpu_span_ns")  # fmt: skip
+_STEP_FIELDS = ("name", "start_ns", "end_ns", "metrics", GPU_BUSY_NS, "nccl_overlap_ns",
+                "phases", "idle", GPU_START_NS, GPU_SPAN_NS)  # fmt: skip
+_PHASE_FIELDS = ("name", DURATION_NS, "metrics", GPU_BUSY_NS, "idle", GPU_START_NS,
+                 GPU_SPAN_NS)  # fmt: skip
 _N_METRICS = len(METRIC_KEYS)
 
 
@@ -286,17 +295,17 @@ def _column(rows: Rows, ints: tuple[str, ...], key: str) -> Any:
         return rows.columns[key]
     if key in IDLE_KEYS:
         return rows.idle[:, IDLE_KEYS.index(key)]
-    if key == "gpu_start_ns":
+    if key == GPU_START_NS:
         return rows.gpu[:, 0]
-    if key == "gpu_span_ns":
+    if key == GPU_SPAN_NS:
         return rows.gpu[:, 1]
     if ints is STEP_INTS:
         start, end = rows.columns["start_ns"], rows.columns["end_ns"]
-        if key == "duration_ns":
+        if key == DURATION_NS:
             return end - start
-        if key == "gpu_idle_ns":
-            return end - start - rows.columns["gpu_busy_ns"]
-        if key == "host_lead_ns":
+        if key == GPU_IDLE_NS:
+            return end - start - rows.columns[GPU_BUSY_NS]
+        if key == HOST_LEAD_NS:
             return rows.gpu[:, 0] + rows.gpu[:, 1] - end
     raise KeyError(key)
 
