@@ -193,3 +193,8 @@ def _check_options(page: str, command: str, words: list[str]) -> None:
                     for o in (*p.opts, *p.secondary_opts)}  # fmt: skip
     unknown = [w for w in words if w.startswith("-") and w.split("=")[0] not in options]
     assert unknown == [], f"{page}: `{command}` names options census does not take: {unknown}"
+
+
+def test_the_readme_stays_within_200_lines() -> None:
+    # reference material belongs in docs/ (issue #59): the README is what a newcomer reads first
+    assert len((REPO / "README.md").read_text("utf-8").splitlines()) <= 200
