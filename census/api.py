@@ -123,8 +123,13 @@ def diff(
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
     the SELECTION keywords, as in `summarize`). Labels: a pair or `"eager,compiled"` (as
     --labels takes them), by default the file or folder names."""
-    labels = parse_labels(labels, "labels")
-    options = with_options(options, selection)
+    return _diff(a, b, parse_labels(labels, "labels"), with_options(options, selection), progress)
+
+
+def _diff(a: Census | PathLike, b: Census | PathLike, labels: tuple[str, str] | None,
+          options: Options, progress: Progress | None) -> CensusDiff:  # fmt: skip
+    """diff() of checked arguments; labels None: the file or folder names (which may be alike,
+    where the user's labels may not)."""
     from census.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
@@ -328,21 +333,21 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
-    labels = labels or (default_label(a), default_label(b))
+    shown = labels or (default_label(a), default_label(b))  # the file names may be alike
 
     def render() -> tuple[dict, Iterable[str]]:
         from census.census import collector_paused
         from census.render.json_docs import diff_document_text
 
         with collector_paused():
-            d = diff(a, b, labels, options, progress=progress)
+            d = _diff(a, b, shown, options, progress)
             return diff_document_text(diff_view(d), top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
+    return cached_text(files, [list(shown), *options.key(), top], "diff-json", render)
 
 
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:

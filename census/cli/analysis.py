@@ -162,6 +162,9 @@ def diff(
         )
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
     pa, pb, names = resolve_input(a), resolve_input(b), parse_labels(labels)
+    if pa.exists() and pb.exists() and pa.samefile(pb):
+        warn([f"A and B are the same {'folder' if pa.is_dir() else 'file'} ({pa}): every "
+              "difference below is zero"])  # fmt: skip
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
         write_cached(f"diff of {pa.name} and {pb.name}", document)
