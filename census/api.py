@@ -126,10 +126,8 @@ def diff(
     return _diff(a, b, parse_labels(labels, "labels"), with_options(options, selection), progress)
 
 
-def _diff(a: Census | PathLike, b: Census | PathLike, labels: tuple[str, str] | None,
-          options: Options, progress: Progress | None) -> CensusDiff:  # fmt: skip
-    """diff() of checked arguments; labels None: the file or folder names (which may be alike,
-    where the user's labels may not)."""
+def _diff(a: Any, b: Any, labels: tuple | None, options: Options, progress: Any) -> CensusDiff:
+    """diff() past its checks; labels None: the file names, which may be alike (not the user's)."""
     from census.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
@@ -333,21 +331,21 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
-    shown = labels or (default_label(a), default_label(b))  # the file names may be alike
+    labels = labels or (default_label(a), default_label(b))  # file names: may be alike
 
     def render() -> tuple[dict, Iterable[str]]:
         from census.census import collector_paused
         from census.render.json_docs import diff_document_text
 
         with collector_paused():
-            d = _diff(a, b, shown, options, progress)
+            d = _diff(a, b, labels, options, progress)
             return diff_document_text(diff_view(d), top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    return cached_text(files, [list(shown), *options.key(), top], "diff-json", render)
+    return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
 
 
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:
