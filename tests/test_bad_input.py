@@ -63,7 +63,14 @@ def test_missing_path(tmp_path: Path) -> None:
 
 def test_directory_without_exports(tmp_path: Path) -> None:
     msg = cli_error(["summary", str(tmp_path)], 1)
-    assert msg == f"Error: {tmp_path}: a directory with no .sqlite or .nsys-rep export in it"
+    assert msg == f"Error: {tmp_path} holds no .sqlite or .nsys-rep export: it is empty"
+    # what it holds instead, and the capture folder inside it (was: "a directory with no ...")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "eager" / "capture.sqlite").symlink_to(fixture_file("nsysai_mock.sqlite"))
+    msg = cli_error(["summary", str(tmp_path)], 1)
+    assert msg == (f"Error: {tmp_path} holds no .sqlite or .nsys-rep export: it holds eager/, "
+                   f"notes.txt; name the capture folder inside it, {tmp_path / 'eager'}")  # fmt: skip
 
 
 def test_empty_file(tmp_path: Path) -> None:
