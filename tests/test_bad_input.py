@@ -288,7 +288,12 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CENSUS_NSYS", raising=False)
     msg = cli_error(["summary", str(rep)], 3)
-    assert msg.startswith("Error: nsys not found on PATH: install Nsight Systems")
+    assert msg.startswith(  # was: "Error: nsys not found on PATH: ...", without the way round it
+        f"Error: {rep}: census reads a report through its SQLite export, which nsys makes: where "
+        "nsys is, run `nsys export --type sqlite run.nsys-rep` and give census the run.sqlite it "
+        "writes (it can be copied here); or, to export it here: nsys not found on PATH: install "
+        "Nsight Systems"
+    )
 
 
 def test_nsys_rep_is_exported_beside_or_into_the_cache(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from census.capture.nsys import find_nsys
-from census.errors import CaptureError, InputError
+from census.errors import CaptureError, InputError, ToolMissingError
 from census.paths import atomic_target, cache_dir
 
 # progress(stage) or progress(stage, rows_done, rows_total): how long work reports itself
@@ -86,7 +86,14 @@ def export_report(report: Path, progress: Progress | None = None, nsys: str | No
     target = export_target(report)
     if target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns:
         return target
-    exe = find_nsys(nsys, option=None)  # summary, diff and dashboard take no --nsys
+    try:
+        exe = find_nsys(nsys, option=None)  # summary, diff and dashboard take no --nsys
+    except ToolMissingError as exc:
+        raise ToolMissingError(
+            f"{report}: census reads a report through its SQLite export, which nsys makes: where "
+            f"nsys is, run `nsys export --type sqlite {report.name}` and give census the "
+            f"{report.stem}.sqlite it writes (it can be copied here); or, to export it here: {exc}"
+        ) from None
     if progress:
         progress(f"exporting {report.name} to SQLite with nsys")
     target.parent.mkdir(parents=True, exist_ok=True)
