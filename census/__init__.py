@@ -34,7 +34,7 @@ _LAZY = {
     "record": "census.capture.steps",
     "count": "census.capture.steps",
     "CensusError": "census.errors",
-    "Census": "census.model",
+    "Census": "census.model.census",
     "CensusDiff": "census.compare.diff",
     "load_experiment": "census.api",
 }
@@ -44,6 +44,16 @@ __all__ = ["CENSUS_VERSION", "__version__", "frames", *_LAZY]
 def __dir__() -> list[str]:
     """The public API, for `dir(census)` and notebook completion (the names load lazily)."""
     return sorted({*__all__, *globals()} - {"annotations", "import_module", "Any"})
+
+
+def _notebook(name: str) -> Any:
+    """The model's repr or card `name` (imported on the first repr): the result's view rendered
+    by census.render.notebook (census.api.notebook.shown_as); installed below, so that the model
+    imports no renderer."""
+    return import_module("census.api.notebook").shown_as(name)
+
+
+import_module("census.model.shown").install(_notebook)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,22 +19,22 @@ from typing import TYPE_CHECKING, Any
 
 from census.errors import UsageError
 from census.metrics import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
-from census.model import idle_values
+from census.model.step import idle_values
 from census.units import clip
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from census.compare.ab.experiment import Experiment
     from census.compare.diff import CensusDiff
-    from census.compare.experiment import Experiment
-    from census.model import Census
+    from census.model.census import Census
     from census.options import PathLike
 
 
 def _census(c: Any, frame: str) -> Census:
     """A Census as given, or the census of what census.summarize takes (a path, sample:NAME)."""
     from census.api import summarize
-    from census.model import Census
+    from census.model.census import Census
 
     return _taken(c, frame, Census, summarize,
                   "a Census or what census.summarize takes (a path, sample:NAME)")  # fmt: skip
@@ -49,7 +49,7 @@ def _diff(d: Any, frame: str) -> CensusDiff:
 def _experiment(exp: Any, frame: str) -> Experiment:
     """An Experiment as given, or the `census ab` folder at a path read back."""
     from census.api import load_experiment
-    from census.compare.experiment import Experiment
+    from census.compare.ab.experiment import Experiment
 
     return _taken(exp, frame, Experiment, load_experiment,
                   "an Experiment or a `census ab` folder (census.load_experiment)")  # fmt: skip

@@ -1,7 +1,8 @@
 """The census keys and every key's meaning, named once: each key's name, unit, definition and label
 (Metric), the views that show it, and the copy kinds counted per step (COUNTED_COPIES). The
-Metrics dataclass (census.step_model), the computation of the copies (census.census), every
-renderer's tables and docs/definitions.md's table are made from these.
+Metrics dataclass (census.model.step), the accumulators of the copies and memsets
+(census.load.accumulators: CopySums, MemsetSums), every renderer's tables and
+docs/definitions.md's table are made from these.
 
 A leaf: it imports nothing from census, so every stage may use it.
 """
@@ -148,7 +149,12 @@ METRICS: tuple[Metric, ...] = (
         (VIEW_DIFF,),
     ),
     *(m for copy in COUNTED_COPIES for m in copy_metrics(copy, MEMCPY_KINDS[copy.kind])),
-)
+    Metric("memset_count", "count", "rows of CUPTI_ACTIVITY_KIND_MEMSET (in a step: those whose "
+           "launching API call starts in the step's range, as a copy's)", "memsets", (VIEW_DIFF,),
+           hidden_when_zero=True),
+    Metric("memset_bytes", "bytes", "Σ bytes over those memsets", "memset bytes", (VIEW_DIFF,),
+           hidden_when_zero=True),
+)  # fmt: skip
 # The two groups every output keeps apart, so that no table sets a clipped number beside an
 # unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
 # keys measure the step's *window*, its NVTX range, whatever work falls into it.
@@ -167,7 +173,7 @@ def launched_title(per_step: bool) -> str:
 # The GPU's own timing of a step, unclipped: the work launched in it, as the GPU ran it (when the
 # host runs ahead of the GPU, the step's range times the enqueueing). Timing keys but for
 # gpu_start_ns, a timestamp.
-_LAUNCHED = "the kernels, memcpys and memsets launched in the step"
+_LAUNCHED = "the kernels, memcpys, memsets and whole CUDA graphs launched in the step"
 GPU_SPAN_METRICS: tuple[Metric, ...] = (
     Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
            "starts in its range, on any thread of its process), not clipped to the range; null "
@@ -186,8 +192,9 @@ TIMING_METRICS: tuple[Metric, ...] = (
     Metric(
         "gpu_busy_ns",
         "ns",
-        "the union of all kernels, memcpys and memsets of the step's process, clipped to the "
-        "step's range (its window), whichever step launched them; not a superset of "
+        "the union of all kernels, memcpys, memsets and whole CUDA graphs (an export traced "
+        "with --cuda-graph-trace=graph) of the step's process, clipped to the step's range (its "
+        "window), whichever step launched them; not a superset of "
         "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
         "GPU busy in the step window",
     ),
@@ -212,7 +219,7 @@ PHASE_METRICS: tuple[Metric, ...] = (
 )
 # Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
 PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
-    "memcpys and memsets launched in the time the phase owns in the step (all its segments), not "
+    "memcpys, memsets and whole CUDA graphs launched in the time the phase owns in the step (all its segments), not "
     "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
     "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
 # Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
@@ -251,6 +258,8 @@ METRIC_KEYS: tuple[str, ...] = tuple(m.name for m in METRICS)
 COPY_KEYS: dict[int, tuple[str, str]] = {
     c.kind: (f"{c.key}_count", f"{c.key}_bytes") for c in COUNTED_COPIES
 }  # copyKind -> its two keys
+COPY_COLUMNS: tuple[str, ...] = tuple(key for pair in COPY_KEYS.values() for key in pair)
+MEMSET_KEYS: tuple[str, str] = ("memset_count", "memset_bytes")
 
 
 HIDDEN_WHEN_ZERO = frozenset(m.name for m in METRICS if m.hidden_when_zero)

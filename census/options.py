@@ -60,11 +60,19 @@ def resolve_input(name: PathLike) -> Path:
 
 def default_label(path: Path) -> str:
     """A folder's name; a file's name up to its first dot; a capture folder's export
-    (`NAME/capture.sqlite`) is named by its folder."""
-    if path.is_dir():
+    (`NAME/capture.sqlite`) is named by its folder. A path the system cannot look up (a name
+    too long) is named as a file: a repr of a Census names it without failing."""
+    if _is_dir(path):
         return path.name
     stem = path.name.split(".")[0]
     return path.parent.name if stem == "capture" and path.parent.name else stem
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def parse_labels(labels: Any, name: str = "--labels") -> tuple[str, str] | None:

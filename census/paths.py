@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -337,39 +336,3 @@ def write_arrays(path: str, arrays: Iterable[Any], mode: str = "ab") -> int:
         for a in arrays:
             fh.write(memoryview(a))  # no copy of it
     return offset
-
-
-def trim_heap() -> None:
-    """Hand the heap's free memory back to the system: glibc keeps what Python and numpy freed
-    (a forked worker would inherit it; a large rendering would come on top of it)."""
-    _glibc(lambda libc: libc.malloc_trim(0))
-
-
-HEAP_ARRAY_BYTES = 16 << 20  # arrays up to this size come from the heap
-HEAP_KEEP_BYTES = 64 << 20  # free memory the heap keeps (the idle split's window: ~50 MiB)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
-
-
-def keep_heap() -> None:
-    """Let glibc keep numpy's temporary arrays in the heap: by default one of more than 128 KiB
-    (up to 32 MiB as it adapts) is mapped on its own and unmapped when freed, and the heap
-    hands back free memory past 2 x that, so every first touch of the next temporary's pages
-    faults again: the idle split's windows ran 3x slower (docs/performance.md). Census calls
-    it in its own processes only (the command line and its workers); the processes that fork
-    workers trim their heap first (trim_heap)."""
-
-    def tune(libc) -> None:
-        libc.mallopt(_M_MMAP_THRESHOLD, HEAP_ARRAY_BYTES)
-        libc.mallopt(_M_TRIM_THRESHOLD, HEAP_KEEP_BYTES)
-
-    _glibc(tune)
-
-
-def _glibc(call: Callable[[Any], object]) -> None:
-    """call(the C library) on Linux; nothing elsewhere, or with a libc without the function."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError, TypeError):
-        call(ctypes.CDLL(None))

@@ -91,7 +91,7 @@ engine() {
     python3 - "$P/$n/capture.sqlite" <<'PY'
 import sys
 from pathlib import Path
-from census.census import compute_census
+from census.load.finish import compute_census
 from census.load.profile import load_profile
 from census.store.codec import to_record
 path = Path(sys.argv[1])

@@ -4,7 +4,7 @@ One process builds the demo model and warms it up; then blocks of steps alternat
 plain loop (no census.steps, no phases) and the same loop inside census.steps with timing on
 ($CENSUS_STEP_TIMES: NVTX ranges, a CUDA event per step and phase boundary, census.phase), in a
 warm block + ABBA BAAB order. Each block's time is taken between two synchronizes around its
-steps, the same way for both sides; the block model of census.compare.stats gives the difference
+steps, the same way for both sides; the block model of census.compare.ab.stats gives the difference
 with its 95% interval. Blocks in one process remove the process-to-process spread that would
 otherwise hide a cost of well under 1%. A second measurement times the instrumentation alone
 (empty steps) on the host.
@@ -27,8 +27,8 @@ import torch
 import census
 from census.capture.arms import arm_order
 from census.capture.demo.train import build, train_step
-from census.compare.stats import analyze
-from census.model import Arm
+from census.compare.ab.stats import analyze
+from census.model.ab import Arm
 
 
 def workload():

@@ -103,6 +103,13 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
                 launched = api_start.get((pid >> 24, corr))
                 st = step_of(pid >> 24, launched) if launched is not None else None
                 copies.append((COPIES[kind], nbytes, st))
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in t:  # memsets count as the copies do
+        for corr, pid, nbytes in conn.execute(
+            "SELECT correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET"
+        ):
+            launched = api_start.get((pid >> 24, corr))
+            st = step_of(pid >> 24, launched) if launched is not None else None
+            copies.append(("memset", nbytes or 0, st))
 
     def metrics(step: int | None) -> dict:
         ks = [k for k in kernels if step is None or k[4] == step]
@@ -124,7 +131,7 @@ def oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#)") -> dict:
             "graph_launch_count": sum(1 for *_, n in ls if "GraphLaunch" in n),
             **{
                 f"{key}_{what}": sum(1 if what == "count" else b for k, b, _ in cs if k == key)
-                for key in COPIES.values()
+                for key in (*COPIES.values(), "memset")
                 for what in ("count", "bytes")
             },
         }
@@ -176,7 +183,7 @@ def phase_oracle(
             add(slot(proc, s), launch_api_count=1, launch_api_time_ns=e - s)
     busy: dict[int, list[tuple[int, int]]] = {}
     for table in ("KERNEL", "MEMCPY", "MEMSET"):
-        extra = ", bytes, copyKind" if table == "MEMCPY" else ", 0, 0"
+        extra = {"MEMCPY": ", bytes, copyKind", "MEMSET": ", bytes, -1"}.get(table, ", 0, 0")
         for s, e, pid, corr, nbytes, kind in conn.execute(
             f"SELECT start, end, globalPid, correlationId{extra} FROM CUPTI_ACTIVITY_KIND_{table}"
         ):
@@ -187,6 +194,8 @@ def phase_oracle(
                 add(where, kernel_count=1, kernel_time_ns=e - s)
             elif kind in COPIES:
                 add(where, **{f"{COPIES[kind]}_count": 1, f"{COPIES[kind]}_bytes": nbytes})
+            elif table == "MEMSET":
+                add(where, memset_count=1, memset_bytes=nbytes or 0)
     sync = {"cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
     for (proc, _), (s, e, name) in api.items():
         if name in sync:

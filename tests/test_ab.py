@@ -79,7 +79,7 @@ def test_diff_of_an_experiment_folder_shows_the_same(tmp_path: Path) -> None:
     doc = json.loads(runner.invoke(app, ["diff", str(tmp_path / "exp"), "--format", "json"]).stdout)
     assert doc["order"] == ["a", "a", "b", "b", "a"]
     first = doc["explanation"][0]
-    # "unstable": a busy machine disturbed an arm (census/compare/disturbed.py), said first
+    # "unstable": a busy machine disturbed an arm (census/compare/ab/disturbed.py), said first
     assert first.startswith(("no difference", "B is faster", "B is slower", "unstable"))
     if doc["verdict"] == "no difference":
         assert "arms would resolve" in first or "no practical number" in first

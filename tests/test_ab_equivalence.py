@@ -16,11 +16,12 @@ from typer.testing import CliRunner
 from census.api import experiment_view
 from census.capture.arms import arm_order
 from census.cli import app
-from census.compare.experiment import Experiment, with_equivalence
-from census.compare.gates import Amount, check_ab, parse_ab_gate, parse_amount
-from census.compare.stats import analyze, fit_blocks, fit_step, t_95, t_975, tost
+from census.compare.ab.experiment import Experiment, with_equivalence
+from census.compare.ab.gates import check_ab, parse_ab_gate
+from census.compare.ab.stats import analyze, fit_blocks, fit_step, t_95, t_975, tost
+from census.compare.gates import Amount, parse_amount
 from census.errors import UsageError
-from census.model import Arm
+from census.model.ab import Arm
 from census.render import render
 
 runner = CliRunner()

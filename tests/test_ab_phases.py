@@ -16,9 +16,9 @@ import census
 from census.api import experiment_view, load_experiment
 from census.capture.arms import arm_order
 from census.cli import app
-from census.compare.experiment import Experiment, experiment_warnings, explain_parts
-from census.compare.stats import analyze, fit_blocks
-from census.model import Arm
+from census.compare.ab.experiment import Experiment, experiment_warnings, explain_parts
+from census.compare.ab.stats import analyze, fit_blocks
+from census.model.ab import Arm
 from census.render import render
 
 runner = CliRunner()
@@ -144,7 +144,7 @@ def test_seeded_phases_have_exact_intervals(seeded: Path) -> None:
 
 
 def _median(times: tuple[int, ...]) -> float:
-    from census.model import percentile
+    from census.model.step import percentile
 
     return percentile(times, 50)
 

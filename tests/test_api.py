@@ -72,7 +72,7 @@ def test_frames_equal_the_summary_json() -> None:
     assert steps.attrs["definitions"] == {
         k: v
         for k, v in doc["definitions"].items()
-        if "." not in k and k not in ("limiter", "host_ran_ahead", "idle_by_range")
+        if "." not in k and k not in ("limiter", "host_ran_ahead", "idle_by_range", "graph_trace")
     }
     assert doc["limiter"] == "gpu"  # the sample (the GPU-bound demo) is busy 97% of its step
     assert census.frames.idle_by_range(c).to_dict("records") == doc["idle_by_range"]

@@ -1,5 +1,5 @@
 """The uncaptured arms' tail steps, census.record parity and census.count agreement
-(census.compare.arm_findings): exact values on the real H200 DeepSpeed experiment and on built
+(census.compare.ab.arm_findings): exact values on the real H200 DeepSpeed experiment and on built
 arms, and the same numbers in every format."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import statistics
 from pathlib import Path
 
 from census.api import experiment_view, load_experiment
-from census.compare.arm_findings import arm_tails, count_warnings, record_parity
-from census.compare.experiment import explain_parts
-from census.compare.stats import analyze
-from census.model import Arm
+from census.compare.ab.arm_findings import arm_tails, count_warnings, record_parity
+from census.compare.ab.experiment import explain_parts
+from census.compare.ab.stats import analyze
+from census.model.ab import Arm
 from census.render import render
 
 DS = Path(__file__).parent / "data" / "ab-deepspeed" / "ds"

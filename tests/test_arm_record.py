@@ -30,7 +30,7 @@ from census.capture.timing import (
     read_gpu,
 )
 from census.errors import CaptureError, InputError
-from census.model import Arm, ArmEnv, RankRecord
+from census.model.ab import Arm, ArmEnv, RankRecord
 from census.sources.experiment import read_experiment
 
 Body = Callable[[int, Callable[[int], None]], None]

@@ -1,4 +1,4 @@
-"""`census ab --arms auto` end to end (census.compare.auto_arms): the runner adds ABBA BAAB pairs
+"""`census ab --arms auto` end to end (census.compare.ab.auto_arms): the runner adds ABBA BAAB pairs
 of blocks until the rule stops, for each of its reasons; what ab.json keeps and what every
 format says; the arguments refused before any arm runs. The rule and its error rates are proven
 in test_sequential.py.
@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 from census.api import experiment_view, load_experiment
 from census.capture.arms import arm_order
 from census.cli import app
-from census.compare.sequential import look, plan, t_critical
-from census.model import Arm
+from census.compare.ab.sequential import look, plan, t_critical
+from census.model.ab import Arm
 from census.render import render
 from tests.helpers.sleep_train import arm_offset_ms
 
@@ -267,9 +267,9 @@ def test_disturbed_arms_are_judged_at_the_looks_boundary() -> None:
     "slower", the one without the hogged arms 2 and 8 does not, at the look's boundary too; and
     with a boundary too wide for either (a look of 48) the verdict is no difference, not
     unstable."""
-    from census.compare.auto_arms import looks_of, with_look
-    from census.compare.stats import UNSTABLE, analyze
-    from census.model import AutoArms
+    from census.compare.ab.auto_arms import looks_of, with_look
+    from census.compare.ab.stats import UNSTABLE, analyze
+    from census.model.ab import AutoArms
     from tests.helpers.arms import UNSTABLE_ENVS, UNSTABLE_MEDIANS, arms_from
 
     arms = arms_from(UNSTABLE_MEDIANS, UNSTABLE_ENVS)
@@ -298,7 +298,7 @@ def test_the_budget_times_the_measured_arms_without_the_warm_one(monkeypatch) ->
     """A warm arm of 60 s (a cold compile cache), then 8 measured arms of 20 s each, under a
     400 s budget: at the first look 220 s are spent and 180 s are left, and 8 more arms at the
     measured arms' 20 s fit (160 s): the rule goes on. At 10 s more per arm they would not."""
-    from census.compare import auto_arms
+    from census.compare.ab import auto_arms
     from tests.helpers.arms import arms_from
 
     clock = [0.0]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import census.api as census_api
 from census.api import Options, census_view, summarize, summary_document
 from tests.helpers.files import fixture_file
 
@@ -55,6 +56,7 @@ def test_cache_round_trip_keeps_every_step_field(tmp_path: Path) -> None:
 def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
     import json
 
+    from census.render import render
     from census.render.json_docs import summary_json
 
     p = Path(shutil.copy(fixture_file("h200_compiled_3steps.sqlite"), tmp_path / "c.sqlite"))
@@ -62,8 +64,10 @@ def test_summary_document_is_cached_and_equal(tmp_path: Path) -> None:
     again = summary_document(p, Options(), top=5)
     assert again[0] == meta and "".join(again[1]) == "".join(text)
     census = summarize(p)
-    assert json.loads("".join(text)) == json.loads(json.dumps(summary_json(census_view(census), 5)))
-    assert meta["timing"] == census.per_step_timing()
+    view = census_view(census)
+    assert "".join(text) == render(view, "json", top=5)  # what render returns, capture included
+    assert json.loads("".join(text)) == {**summary_json(view, 5), "capture": None}
+    assert meta == {"warnings": list(census.warnings)}
 
 
 def test_a_document_is_written_as_made_and_read_back_whole(tmp_path: Path, monkeypatch) -> None:
@@ -73,7 +77,6 @@ def test_a_document_is_written_as_made_and_read_back_whole(tmp_path: Path, monke
     again from the document."""
     import json
 
-    from census.api import summary_json_text
     from census.render import json_rows
 
     made = []
@@ -95,10 +98,7 @@ def test_a_document_is_written_as_made_and_read_back_whole(tmp_path: Path, monke
     whole = "".join(text)
     assert "".join(text) == whole and len(made) == count  # read back, not made again
     doc = json.loads(whole)
-    assert doc["census_version"] and len(doc["steps"]) == 3
-    # the capture field goes before the closing brace, whatever the pieces are
-    _, pieces = summary_json_text(p, Options(), top=5)
-    assert json.loads("".join(pieces)) == {**doc, "capture": None}
+    assert doc["census_version"] and len(doc["steps"]) == 3 and doc["capture"] is None
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(blocker / "sub"))
@@ -166,3 +166,60 @@ print(len("".join(got)), got is text)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["500000", "True"]
+
+
+def test_a_capture_folders_document_follows_its_calibration_run(tmp_path: Path) -> None:
+    """The cached summary document of a capture folder holds its capture overhead as a field
+    (what census.render.render returns): a calibration run recorded after it (run.json) is a
+    new key, never a stale document."""
+    import json
+
+    from census.render import render
+
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    shutil.copy(fixture_file("h200_eager_3steps.sqlite"), folder / "capture.sqlite")
+    _, text = summary_document(folder, Options(), top=5)
+    assert json.loads("".join(text))["capture"] is None
+    step_ns = summarize(folder).per_step_timing()["step_time_ns"]
+    calibration = {"uncaptured_mean_step_time_ns": step_ns / 2}
+    (folder / "run.json").write_text(json.dumps({"calibration": calibration}))
+    _, text = summary_document(folder, Options(), top=5)
+    doc = json.loads("".join(text))
+    assert doc["capture"] == {"clock": "host", "captured_mean_step_time_ns": step_ns,
+                              "uncaptured_mean_step_time_ns": step_ns / 2,
+                              "overhead_ratio": 2.0}  # fmt: skip
+    assert "".join(text) == render(census_api.summary_view(folder), "json", top=5)
+    assert "".join(summary_document(folder, Options(), top=5)[1]) == "".join(text)  # cached
+
+
+def test_a_field_added_to_a_model_class_round_trips_with_no_codec_edit() -> None:
+    """Each model class writes and reads its own record, generically over its fields and their
+    types (census.model.record): a Census with fields the cache's codec never names (an int,
+    an optional text, a tuple of a new row class, an optional model object) comes back whole,
+    exactly, from a cache entry's bytes."""
+    from dataclasses import field, fields, make_dataclass
+
+    from census.model.census import Census, KernelStat
+    from census.model.step import IdleSplit
+    from census.store.codec import dump_record, load_record
+
+    census = summarize(fixture_file("h200_eager_3steps.sqlite"), use_cache=False)
+    row = make_dataclass("Row", [("sm_count", int | None, field(default=None))],
+                         bases=(KernelStat,), frozen=True)  # fmt: skip
+    plus = make_dataclass("Plus", [("extra_ns", int, field(default=0)),
+                                   ("note", str | None, field(default=None)),
+                                   ("rows", tuple[row, ...], field(default=())),
+                                   ("idle", IdleSplit | None, field(default=None))],
+                          bases=(Census,), frozen=True)  # fmt: skip
+    added = {
+        "extra_ns": 7,
+        "note": "ß",
+        "idle": IdleSplit(1, 2, 3, 4, 5),
+        "rows": (row("k", "gemm", 1, 2, 3, 4, sm_count=132), row("n", "other", 0, 0, 0, 0)),
+    }
+    wider = plus(**{f.name: getattr(census, f.name) for f in fields(Census)}, **added)
+    back = load_record(b"".join(dump_record(wider)), plus)
+    assert type(back) is plus and back == wider
+    assert back.rows[0].sm_count == 132 and back.rows[1].sm_count is None
+    assert back.steps == census.steps and back.per_step() == census.per_step()

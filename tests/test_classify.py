@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from census.definitions import classify_kernel, launch_api_kind, nccl_collective
-from census.triton_names import decode_triton
+from census.definitions.triton_names import decode_triton
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,7 @@ def test_workers_fill_the_cache_a_later_summary_reads(
     entries = sorted((workers_cache / "census").iterdir())
     assert len(entries) >= len(RANKS) and not [e for e in entries if e.suffix != ".json"]
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(workers_cache))
-    monkeypatch.setattr("census.census.compute_census", _no_compute)
+    monkeypatch.setattr("census.load.finish.compute_census", _no_compute)
     assert summarize_ranks(folder, Options(), workers=1) == on_dask
 
 
@@ -132,3 +132,24 @@ def _no_pool(*args, **kwargs):
 
 def _no_compute(*args, **kwargs):
     raise AssertionError("computed, not read from the workers' cache")
+
+
+@pytest.mark.parametrize("address", ["notanaddress", "tcp://localhost"])
+def test_a_malformed_address_is_one_line_at_once(tmp_path: Path, address: str) -> None:
+    """No port (#58): one line and exit 2 before connecting; it printed that line, then waited
+    20 s for the failed client's destructor and printed its traceback (a process of its own:
+    the destructor runs at its exit)."""
+    import subprocess
+    import time
+
+    folder = rank_folder(tmp_path, *RANKS[:2])
+    began = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "census", "summary", str(folder), "--scheduler",
+                           address], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert time.monotonic() - began < 15  # 24 s before the change
+    assert done.returncode == 2
+    host = address.removeprefix("tcp://")
+    assert done.stderr == (
+        f"Error: --scheduler {address}: not a Dask scheduler's address (missing port number in "
+        f"address '{host}'); give tcp://HOST:PORT (a scheduler listens on port 8786 by default)\n"
+    )

@@ -218,7 +218,7 @@ def test_the_same_side_twice_is_said_first(tmp_path) -> None:
 PIDS = """
 import os, sys
 from pathlib import Path
-import census.census as cc
+import census.load.finish as cc
 from census.api import diff_document
 from census.options import Options
 
@@ -301,3 +301,47 @@ def test_diffs_from_two_threads_of_a_fresh_process_end(tmp_path) -> None:
         out = subprocess.run([sys.executable, str(script), str(a), str(b)], env=env,
                              capture_output=True, text=True, timeout=60)  # fmt: skip
         assert out.stdout == "done\n", out.stderr[-2000:]
+
+
+def without_cuda_trace(source, target):
+    """A copy of a real export as nsys writes it without `-t cuda`: no CUPTI_* table."""
+    import shutil
+    import sqlite3
+
+    shutil.copyfile(source, target)
+    conn = sqlite3.connect(target)
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    for name in names:
+        if name.startswith("CUPTI_"):
+            conn.execute(f"DROP TABLE {name}")
+    conn.commit()
+    conn.close()
+    return target
+
+
+def test_a_side_without_cuda_trace_is_not_comparable_first(tmp_path) -> None:
+    """#58: against a capture with no kernel and no CUDA API table, the diff said "-287
+    kernels/step (-100.0%)", "launch API time -2.25 ms/step (-100.0%)" and "host-bound: nocuda
+    removed GPU work" as if real; now every format says first that the sides are not directly
+    comparable, naming the side and why, and no GPU sentence follows."""
+    a = fixture_file("h200_eager_3steps.sqlite")
+    b = without_cuda_trace(a, tmp_path / "nocuda.sqlite")
+    problem = ("nocuda recorded no CUDA kernels and no CUDA API calls (was nsys run without "
+               "`-t cuda`?): GPU busy and idle, kernels, launches and copies are unknown there, "
+               "not zero, and are not compared; only step times are")  # fmt: skip
+    html = tmp_path / "diff.html"
+    outputs = {fmt: runner.invoke(app, ["diff", str(a), str(b), "--format", fmt, "--html",
+                                        str(html)], env={"COLUMNS": "400"})
+               for fmt in ("table", "markdown", "json")}  # fmt: skip
+    assert all(r.exit_code == 0 for r in outputs.values()), outputs
+    table = outputs["table"].stdout
+    assert table.startswith(f"not directly comparable: {problem}\n")
+    assert outputs["markdown"].stdout.startswith(f"**not directly comparable: {problem}**")
+    doc = json.loads(outputs["json"].stdout)
+    assert doc["comparability"]["problems"] == [problem]
+    assert doc["explanation"][0] == f"not directly comparable: {problem}"
+    assert f"<body><p class='verdict'>not directly comparable: {problem}</p>" in html.read_text()
+    why = table[: table.index("Per step:")]
+    assert "-100.0%" not in why and "host-bound" not in why and "kernels" not in why.split(
+        "only step times are")[1]  # fmt: skip
+    assert "nocuda and h200_eager_3steps are within noise: step time 0 ns/step (+0.0%)" in why

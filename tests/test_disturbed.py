@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from census.capture.arms import arm_order
-from census.compare.disturbed import find_disturbed
-from census.compare.stats import UNSTABLE, analyze, can_fit, fit_blocks, t_975
-from census.model import Arm, ArmEnv, RankRecord
+from census.compare.ab.disturbed import find_disturbed
+from census.compare.ab.stats import UNSTABLE, analyze, can_fit, fit_blocks, t_975
+from census.model.ab import Arm, ArmEnv, RankRecord
 from census.sources.experiment import read_experiment
 from tests.helpers.arms import (
     HOG,
@@ -400,8 +400,8 @@ def test_an_unstable_experiment_says_so_first_in_every_format() -> None:
     each disturbed arm is a warning with its reason, the JSON flags the arms, and a CI gate
     is not judged (it fails) rather than passed."""
     from census.api import experiment_view
-    from census.compare.experiment import Experiment, explain_parts
-    from census.compare.gates import check_ab, parse_ab_gate
+    from census.compare.ab.experiment import Experiment, explain_parts
+    from census.compare.ab.gates import check_ab, parse_ab_gate
     from census.render import render
 
     arms = arms_from(UNSTABLE_MEDIANS, UNSTABLE_ENVS)

@@ -161,12 +161,12 @@ def test_the_stale_name_check_can_fail(tmp_path: Path) -> None:
         "# census/load/kernels.py and load/figures.py exist; load/merge.py does not\n"
         "def f():\n"
         '    """census.load.pool.map_processes, census.cli.app and census.summarize exist;\n'
-        '    census.compare.sequential.looks_of and census.load.no_such_module do not."""\n'
+        '    census.compare.ab.sequential.looks_of and census.load.no_such_module do not."""\n'
     )
     assert stale_names(module) == [
         "1: merge.py",
         "1: census.engine",
         "2: load/merge.py",
-        "4: census.compare.sequential.looks_of",
+        "4: census.compare.ab.sequential.looks_of",
         "4: census.load.no_such_module",
     ]

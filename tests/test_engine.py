@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from census.census import compute_census
 from census.definitions import DEFAULT_STEPS_REGEX
+from census.load.finish import compute_census
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, sums_per_code, sweep, unique
 from census.load.profile import load_profile
+from census.model.census import Census
 from census.sources.samples import sample_path
-from census.store.codec import from_record, to_record
 from tests.helpers.cli import started
 from tests.helpers.exports import real_exports, unpacked
 from tests.helpers.files import DATA, scratch_folder
@@ -31,7 +31,7 @@ def census_record(path: Path, workers: int, batch_rows: int) -> tuple[dict, list
     profile = load_profile(
         path, DEFAULT_STEPS_REGEX, 0, lambda s, *_: stages.append(s), workers, batch_rows
     )
-    return to_record(compute_census(profile)), stages
+    return compute_census(profile).to_record(), stages
 
 
 @pytest.mark.parametrize("path", real_exports(), ids=lambda p: p.parent.name + "/" + p.name)
@@ -73,7 +73,7 @@ def test_sums_past_int64_come_back_from_workers_exactly(tmp_path: Path, monkeypa
     monkeypatch.setattr(pool, "SPILL_BYTES", 0)
     split, _ = census_record(path, 2, 3)
     assert split == whole
-    step = from_record(whole).steps[0]  # back from the record's JSON types exactly
+    step = Census.from_record(whole).steps[0]  # back from the record's JSON types exactly
     assert step.metrics.kernel_time_ns == (1 << 60) + 5 + 5 * 10
 
 

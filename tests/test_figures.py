@@ -24,7 +24,7 @@ from census.load.figures import (
     sum_keys,
 )
 from census.metrics import IDLE_KEYS, METRIC_KEYS
-from census.model import IdleSplit, Metrics
+from census.model.step import IdleSplit, Metrics
 
 BIG = 1 << 62
 

@@ -19,7 +19,6 @@ from typer.testing import CliRunner
 
 import census
 from census.api import census_view
-from census.census import compute_census
 from census.cli import app
 from census.definitions import (
     DEFAULT_PHASES_REGEX,
@@ -27,9 +26,10 @@ from census.definitions import (
     HOST_AHEAD_RULE,
     OUTSIDE_PHASES,
 )
+from census.load.finish import compute_census
 from census.load.profile import load_profile
+from census.model.census import Census
 from census.render.json_docs import summary_json
-from census.store.codec import from_record, to_record
 from tests.helpers.exports import build_run_ahead, real_exports
 from tests.helpers.files import DATA, fixture_file
 from tests.nsysdb import Export
@@ -275,7 +275,7 @@ def build_mixed(tmp_path: Path) -> Path:
 def record(path: Path, workers: int, batch_rows: int) -> dict:
     profile = load_profile(path, DEFAULT_STEPS_REGEX, 0, None, workers, batch_rows,
                            DEFAULT_PHASES_REGEX)  # fmt: skip
-    return to_record(compute_census(profile))
+    return compute_census(profile).to_record()
 
 
 @pytest.mark.parametrize(("workers", "batch_rows"), [(2, 1), (3, 5), (2, 7), (3, 2)])
@@ -286,7 +286,7 @@ def test_workers_and_batches_give_the_single_process_spans(
     whole = record(path, 1, 1 << 40)
     split = record(path, workers, batch_rows)
     assert split == whole
-    c = from_record(split)
+    c = Census.from_record(split)
     assert spans_of(c) == span_oracle(path)
     assert all(s.gpu_span_ns is not None for s in c.steps)
     assert c.host_ran_ahead() is True

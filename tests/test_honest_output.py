@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 from census.api import census_view, diff_view, summarize
 from census.capture.arms import arm_order
 from census.cli import app
+from census.compare.ab.experiment import Experiment
+from census.compare.ab.stats import analyze
 from census.compare.diff import diff_census
-from census.compare.experiment import Experiment
 from census.compare.explain import explain_diff
-from census.compare.stats import analyze
 from census.metrics import LABELS
-from census.model import Arm
+from census.model.ab import Arm
 from census.render.diff_table import render_diff_table
 from census.render.fit import MIN_NAME, short_names
 from census.render.html import render_diff_html, render_summary_html

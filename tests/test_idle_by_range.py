@@ -81,7 +81,7 @@ def test_summary_json_and_limiter_name_the_range(tmp_path: Path) -> None:
     assert "idle_by_range" in doc["definitions"]
     assert doc["limiter"] == "host (other)"
     c = census.summarize(path, use_cache=False)
-    from census.limiter import summary_lead
+    from census.findings.limiter import summary_lead
 
     assert summary_lead(c).endswith(", most inside t3 (27% of the idle)")
 
@@ -90,7 +90,7 @@ def test_no_idle_turns_it_off(tmp_path: Path) -> None:
     c = census.summarize(_nested(tmp_path), use_cache=False, idle=False)
     assert c.idle_by_range is None and c.idle_ranges() is None
     assert all(s.idle is None for s in c.steps)
-    from census.limiter import summary_lead
+    from census.findings.limiter import summary_lead
 
     assert summary_lead(c) == (
         "host-bound: GPU idle 92% of the step (the idle split was off: --no-idle)"
@@ -529,9 +529,9 @@ def test_deepspeed_arms_place_the_loss_in_forward() -> None:
 def test_an_experiment_says_host_bound_on_the_arms_step_times(tmp_path: Path) -> None:
     """In `census ab`, the non-gain is judged on the uncaptured arms (their medians of arm
     medians), not on the captures: arms 10% slower on B, captures with 57% less GPU busy."""
-    from census.compare.experiment import Experiment, explain_parts
-    from census.compare.stats import analyze
-    from census.model import Arm
+    from census.compare.ab.experiment import Experiment, explain_parts
+    from census.compare.ab.stats import analyze
+    from census.model.ab import Arm
 
     a = census.summarize(_host_heavy(tmp_path, "eager", 700), use_cache=False)
     b = census.summarize(_host_heavy(tmp_path, "compiled", 300), use_cache=False)

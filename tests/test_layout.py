@@ -12,35 +12,44 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "census"
 
-# Stages in the order data moves; a module may import its own stage or an earlier one.
+# Stages in the order data moves; a module may import its own stage or an earlier one. The top
+# level is ordered too: units, errors, the files and the heap, the keys and the definitions, then
+# the model, what is found in one Census, and the pipeline's stages.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    (
-        "census.errors",
-        "census.paths",
-        "census.units",
-        "census.metrics",
-        "census.definitions",
-        "census.triton_names",
-        "census.step_model",
-        "census.step_table",
-        "census.model",
-        "census.limiter",
-        "census.notebook",
-        "census.nccl_wait",
-        "census.rank_model",
-        "census.nccl_ranks",
-    ),
+    ("census.units",),
+    ("census.errors",),
+    ("census.paths", "census.heap"),
+    ("census.metrics",),
+    ("census.definitions",),
+    ("census.model",),
+    ("census.findings",),
     ("census.capture",),
     ("census.sources",),
     ("census.sqlite",),
     ("census.load",),
-    ("census.census", "census.rank_census"),
     ("census.compare",),
+    ("census.compare.ab",),  # the A/B arms' statistics, above the diff and its gates
     ("census.render",),
     ("census.store",),
-    ("census.options", "census.sides", "census.api", "census.frames"),
+    ("census.options",),
+    ("census.api",),
+    ("census.frames",),
     ("census.cli", "census.__main__"),
 )
+
+# Imports no floor order may ever allow, whatever the floors become: (importer, what it may not
+# import, why). Lazy imports count as any other.
+FORBIDDEN: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("census.model", ("census.render", "census.findings", "census.compare", "census.load",
+                      "census.sqlite", "census.sources", "census.capture", "census.store",
+                      "census.api", "census.cli"),
+     "the model is the data: a repr asks census.model.shown, which census/__init__ points at "
+     "census.render.notebook"),
+    ("census.render", ("census.load", "census.sqlite", "census.sources", "census.capture",
+                       "census.store", "census.api", "census.cli"),
+     "a renderer formats the view it is given: it never reaches the engine"),
+)  # fmt: skip
+MAX_TOP_LEVEL = 10  # modules directly in census/, __init__.py and __main__.py counted
 
 
 def _module_name(path: Path) -> str:
@@ -69,10 +78,13 @@ def _imports(path: Path) -> set[str]:
 
 
 def _floor(module: str) -> int:
-    for i, prefixes in enumerate(FLOORS):
-        if any(module == p or module.startswith(p + ".") for p in prefixes):
-            return i
-    raise AssertionError(f"{module} belongs to no stage: add it to FLOORS")
+    """The stage of `module`: its most specific prefix's (census.compare.ab.stats is
+    census.compare.ab's, not census.compare's)."""
+    found = [(len(p), i) for i, prefixes in enumerate(FLOORS) for p in prefixes
+             if module == p or module.startswith(p + ".")]  # fmt: skip
+    if not found:
+        raise AssertionError(f"{module} belongs to no stage: add it to FLOORS")
+    return max(found)[1]
 
 
 def _graph() -> dict[str, set[str]]:
@@ -86,14 +98,18 @@ def test_every_module_has_a_stage() -> None:
         _floor(module)
 
 
-def test_no_import_climbs_up_the_pipeline() -> None:
-    upward = [
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of `graph` (module -> modules it imports) from a lower stage to a higher."""
+    return [
         f"{m} (stage {_floor(m)}) imports {i} (stage {_floor(i)})"
-        for m, deps in _graph().items()
+        for m, deps in graph.items()
         for i in deps
         if _floor(i) > _floor(m)
     ]
-    assert upward == []
+
+
+def test_no_import_climbs_up_the_pipeline() -> None:
+    assert upward_imports(_graph()) == []
 
 
 def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -131,6 +147,120 @@ def test_the_checks_can_fail(tmp_path: Path) -> None:
     assert _floor("census.cli.app") > _floor("census.load.passes")
     assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_circle({"a": {"b"}, "b": set()}) is None
+    # the A/B statistics are a stage above the diff: the diff (or its gates) reaching into them
+    # climbs; an experiment explained with the diff does not
+    assert _floor("census.compare.ab.stats") > _floor("census.compare.diff")
+    assert upward_imports(
+        {
+            "census.compare.diff": {"census.compare.ab.stats"},
+            "census.compare.gates": {"census.compare.ab"},
+        }
+    ) == [
+        "census.compare.diff (stage 11) imports census.compare.ab.stats (stage 12)",
+        "census.compare.gates (stage 11) imports census.compare.ab (stage 12)",
+    ]
+    assert upward_imports({"census.compare.ab.experiment": {"census.compare.diff"}}) == []
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def forbidden_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of `graph` that FORBIDDEN names, with why it is forbidden."""
+    return sorted(
+        f"{m} imports {d}: {why}"
+        for low, banned, why in FORBIDDEN
+        for m, deps in graph.items() if _within(m, low)
+        for d in deps if any(_within(d, b) for b in banned)
+    )  # fmt: skip
+
+
+def test_no_forbidden_import() -> None:
+    """The model imports no renderer (nor any stage that computes), and no renderer imports the
+    engine (load/, sqlite/, sources/, capture/), lazy imports included."""
+    assert forbidden_imports(_graph()) == []
+
+
+def top_level_modules(package: Path) -> list[str]:
+    """The .py files directly in `package`."""
+    return sorted(p.name for p in package.glob("*.py"))
+
+
+def test_the_top_level_stays_small() -> None:
+    """At most MAX_TOP_LEVEL modules directly in census/: the rest lives in its stage's folder."""
+    top = top_level_modules(PACKAGE)
+    assert len(top) <= MAX_TOP_LEVEL, top
+
+
+LAYOUT_DOC = PACKAGE.parent / "docs" / "layout.md"
+
+
+def map_entries(doc: str) -> dict[str, str]:
+    """docs/layout.md's map of census/ (its first code block): each entry's name (`api.py`,
+    `load/`), the text of its lines (a name at two spaces' indent starts an entry)."""
+    block = doc.split("```", 2)[1]
+    entries: dict[str, str] = {}
+    name = None
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name = line.split()[0]
+            entries[name] = ""
+        if name is not None:
+            entries[name] += line + "\n"
+    return entries
+
+
+def unnamed_modules(doc: str, modules: list[Path]) -> list[str]:
+    """The modules of census/ (paths relative to it) that the map does not name: a top-level one
+    needs its own entry; one in a folder its file name (and any subfolder's `sub/`) in its
+    folder's entry; a folder's __init__.py the folder's entry."""
+    entries = map_entries(doc)
+    missing = []
+    for path in modules:
+        parts = path.parts
+        if len(parts) == 1:
+            named = parts[0] in entries
+        else:
+            text = entries.get(parts[0] + "/")
+            words = [f"{sub}/" for sub in parts[1:-1]]
+            if parts[-1] != "__init__.py":
+                words.append(parts[-1])
+            named = text is not None and all(w in text for w in words)
+        if not named:
+            missing.append(str(path))
+    return missing
+
+
+def test_the_layout_doc_names_every_module() -> None:
+    """docs/layout.md's map names every module of census/: the map stays honest."""
+    modules = [p.relative_to(PACKAGE) for p in sorted(PACKAGE.rglob("*.py"))]
+    assert unnamed_modules(LAYOUT_DOC.read_text(encoding="utf-8"), modules) == []
+
+
+def test_the_new_rules_can_fail(tmp_path: Path) -> None:
+    """A model module importing a renderer (lazily), a renderer importing the engine, an
+    eleventh top-level module and a module missing from the map are all seen."""
+    model = tmp_path / "census_like.py"
+    model.write_text("def __repr__(self):\n    from census.render.notebook import census_repr\n")
+    assert "census.render.notebook" in _imports(model)
+    graph = {"census.model.census": _imports(model), "census.render.views": {"census.load.finish"},
+             "census.render.table": {"census.model.census", "census.findings.limiter"}}  # fmt: skip
+    assert [line.split(":")[0] for line in forbidden_imports(graph)] == [
+        "census.model.census imports census.render.notebook",
+        "census.render.views imports census.load.finish",
+    ]
+    assert _floor("census.model.census") < _floor("census.render.notebook")
+    assert _floor("census.units") < _floor("census.errors") < _floor("census.definitions")
+    for i in range(MAX_TOP_LEVEL + 1):
+        (tmp_path / f"m{i}.py").write_text("")
+    assert len(top_level_modules(tmp_path)) > MAX_TOP_LEVEL
+    doc = "```\ncensus/\n  api.py   x\n  load/    finish.py (x), and\n           more.py\n```\n"
+    found = [Path("api.py"), Path("load/finish.py"), Path("load/more.py"), Path("load/__init__.py")]
+    assert unnamed_modules(doc, found) == []
+    assert unnamed_modules(doc, [*found, Path("units.py"), Path("load/gone.py"),
+                                 Path("compare/ab/stats.py")]) == [
+        "units.py", "load/gone.py", "compare/ab/stats.py"]  # fmt: skip
 
 
 def test_files_stay_small() -> None:

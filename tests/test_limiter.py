@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import census
-from census.limiter import find_limiter, limiter_sentence, summary_lead
+from census.findings.limiter import find_limiter, limiter_sentence, summary_lead
 from tests.helpers.exports import launch_bound
 from tests.nsysdb import Export
 

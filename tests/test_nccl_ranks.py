@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from census.api import summarize
 from census.cli import app
-from census.nccl_ranks import split_ranks
+from census.findings.nccl_ranks import split_ranks
 from tests.helpers.files import fixture_file
 from tests.helpers.nccl import brute_force, read_nccl_kernels
 from tests.nsysdb import Export

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from census.nccl_wait import (
+from census.findings.nccl_wait import (
     NcclKernels,
     NcclWait,
     RankTotals,

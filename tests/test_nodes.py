@@ -183,7 +183,7 @@ def test_a_capture_across_nodes_has_every_ranks_export(
     monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
     monkeypatch.setenv("FAKE_NSYS_SQLITE", str(export))
     monkeypatch.setenv("CENSUS_CACHE_DIR", str(shared / "cache"))  # every node sees it
-    monkeypatch.setattr("census.census.compute_census", _not_here)  # computed on the ranks
+    monkeypatch.setattr("census.load.finish.compute_census", _not_here)  # computed on the ranks
     args = ["capture", "job", "-o", str(shared), "--nsys", FAKE_NSYS, "--summarize-on-ranks"]
     r = CliRunner().invoke(app, [*args, "--", *capture_job(shared, how)])
     assert r.exit_code == 0, r.output

@@ -8,7 +8,7 @@ import pytest
 
 import census
 from census.errors import CensusError, UsageError
-from census.notebook import REPR_CHARS
+from census.render.notebook import REPR_CHARS
 from tests.helpers.exports import launch_bound
 
 
@@ -71,6 +71,27 @@ def test_html_card_says_what_is_not_comparable_first(pair) -> None:
     assert repr(dataclasses.replace(d, comparability=problems)).startswith(
         "<CensusDiff 'eager -> compiled': NOT COMPARABLE (1 problem)"
     )
+
+
+def test_reprs_and_cards_are_rendered_from_views(pair, monkeypatch) -> None:
+    """census.api.notebook hands census.render.notebook a view (the limiter and the first line
+    computed by census.api): with the functions that compute them broken, the views render the
+    reprs and cards the results show."""
+    from census.api import census_view, diff_view
+    from census.findings import limiter
+    from census.render import notebook
+
+    a, d = pair
+    shown = [repr(a), a._repr_html_(), repr(d), d._repr_html_()]
+    views = census_view(a), diff_view(d)
+
+    def broken(*_args: object) -> None:
+        raise AssertionError("computed while rendering")
+
+    for name in ("find_limiter", "summary_lead"):
+        monkeypatch.setattr(limiter, name, broken)
+    assert [notebook.census_repr(views[0]), notebook.census_html(views[0]),
+            notebook.diff_repr(views[1]), notebook.diff_html(views[1])] == shown  # fmt: skip
 
 
 # The repr and the card lead with what the CLI says first (issue #49, item 4)

@@ -646,7 +646,7 @@ def test_the_command_line_on_a_damaged_leaf_is_one_line_and_exit_1(tmp_path, mon
         fh.seek((leaves[3] - 1) * size + 3)
         fh.write(b"\xff\xff")
     sql = summary(path, monkeypatch, "sql")
-    assert sql[0] == 1 and "corrupt" in sql[2]
+    assert sql[0] == 1 and f"CUPTI_ACTIVITY_KIND_KERNEL, page {leaves[3]}: a leaf's cell" in sql[2]
     code, _, err = summary(path, monkeypatch, "")
     assert code == 1, err
     assert "internal error" not in err and len(err.strip().splitlines()) == 1

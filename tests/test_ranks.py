@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from census.api import Options, summarize, summarize_ranks
-from census.census import rank_spread
 from census.cli import app
 from census.compare.diff import diff_census
+from census.findings.spread import rank_spread
 from census.sources.ranks import rank_files
 from tests.helpers.exports import rank_folder
 from tests.helpers.files import fixture_file

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from census.census import compute_census
+from census.load.finish import compute_census
 from census.load.profile import load_profile
 from census.sources import schema as sc
 from census.sources.samples import sample_path

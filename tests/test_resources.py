@@ -48,7 +48,7 @@ def assert_one_line(run: Reaped, code: int, start: str) -> str:
 
 
 IMPORTS = ("census.cli.fast", "census.api", "census.load.profile", "census.load.pool",
-           "census.census", "census.render.json_docs", "census.store.cache", "sqlite3")  # fmt: skip
+           "census.load.finish", "census.render.json_docs", "census.store.cache", "sqlite3")  # fmt: skip
 
 
 def imports_vm() -> int:

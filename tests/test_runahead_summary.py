@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 import census
 from census.api import census_view
 from census.cli import app
-from census.compare.tails import GPU_SPAN, HOST_RANGE, tail_steps
-from census.limiter import summary_lead
+from census.findings.limiter import summary_lead
+from census.findings.tails import GPU_SPAN, HOST_RANGE, tail_steps
 from census.render.html import render_summary_html
 from census.render.table import render_summary
 from tests.helpers.exports import build_run_ahead, launch_bound

@@ -1,4 +1,4 @@
-"""`census ab --arms auto` (census.compare.sequential): the spending function and its boundaries
+"""`census ab --arms auto` (census.compare.ab.sequential): the spending function and its boundaries
 exactly, decisions on hand-made arms, and the error rates, arms used and power by simulation.
 
 The simulations run the rule itself (sequential.classify, at the plan's boundaries) on a
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from census.capture.arms import arm_order
-from census.compare.sequential import (
+from census.compare.ab.sequential import (
     CONTINUE,
     SETTLED,
     WITHIN,
@@ -31,8 +31,8 @@ from census.compare.sequential import (
     t_tail,
     z_boundaries,
 )
-from census.compare.stats import fit_blocks, t_975
-from census.model import Arm
+from census.compare.ab.stats import fit_blocks, t_975
+from census.model.ab import Arm
 
 STEP_NS = 100e6  # A's step time in the simulations
 RUNS = 20_000  # simulated experiments per setting

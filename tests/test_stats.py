@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from census.capture.arms import arm_order
-from census.compare.stats import analyze, arms_needed, t_95, t_975
-from census.model import Arm, percentile
+from census.compare.ab.stats import analyze, arms_needed
+from census.compare.quantiles import t_95, t_975
+from census.model.ab import Arm
+from census.model.step import percentile
 
 
 def arms_from(order: list[str], medians: list[float], steps: int = 3) -> list[Arm]:
@@ -129,7 +131,7 @@ def test_simulated_slowdown_is_called_slower() -> None:
 
 
 def _sentence(a: tuple[int, ...], b: tuple[int, ...]) -> str:
-    from census.compare.experiment import verdict_sentence
+    from census.compare.ab.experiment import verdict_sentence
 
     order = arm_order(4)
     runs = [Arm(s, i, i == 0, a if s == "a" else b) for i, s in enumerate(order)]

@@ -1,4 +1,4 @@
-"""The steps as columns (census.step_table) against the Step objects they hold: random steps
+"""The steps as columns (census.model.step_table) against the Step objects they hold: random steps
 (phases or none, idle splits or none, GPU spans or none, values past int64, names that read
 "None"), checked against brute force over the objects: the sequence, slices, concatenation,
 the columns, the Census means, the JSON rows and the cache's record."""
@@ -15,10 +15,11 @@ import pytest
 
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS
-from census.model import Census, IdleSplit, Metrics, Phase, Source, Step
+from census.model.census import Census, Source
+from census.model.step import IdleSplit, Metrics, Phase, Step
+from census.model.step_table import StepTable, concat, from_steps, int_sum
 from census.render import json_docs, json_rows
-from census.step_table import StepTable, concat, from_steps, int_sum
-from census.store.codec import dump_record, from_record, load_record, to_record
+from census.store.codec import dump_record, load_record
 
 NAMES = ["forward", "backward", "optimizer", 'a "None" \\ phase', OUTSIDE_PHASES]
 
@@ -194,7 +195,7 @@ def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> N
         [json_docs._step_timing(s) for s in steps]
     )
     c = census_of(steps)
-    back = from_record(json.loads(json.dumps(to_record(c))))
+    back = Census.from_record(json.loads(json.dumps(c.to_record())))
     assert back.steps == table and tuple(back.steps) == steps
     assert isinstance(back.steps, StepTable)
     dtype = operator.attrgetter("dtype")
@@ -226,7 +227,7 @@ def test_a_foreign_record_with_a_valid_digest_is_refused() -> None:
 def test_the_tail_is_that_of_the_objects(seed: int) -> None:
     """tails.tail_steps over the columns against the same rule over the Step objects, on both
     clocks (a step with no GPU work left out of the GPU's)."""
-    from census.compare import tails
+    from census.findings import tails
 
     rng = random.Random(seed)
     steps = list(random_steps(rng, rng.choice([1, 9, 200])))

@@ -29,7 +29,7 @@ def test_each_rank_summarizes_its_own_export(
     pytest.importorskip("torch", reason="torchrun needs torch")
     monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
     monkeypatch.setenv("FAKE_NSYS_SQLITE", str(fixture_file("h200_eager_3steps.sqlite")))
-    monkeypatch.setattr("census.census.compute_census", _not_here)  # this process and its pool
+    monkeypatch.setattr("census.load.finish.compute_census", _not_here)  # this process and its pool
     args = ["capture", "ddp", "-o", str(tmp_path), "--nsys", FAKE_NSYS, "--summarize-on-ranks"]
     r = runner.invoke(app, [*args, "--", *TORCHRUN])
     assert r.exit_code == 0, r.output

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 import census
 from census.cli import app
-from census.compare.tails import tail_steps
+from census.findings.tails import tail_steps
 from tests.nsysdb import Export
 
 runner = CliRunner()

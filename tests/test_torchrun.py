@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from census.capture.arms import ArmsSpec, run_arms
-from census.model import Arm
+from census.model.ab import Arm
 from tests.helpers.files import SLEEP_TRAIN
 
 pytest.importorskip("torch", reason="torchrun arms need torch (torch.distributed, gloo)")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from census.capture.keep import finish_folder, kept
 from census.errors import CensusError, UsageError
-from census.model import Arm
+from census.model.ab import Arm
 from census.paths import check_output_folder, make_work_folder
 
 if TYPE_CHECKING:

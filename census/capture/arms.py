@@ -30,7 +30,7 @@ one rank is ever compared with another's. The arm is their merge:
   other load: torchrun starts each rank in a process group of its own, so each rank's
   `other_cpu_cores` (rank 0's here, and every rank's in `ranks`) is taken less the CPU cores of
   every other rank's process group (its `group_cpu_cores`, once per group);
-- `ranks`: each rank's own figures and place in the job (census.model.RankRecord: host, local
+- `ranks`: each rank's own figures and place in the job (census.model.ab.RankRecord: host, local
   rank, node, pid, GPU, launcher); () for a single process.
 - `wall_ns`: the arm's process from start to end; `census_ns`: census's own time reading,
   checking and merging the arm's records.
@@ -54,7 +54,8 @@ from census.capture.records import ENV_NUMBERS, cannot_write, missing_ranks, rea
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP
 from census.capture.timing import THROTTLE_REASONS
 from census.errors import CaptureError
-from census.model import Arm, ArmEnv, RankRecord, percentile
+from census.model.ab import Arm, ArmEnv, RankRecord
+from census.model.step import percentile
 from census.paths import owner_tag
 
 BLOCKS = (("a", "b", "b", "a"), ("b", "a", "a", "b"))
@@ -89,7 +90,7 @@ LOOK_EVERY = 8  # a rule is asked after each ABBA BAAB pair of blocks
 
 
 class ArmRule(Protocol):
-    """When to stop adding arms (`--arms auto`: census.compare.auto_arms.AutoRule): start()
+    """When to stop adding arms (`--arms auto`: census.compare.ab.auto_arms.AutoRule): start()
     before the first arm, warm_done() after the discarded one, rule(arms so far): whether to
     go on, asked after each LOOK_EVERY measured arms (and once at the most, where it is moot);
     record(): what ab.json keeps of it as "sequential" (a dataclass)."""

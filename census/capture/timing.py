@@ -19,7 +19,7 @@ the window ran beside is read when it opens and when it closes, never inside a s
   (detached, on its device) until the window has closed and read then: reading it in the step
   would synchronize the GPU there.
 - `counts`: per census.count name, the sum of its `n` over the measured steps.
-- `env`: what the window ran beside (census.model.ArmEnv), from readings when it opens and closes:
+- `env`: what the window ran beside (census.model.ab.ArmEnv), from readings when it opens and closes:
   `cpu_share`: this process's CPU time (user + system, all its threads) / the window's wall time;
   `other_cpu_cores`: (the machine's busy CPU time over the window, /proc/stat's user, nice,
   system, irq and softirq of every CPU, − the CPU time of the arm's own processes) / wall time,

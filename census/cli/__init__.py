@@ -21,7 +21,7 @@ def main() -> None:
 
     from census.cli.fast import summary_json
     from census.cli.stdout import guard_stdout, outside_commands
-    from census.paths import keep_heap
+    from census.heap import keep_heap
 
     keep_heap()
 

@@ -190,7 +190,7 @@ def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
     """`census diff EXPERIMENT`: the experiment (with the equivalence of its arms, when asked),
     then its captures' diff against the gates."""
     from census.api import experiment_view, load_experiment
-    from census.compare.experiment import with_equivalence
+    from census.compare.ab.experiment import with_equivalence
     from census.compare.gates import check_diff, parse_amount
     from census.sources.experiment import is_experiment
 

@@ -21,11 +21,11 @@ TOP_DEFAULT = 15  # summary's and diff's --top
 def write_summary_json(named: str, options: Options, top: int = TOP_DEFAULT) -> None:
     """The compact `summary --json` document of `named` (.sqlite, .nsys-rep, capture folder or
     sample:NAME) on stdout, its progress and warnings on stderr; errors are raised."""
-    from census.api import resolve_input, summary_json_text
+    from census.api import resolve_input, summary_document
 
     path = resolve_input(named)
     if not _from_cache(path, options, top):
-        write_cached(f"census of {path.name}", partial(summary_json_text, path, options, top))
+        write_cached(f"census of {path.name}", partial(summary_document, path, options, top))
 
 
 def _from_cache(path: Path, options: Options, top: int) -> bool:

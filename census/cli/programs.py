@@ -267,8 +267,8 @@ def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
     from census.api import experiment_view
     from census.cli.analysis import show_experiment
     from census.cli.common import enforce
-    from census.compare.experiment import with_equivalence
-    from census.compare.gates import check_ab
+    from census.compare.ab.experiment import with_equivalence
+    from census.compare.ab.gates import check_ab
 
     if margin is not None:
         exp = with_equivalence(exp, margin)
@@ -279,7 +279,8 @@ def _report_ab(exp, margin, gates, fmt: str, html: Path | None) -> None:
 def _ab_checks(warmup, active, html, equivalence, fail_if) -> tuple:
     """What `census ab` refuses before any arm runs: the counts, the dashboard's target, the
     equivalence margin and the gates (parsed: the margin, or None, and the gates)."""
-    from census.compare.gates import parse_ab_gate, parse_amount
+    from census.compare.ab.gates import parse_ab_gate
+    from census.compare.gates import parse_amount
 
     _check_counts(warmup, active)
     if html:
@@ -291,7 +292,7 @@ def _ab_checks(warmup, active, html, equivalence, fail_if) -> tuple:
 
 
 def _ab_arms(arms: str, max_arms: int | None, min_effect: str | None, budget: str | None):
-    """--arms N (its count, None), or --arms auto (the most arms and census.compare.sequential's
+    """--arms N (its count, None), or --arms auto (the most arms and census.compare.ab.sequential's
     AutoSpec), checked before any arm runs."""
     if arms.strip() != "auto":
         given = [f"--{n}" for n, v in (("max-arms", max_arms), ("min-effect", min_effect),
@@ -302,9 +303,9 @@ def _ab_arms(arms: str, max_arms: int | None, min_effect: str | None, budget: st
             return int(arms), None
         except ValueError:
             raise UsageError(f"--arms {arms!r}: give a multiple of 4, or auto") from None
-    from census.compare.auto_arms import AutoSpec
+    from census.compare.ab.auto_arms import AutoSpec
+    from census.compare.ab.sequential import DEFAULT_MAX_ARMS, plan
     from census.compare.gates import parse_amount
-    from census.compare.sequential import DEFAULT_MAX_ARMS, plan
 
     most = DEFAULT_MAX_ARMS if max_arms is None else max_arms
     try:

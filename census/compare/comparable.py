@@ -5,14 +5,15 @@ Problems void or qualify the comparison (different GPUs, step counts or tracing;
 steps; nsys slowing the sides differently or reversing the calibration runs' delta); notes are
 differences worth knowing that do not (nsys versions, step names, sliced exports). `hidden` names
 the kinds of explanation sentence a problem makes meaningless (`verdict`: the captured step
-times say nothing about which side is faster).
+times say nothing about which side is faster; `gpu`: one side recorded no CUDA work, so GPU
+busy and idle say nothing either).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from census.model import Census
+from census.model.census import Census
 
 # Above this ratio between the two sides' nsys overheads (captured / uncaptured step time), the
 # captured step times are not comparable.
@@ -43,17 +44,8 @@ def check_comparable(
     mean, for nsys's overhead."""
     la, lb = labels
     sides = ((la, a), (lb, b))
-    problems: list[str] = []
     notes: list[str] = []
-    hidden: set[str] = set()
-    graph = [label for label, c in sides if c.graph_trace_mode]
-    if graph:
-        problems.append(
-            f"{' and '.join(graph)} traced CUDA graphs as whole graphs, hiding their kernels: "
-            "kernel counts, classes, kernel time and launch counts are not compared (capture "
-            "again with --cuda-graph-trace=node)"
-        )
-        hidden |= {"kernels", "launch"}
+    problems, hidden = _tracing(sides)
     missing = [label for label, c in sides if not c.steps]
     if missing:
         problems.append(f"{' and '.join(missing)} {'have' if len(missing) > 1 else 'has'} no "
@@ -80,6 +72,37 @@ def check_comparable(
     notes += [f"{label} is a sliced export: some kernels have no launching API row"
               for label, c in sides if c.sliced]  # fmt: skip
     return Comparability(tuple(problems), tuple(notes), frozenset(hidden))
+
+
+def _tracing(sides: tuple[tuple[str, Census], ...]) -> tuple[list[str], set[str]]:
+    """What the sides' tracing leaves unknown: a side that traced CUDA graphs whole (their
+    kernels), a side without CUDA trace (all its GPU work); the kinds of sentence it hides."""
+    problems: list[str] = []
+    hidden: set[str] = set()
+    graph = [label for label, c in sides if c.graph_trace_mode]
+    if graph:
+        problems.append(
+            f"{' and '.join(graph)} traced CUDA graphs as whole graphs, hiding their kernels: "
+            "kernel counts, classes, kernel time and launch counts are not compared (capture "
+            "again with --cuda-graph-trace=node)"
+        )
+        hidden |= {"kernels", "launch"}
+    blind = [label for label, c in sides if not_cuda_traced(c)]
+    if blind:
+        problems.append(
+            f"{' and '.join(blind)} recorded no CUDA kernels and no CUDA API calls (was nsys run "
+            "without `-t cuda`?): GPU busy and idle, kernels, launches and copies are unknown "
+            "there, not zero, and are not compared; only step times are"
+        )
+        hidden |= {"gpu", "kernels", "launch", "copies", "idle", "nccl"}
+    return problems, hidden
+
+
+def not_cuda_traced(c: Census) -> bool:
+    """Whether a capture recorded no GPU work and no CUDA call at all: no kernel, no launch, no
+    graph launch (nsys run without `-t cuda`, whose tables census reads as empty)."""
+    t = c.totals
+    return t.kernel_count == 0 and t.launch_api_count == 0 and t.graph_launch_count == 0
 
 
 def step_clock(a: Census, b: Census) -> str:

@@ -12,10 +12,12 @@ import statistics
 from dataclasses import dataclass, field
 
 from census.compare.comparable import Comparability, check_comparable, step_clock
-from census.compare.stats import t_975
+from census.compare.quantiles import t_975
 from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
-from census.model import Census, per_step_mean
+from census.model.census import Census
+from census.model.shown import shown
+from census.model.step import per_step_mean
 
 # A kernel whose per-step count is unchanged and whose time moved by at most this share of the
 # larger side is "unchanged": GPU kernel times jitter by a few nanoseconds between runs.
@@ -108,16 +110,10 @@ class CensusDiff:
         return "gpu_span_ns" if self.clock == "gpu" else "step_time_ns"
 
     def __repr__(self) -> str:
-        from census.compare.headline import headline
-        from census.notebook import diff_repr
-
-        return diff_repr(self, headline(self))
+        return shown("diff_repr", self)
 
     def _repr_html_(self) -> str:
-        from census.compare.headline import headline
-        from census.notebook import diff_html
-
-        return diff_html(self, headline(self))
+        return shown("diff_html", self)
 
     @property
     def warnings(self) -> tuple[str, ...]:

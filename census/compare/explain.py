@@ -5,10 +5,10 @@ from __future__ import annotations
 from census.compare.diff import CensusDiff, Delta, compared_value
 from census.compare.headline import IDLE_CAUSES, change_text, headline, idle_cause
 from census.definitions import NON_GAIN_MIN_SHARE
-from census.limiter import find_limiter, limiter_sentence
+from census.definitions.triton_names import decode_triton
+from census.findings.limiter import find_limiter, limiter_sentence
 from census.metrics import COUNTED_COPIES, MEMCPY_KINDS
-from census.step_table import int_sum
-from census.triton_names import decode_triton
+from census.model.step_table import int_sum
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
 TOP_FUSED = 3
@@ -35,8 +35,9 @@ def explain_diff(d: CensusDiff) -> list[str]:
         said = None if name in hidden else make(d, unit)
         ranked.extend(said if isinstance(said, list) else [said] if said else [])
     ranked.sort(key=lambda ws: -abs(ws[0]))
-    head = [line for line in (headline(d), non_gain(d, unit), _uncaptured(d),
-                              _phases(d)) if line]  # fmt: skip
+    gpu = "gpu" not in hidden  # else one side's GPU work is unknown (comparable.py)
+    head = [line for line in (headline(d), gpu and non_gain(d, unit), _uncaptured(d),
+                              gpu and _phases(d)) if line]  # fmt: skip
     first = [f"not directly comparable: {'; '.join(problems)}"] if problems else []
     return first + head + [text for _, text in ranked]
 

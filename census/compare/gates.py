@@ -8,11 +8,8 @@ against A (per-step means; a percentage is of A's value); on one capture it test
 launch counts and bytes are deterministic for a given program, so they make reliable gates;
 times drift.
 
-`census ab` gates on what its arms show instead, with 95% confidence: `slower>2%` fails when the
-whole 95% interval of B − A lies above +2% of A's median of arm medians (the verdict "slower"
-and its lower bound beyond the value), `faster>1ms` when B is faster by more than 1 ms at the
-interval's near end. A difference the arms have not settled never fails a gate. The amounts (a
-gate's value, the --equivalence margin) are a percentage of A or a time with its unit.
+The amounts of `census ab` (its gates' values, census.compare.ab.gates; the --equivalence
+margin) are a percentage of A or a time with its unit: Amount, parse_amount.
 """
 
 from __future__ import annotations
@@ -24,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from census.compare.diff import CensusDiff, Delta
-from census.compare.stats import UNSTABLE, ABStats
 from census.errors import UsageError
 from census.metrics import METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
-from census.model import Census
-from census.units import fmt_ci, fmt_metric, fmt_ns, fmt_pct
+from census.model.census import Census
+from census.units import fmt_metric
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge,
@@ -153,9 +149,7 @@ def check_summary(gates: list[Gate], c: Census) -> list[str]:
 
 # An amount on an A/B experiment: a percentage of A's step, or a time with its unit.
 _UNITS = {"ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9}
-_AMOUNT = r"(?P<value>\+?[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>%|ns|us|µs|μs|ms|s)"
-_AB_GATE = re.compile(rf"^\s*(?P<key>slower|faster)\s*(?P<op>>=|>)\s*{_AMOUNT}\s*$")
-AB_GATE_FORMS = "slower>V, slower>=V, faster>V or faster>=V, V a percentage (2%) or a time (0.5ms)"
+AMOUNT = r"(?P<value>\+?[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>%|ns|us|µs|μs|ms|s)"
 
 
 @dataclass(frozen=True)
@@ -172,75 +166,16 @@ class Amount:
 
 def parse_amount(text: str, option: str = "--equivalence") -> Amount:
     """'2%' (of A's step) or a time ('0.5ms', '500us', '2 s'), above 0 and finite."""
-    m = re.fullmatch(rf"\s*{_AMOUNT}\s*", text)
+    m = re.fullmatch(rf"\s*{AMOUNT}\s*", text)
     if not m or not 0 < float(m["value"]) < math.inf:
         raise UsageError(
             f"{option} {text!r}: give a share of A's step above 0 ('2%') or a time with its unit "
             "('0.5ms', '500us')"
         )
-    return _amount(m)
+    return amount_of(m)
 
 
-def _amount(m: re.Match) -> Amount:
+def amount_of(m: re.Match) -> Amount:
+    """The Amount of a match of AMOUNT (its `value` and `unit` groups)."""
     value, unit = float(m["value"]), m["unit"]
     return Amount(value, True) if unit == "%" else Amount(value * _UNITS[unit], False)
-
-
-@dataclass(frozen=True)
-class ABGate:
-    """A `census ab` gate (module docstring): B `slower` or `faster` than A, > or >=, by an
-    Amount."""
-
-    text: str
-    key: str  # "slower" or "faster": B relative to A
-    op: str  # ">" or ">="
-    amount: Amount
-
-
-def parse_ab_gate(text: str) -> ABGate:
-    """The ABGate `text` writes; a UsageError otherwise (an upper bound told to use
-    --equivalence)."""
-    m = _AB_GATE.match(text)
-    if not m and re.match(r"^\s*(slower|faster)\s*<", text):
-        raise UsageError(
-            f"--fail-if {text!r}: an upper bound is not a gate on arms (an unsettled difference "
-            f"never fails one): write {AB_GATE_FORMS}; to require a difference within a margin, "
-            "use --equivalence"
-        )
-    if not m:
-        raise UsageError(
-            f"--fail-if {text!r}: census ab gates on its arms' 95% CI: write {AB_GATE_FORMS}, "
-            "e.g. 'slower>2%'"
-        )
-    return ABGate(text.strip(), m["key"], m["op"], _amount(m))
-
-
-def check_ab(gates: list[ABGate], st: ABStats, labels: tuple[str, str]) -> list[str]:
-    """One line per failed gate: the experiment shows, with 95% confidence (under `--arms auto`
-    the stopping look's interval), B slower (faster) than A by more than the gate's amount:
-    the verdict is in the gate's direction and the interval's bound nearest 0 is beyond the
-    amount. An unsettled difference never fails; an unstable experiment (disturbed arms decide
-    its verdict) fails every gate as not judged."""
-    if st.verdict == UNSTABLE:
-        return [f"gate not judged: {g.text}: the verdict is unstable (disturbed arms decide it); "
-                "rerun on a quiet machine" for g in gates]  # fmt: skip
-    failed = []
-    lo, hi = st.ci_ns
-    a_ns = st.a.median_of_arm_medians_ns
-    for g in gates:
-        near = lo if g.key == "slower" else -hi  # the least slowdown (gain) the interval allows
-        if st.verdict != g.key or (g.amount.percent and a_ns <= 0):
-            continue
-        shown = 100 * near / a_ns if g.amount.percent else near
-        if OPS[g.op](shown, g.amount.value):
-            pct = f" ({fmt_pct(st.delta_pct)})" if st.delta_pct is not None else ""
-            failed.append(
-                f"gate failed: {g.text}: {labels[1]} is {g.key} than {labels[0]} by "
-                f"{fmt_ns(abs(st.delta_median_ns))}/step{pct}, "
-                f"{fmt_ci(st.ci_ns, st.ci_coverage)}{_pcts(lo, hi, a_ns)}"
-            )
-    return failed
-
-
-def _pcts(lo: float, hi: float, a_ns: float) -> str:
-    return f" ({fmt_pct(100 * lo / a_ns)} to {fmt_pct(100 * hi / a_ns)})" if a_ns > 0 else ""

@@ -25,6 +25,8 @@ def headline(d: Any) -> str | None:
     if step.delta is None or busy.delta is None or idle.delta is None:
         return None
     la, lb = d.labels
+    if "gpu" in d.comparability.hidden:  # one side's GPU work is unknown: no split to name
+        return _step_only(d, step, unit)
     split = (
         f"GPU busy {fmt_ns(busy.delta, signed=True)} + GPU idle {fmt_ns(idle.delta, signed=True)}"
     )
@@ -60,6 +62,18 @@ def headline(d: Any) -> str | None:
         f"{lb} is {verdict} than {la}: step time {change_text(step, fmt_ns, unit)} = {split}; "
         f"mostly {share} ({basis}; `census ab` gives a verdict that repeated runs back)"
     )
+
+
+def _step_only(d: Any, step: Any, unit: str) -> str:
+    """The headline on step times alone, where one side recorded no GPU work to split them by."""
+    la, lb = d.labels
+    change = change_text(step, fmt_ns, unit)
+    if d.within_noise:
+        return (f"{lb} and {la} are within noise: step time {change} is inside "
+                f"±{fmt_ns(d.noise_ns)}; the GPU's share is unknown (see above)")  # fmt: skip
+    verdict = "faster" if step.delta < 0 else "slower"
+    return (f"{lb} is {verdict} than {la}: step time {change}; where the change came from is "
+            "unknown without CUDA trace on both sides (see above)")  # fmt: skip
 
 
 HOST_AHEAD = "the host ran ahead of the GPU, so the NVTX ranges time its enqueueing"

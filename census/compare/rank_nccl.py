@@ -6,7 +6,7 @@ ranks, matched (on one host)."""
 from __future__ import annotations
 
 from census.compare.diff import CensusDiff
-from census.nccl_ranks import NcclRanks, split_ranks
+from census.findings.nccl_ranks import NcclRanks, split_ranks
 from census.units import fmt_ns
 
 TOP_RANKS = 3  # the ranks whose NCCL time changed most are said; the rest counted

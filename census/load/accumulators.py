@@ -6,7 +6,7 @@ accumulators in rowid order (`merge`), fixing up at each range boundary what was
 sides of it (`Straddling`: only unions and busy time, census.load.swept, have intervals that
 reach across; census.load.range_merge); and the accumulators with per-key figures finish into
 one table of columns (`finish`, `key_table`), one row per key (a step's or phase segment's
-idx), the table census.census makes the step table of, and the whole capture's figures come
+idx), the table census.load.finish makes the step table of, and the whole capture's figures come
 from the same accumulators (`total`).
 
     accumulator            add                           merge         finish
@@ -23,7 +23,11 @@ from the same accumulators (`total`).
     Calls                  a runtime batch's calls per   ranges join   the API map (one join
                            process (RangeCalls)                        of the ranges' bitmaps;
                                                                        calls recorded twice)
-    MemoryCells            a memcpy/memset batch         batches join  MemoryGroups
+    CopySums, MemsetSums   a memcpy/memset batch: per    sums add      COPY_COLUMNS,
+                           key count, bytes of counted                 MEMSET_KEYS; total
+                           kinds, of memsets
+    KindSums               a memcpy/memset batch: per    sums add      the memory table
+                           copy kind, in keys and all
     TimelineParts          intervals touching a step     pieces join   the idle split's input
     GroupSums, Count,      kernel groups, bad rows,      add, union,   themselves
     Devices, Missing,      devices, rows without a       extend, max
@@ -33,22 +37,32 @@ A batch is a dict of int64 columns (census.sqlite.read_batches'), with what the 
 added to it (`step`: the key of its launching call, `found`: whether it has one); the key table
 is the same kind of dict, one row per key. A result of a range (census.load.kernels.PartResult,
 census.load.memory.MemoryResult, census.load.api_calls.RuntimePart) is a dataclass of
-accumulators, so merging two is `merge_fields`: no field listed by hand.
+accumulators, so merging two is `merge_fields`: no field listed by hand. Its per-key
+accumulators are declared once, as fields made by `per_key`: the pass makes them for its keys
+(`for_keys`), the merge merges them as every field, and the finish reads the same declaration
+(`finish_declared`: the key table's columns and the whole capture's totals). A per-step figure
+from any table is a Metric (census.metrics), an accumulator here, and its field in that pass's
+result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import fields
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import field, fields
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from census.load.figures import Columns, Sums, fit_rows, named
-from census.load.intervals import INT_NULL, add_into, add_sums, distinct, unique
+from census.definitions import MEMSET_KIND
+from census.load.figures import Columns, Sums, add_rows, fit_rows, named
+from census.load.intervals import INT_NULL, NO_STEP, add_into, add_sums, distinct, unique
+from census.metrics import COPY_COLUMNS, COPY_KEYS, MEMSET_KEYS
 
 Batch = Columns  # a batch of rows: named columns, as the key table the accumulators finish into
 B = TypeVar("B", contravariant=True)
+R = TypeVar("R")
+# a result's field's metadata: how its per-key accumulator is made; whether it adds batches
+PER_KEY, BATCHES = "per_key", "batches"
 
 
 class Accumulator(Protocol[B]):
@@ -93,6 +107,45 @@ def merge_fields(total: Any, other: Any, names: Iterable[str] | None = None) -> 
     accumulators); `names`: only these fields (two kinds of results that share them)."""
     for name in names if names is not None else (f.name for f in fields(total)):
         getattr(total, name).merge(getattr(other, name))
+
+
+def per_key(make: Callable[[int], PerKey], batches: bool = False) -> Any:
+    """A pass's result's field declared per key: `make(keys)` is its accumulator for `keys`
+    keys (`for_keys`); with `batches`, it adds the pass's batches (`add_batch`); merged as every
+    field (`merge_fields`); finished into the key table's columns, and its `total()` where it
+    has one into the whole capture's (`finish_declared`)."""
+    return field(default_factory=lambda: make(0), metadata={PER_KEY: make, BATCHES: batches})
+
+
+def batched(make: Callable[[], Accumulator]) -> Any:
+    """A pass's result's field declared as an accumulator of the pass's batches (`add_batch`),
+    with no per-key columns."""
+    return field(default_factory=make, metadata={BATCHES: True})
+
+
+def add_batch(result: Any, batch: Batch) -> None:
+    """One batch into every field of `result` declared to add the pass's batches."""
+    for f in fields(result):
+        if f.metadata.get(BATCHES):
+            getattr(result, f.name).add(batch)
+
+
+def for_keys(result: type[R], keys: int, **made: Any) -> R:
+    """A pass's result with its per-key fields made for `keys` keys (`made`: fields the pass
+    makes otherwise)."""
+    declared = {f.name: f.metadata[PER_KEY] for f in fields(result) if PER_KEY in f.metadata}  # type: ignore[arg-type]
+    return result(**{name: make(keys) for name, make in declared.items() if name not in made},
+                  **made)  # fmt: skip
+
+
+def finish_declared(results: Sequence[Any], keys: int) -> tuple[Columns, dict[str, int]]:
+    """(the key table of the results' per-key fields, `keys` rows; the whole capture's
+    totals of those that have them), every figure computed once."""
+    declared = [getattr(r, f.name) for r in results for f in fields(r) if PER_KEY in f.metadata]
+    totals: dict[str, int] = {}
+    for acc in declared:
+        totals |= acc.total() if hasattr(acc, "total") else {}
+    return key_table([acc.finish(keys) for acc in declared]), totals
 
 
 def key_table(columns: Sequence[Columns]) -> Columns:
@@ -149,6 +202,49 @@ class KernelSums(KeySums):
                 np.where(nccl, time_ns, 0))  # fmt: skip
 
 
+class CopySums(KeySums):
+    """Per key, the counted copies launched in it (census.metrics.COUNTED_COPIES): each kind's
+    count and bytes. The batch's `kind` is its copyKind (MEMSET_KIND: memsets), `bytes` 0 where
+    unknown."""
+
+    NAMES = COPY_COLUMNS
+
+    def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """Per counted kind, 1 and the bytes of the rows of that kind, 0 and 0 elsewhere."""
+        kind, nbytes = batch["kind"], batch["bytes"]
+        mine = [kind == k for k in COPY_KEYS]
+        return tuple(v for m in mine for v in (m.astype(np.int64), np.where(m, nbytes, 0)))
+
+
+class MemsetSums(KeySums):
+    """Per key, the memsets launched in it: their count and bytes."""
+
+    NAMES = MEMSET_KEYS
+
+    def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
+        """1 and the bytes of each memset, 0 and 0 for a memcpy."""
+        mine = batch["kind"] == MEMSET_KIND
+        return mine.astype(np.int64), np.where(mine, batch["bytes"], 0)
+
+
+class KindSums(dict):
+    """Per copy kind (MEMSET_KIND: memsets) its rows' count, bytes and time, and the count and
+    bytes of those launched in a key (the memory table: census.model.census.MemoryStat)."""
+
+    def add(self, batch: Batch) -> None:  # type: ignore[override]
+        """The batch's rows summed by `kind` (`bytes`, `time_ns`: 0 where unknown)."""
+        kinds, code = distinct(batch["kind"])
+        inside = (batch["step"] != NO_STEP).astype(np.int64)
+        values = np.stack([np.ones(len(code), np.int64), batch["bytes"], batch["time_ns"],
+                           inside, inside * batch["bytes"]], axis=1)  # fmt: skip
+        add_into(self, zip(kinds.tolist(), add_rows(code, len(kinds), values).tolist(),
+                           strict=True))  # fmt: skip
+
+    def merge(self, other: KindSums) -> None:
+        """Sums add, kind by kind."""
+        add_into(self, other.items())
+
+
 class Count:
     """A count of rows (the kernels with a missing or negative duration)."""
 
@@ -200,19 +296,6 @@ class Maxima(dict):
         """The larger of the two, key by key."""
         for key, v in other.items():
             self[key] = max(self.get(key, v), v)
-
-
-class MemoryCells(list):
-    """The memcpys' and memsets' sums per (copy kind, key, has a call) cell, batch by batch:
-    summed once, at the end, all batches at a time (census.load.memory)."""
-
-    def add(self, cells: tuple[np.ndarray, np.ndarray]) -> None:
-        """One batch's cells (3 x k: kind, key, has a call) and their sums (3 x k)."""
-        self.append(cells)
-
-    def merge(self, other: MemoryCells) -> None:
-        """Both ranges' batches, this one's first."""
-        self.extend(other)
 
 
 class Runs(list):

@@ -1,7 +1,8 @@
 """The reduce's finish: the accumulators of the passes (census.load.passes) finished into what
 the census is computed from. What reaches the Census is one row per kernel name and copy kind,
 the whole capture's totals, and one table of columns with one row per step or phase segment:
-the key table, the accumulators' per-key columns (census.load.accumulators.key_table).
+the key table, the per-key columns of the accumulators each pass declares
+(census.load.accumulators.finish_declared), each figure computed once.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from census.load.accumulators import key_table
-from census.load.figures import Columns, MemoryGroups, sum_keys
+from census.load.accumulators import finish_declared
+from census.load.figures import Columns, sum_keys
 from census.sources import schema as sc
 
 if TYPE_CHECKING:
+    from census.load.api_calls import RuntimePart
     from census.load.kernels import PartResult
-    from census.load.launch_totals import LaunchTotals
+    from census.load.memory import MemoryResult
     from census.load.rank_kernels import RankColumns
 
 
@@ -52,15 +54,15 @@ class Aggregates:
     kernel_groups: list[KernelGroup]
     names: dict[int, str]
     launch_by_api: dict[str, ApiSums]
-    memory: MemoryGroups
+    memory: dict[int, list[int]]  # per copy kind (MEMSET_KIND: memsets): accumulators.KindSums
     by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
     bad_kernels: int = 0  # kernels with a missing or negative duration
     devices: frozenset[int] = frozenset()  # the deviceIds of the GPU work
-    # the whole capture's sums of the kernels and launch calls and its unions per device summed
-    # (the last two unions, like by_key's, only meaningful when any_nccl), by name: the same
-    # accumulators' as by_key's (KernelSums.total, LaunchTotals.total, Unions.total)
+    # the whole capture's sums of the kernels, launch calls, copies and memsets and its unions
+    # per device summed (the last two unions, like by_key's, only meaningful when any_nccl), by
+    # name: the same accumulators' as by_key's (their total())
     totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
     # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
@@ -78,31 +80,28 @@ class Aggregates:
 def finish_aggregates(
     conn: sqlite3.Connection,
     schema: sc.Schema,
-    gpu: PartResult,
-    memory: MemoryGroups,
-    launch: LaunchTotals,
+    results: tuple[PartResult, MemoryResult, RuntimePart],
     any_nccl: bool,
     steps: int,
     parents: np.ndarray | None,
 ) -> tuple[Aggregates, Aggregates | None]:
     """(the steps' aggregates, the segments' or None without phases) from the passes' merged
-    accumulators: the GPU work's (`gpu`), the memcpys' and memsets' sums, the launch calls'.
-    With phases the passes attributed the work to segments (segment i inside step parents[i]
-    of `steps`): the steps' figures are their segments' sums, and their unions their own,
-    swept under parent_scope keys."""
+    results: the GPU work's, the memcpys' and memsets', the runtime calls'; the key table and
+    the totals of the per-key accumulators each declares (finish_declared). With phases the
+    passes attributed the work to segments (segment i inside step parents[i] of `steps`): the
+    steps' figures are their segments' sums, and their unions their own, swept under
+    parent_scope keys."""
     from census.load.api_names import read_strings
     from census.load.kernels import parent_scope
 
+    gpu, memory, runtime = results
     groups = [KernelGroup(*key, *v) for key, v in gpu.groups.items()]
     ids = {i for g in groups for i in (g.demangled_id, g.short_id) if i is not None}
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
     keys = steps if parents is None else len(parents)
-    by_api = {a: ApiSums(*v) for a, v in launch.by_api(keys).items()}
-    # the key table: every accumulator's columns, one row per key
-    table = key_table([gpu.step_kernels.finish(keys), launch.finish(keys),
-                       gpu.unions.finish(keys), gpu.busy.finish(keys), gpu.span.finish(keys)])  # fmt: skip
-    totals = gpu.step_kernels.total() | launch.total() | gpu.unions.total()
-    agg = Aggregates(groups, names, by_api, memory, table, any_nccl=any_nccl,
+    by_api = {a: ApiSums(*v) for a, v in runtime.launch.by_api(keys).items()}
+    table, totals = finish_declared(results, keys)
+    agg = Aggregates(groups, names, by_api, dict(memory.kinds), table, any_nccl=any_nccl,
                      totals=totals)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     agg.ranks = gpu.ranks.finish()
@@ -120,9 +119,4 @@ def finish_aggregates(
 
 def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: Columns) -> Aggregates:
     """The steps' aggregates from their segments': sums, and the steps' own unions."""
-    from census.load.intervals import NO_STEP
-
-    m = seg.memory
-    step = np.where(m.step == NO_STEP, NO_STEP, parents[np.maximum(m.step, 0)])
-    by_key = sum_keys(seg.by_key, parents, steps) | unions
-    return replace(seg, memory=m._replace(step=step), by_key=by_key)
+    return replace(seg, by_key=sum_keys(seg.by_key, parents, steps) | unions)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from census.load.accumulators import merge_fields
+from census.load.accumulators import merge_fields, per_key
 from census.load.api_names import ApiNames
 from census.load.call_map import CompactCalls
 from census.load.intervals import INT_MAX, INT_NULL, NO_STEP, StepIndex, unique, with_end
@@ -215,10 +215,11 @@ class Calls(list):
 @dataclass
 class RuntimePart:
     """What one rowid range of the runtime table contributes: accumulators (merged field by
-    field, census.load.accumulators.merge_fields)."""
+    field, census.load.accumulators.merge_fields; the per-key ones declared, `per_key`)."""
 
     calls: Calls = field(default_factory=Calls)
-    launch: LaunchTotals = field(default_factory=LaunchTotals)
+    # per key; made by the pass with its launch APIs (LaunchTotals.of)
+    launch: LaunchTotals = per_key(lambda keys: LaunchTotals())
     timeline: TimelineParts = field(default_factory=TimelineParts)  # launch and sync calls
 
 
@@ -255,15 +256,17 @@ def read_runtime_part(
     return part
 
 
-def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, LaunchTotals, bool, TimelineParts]:
+def merge_runtime(parts: list[RuntimePart]) -> tuple[ApiMap, RuntimePart, bool, TimelineParts]:
     """The ranges' parts merged (field by field) and their calls finished: the API map, the
-    launch totals, True when some call has several rows, the launch and sync calls the idle
-    split needs."""
+    merged part (its calls and timeline taken out: the API map holds the one, the last item the
+    other), True when some call has several rows, the launch and sync calls the idle split
+    needs."""
     total = RuntimePart()
     for part in parts:
         merge_fields(total, part)
     api, duplicated = total.calls.finish()
-    return api, total.launch, duplicated, total.timeline
+    timeline, total.calls, total.timeline = total.timeline, Calls(), TimelineParts()
+    return api, total, duplicated, timeline
 
 
 def _add_timeline(parts: TimelineParts, names: ApiNames, steps: StepIndex, b: dict,

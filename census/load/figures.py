@@ -4,7 +4,7 @@ numpy operation rather than one Python object per key.
 
 The key table is `Columns`, named columns of equal length (the same kind of table as a batch of
 rows read from the export): every per-key accumulator's finished columns side by side
-(census.load.accumulators.key_table), read by census.census into the step table.
+(census.load.accumulators.key_table), read by census.load.finish into the step table.
 
 Sums stay exact: int64 while no sum or difference of a few can overflow it, Python ints (object
 arrays) beyond, as census.load.intervals.sums_per_code does.
@@ -245,7 +245,7 @@ class IdleColumns(NamedTuple):
 
 
 def idle_splits(columns: np.ndarray) -> list:
-    """Per row of IDLE_KEYS columns, its census.model.IdleSplit."""
-    from census.model import IdleSplit
+    """Per row of IDLE_KEYS columns, its census.model.step.IdleSplit."""
+    from census.model.step import IdleSplit
 
     return list(map(IdleSplit, *columns.T.tolist()))

@@ -30,7 +30,7 @@ from census.load.api_names import name_in, read_api_names
 from census.load.idle_windows import Rows, Window, windows
 from census.load.intervals import Covered
 from census.load.timeline import Intervals, Timeline, TimelineParts, union
-from census.model import IdleSplit
+from census.model.step import IdleSplit
 from census.sources import schema as sc
 from census.sqlite import read_batches, rowid_range
 

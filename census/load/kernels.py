@@ -16,7 +16,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import is_nccl, kernel_name
-from census.load.accumulators import Count, Devices, GroupSums, KernelSums, Missing, merge_fields
+from census.load.accumulators import (
+    Count,
+    Devices,
+    GroupSums,
+    KernelSums,
+    Missing,
+    add_batch,
+    batched,
+    for_keys,
+    merge_fields,
+    per_key,
+)
 from census.load.api_calls import ApiMap
 from census.load.api_names import read_strings
 from census.load.figures import Spans, add_rows
@@ -102,16 +113,16 @@ STRADDLING = ("unions", "busy")
 @dataclass
 class PartResult:
     """What a rowid range of kernels adds up to: accumulators (census.load.accumulators), so
-    that two ranges' merge field by field (`merge`)."""
+    that two ranges' merge field by field (`merge`); the per-key ones declared (`per_key`)."""
 
     groups: GroupSums = field(default_factory=GroupSums)  # (dn, sn, has_api) -> 4 sums
-    step_kernels: KernelSums = field(default_factory=lambda: KernelSums(0))  # per key
-    unions: Unions = field(default_factory=lambda: Unions(0))  # per (scope, class, device)
-    busy: BusyTime = field(default_factory=lambda: BusyTime(0))  # per key; ends per process
-    span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each key
+    step_kernels: KernelSums = per_key(KernelSums, batches=True)
+    unions: Unions = per_key(Unions)  # per (scope, class, device)
+    busy: BusyTime = per_key(BusyTime)  # per key; ends per process
+    span: Spans = per_key(Spans)  # GPU work launched in each key
     bad_kernels: Count = field(default_factory=Count)  # a missing or negative duration
-    devices: Devices = field(default_factory=Devices)
-    missing: Missing = field(default_factory=Missing)  # GPU rows without a call
+    devices: Devices = batched(Devices)
+    missing: Missing = batched(Missing)  # GPU rows without a call
     timeline: TimelineParts = field(default_factory=TimelineParts)  # with ctx.timeline
     ranks: RankKernels = field(default_factory=RankKernels)  # per process; its NCCL kernels
 
@@ -140,8 +151,7 @@ class PartReader:
         self.conn = conn
         self.ctx = ctx
         n = ctx.steps.size
-        self.res = PartResult(step_kernels=KernelSums(n), busy=BusyTime(n), span=Spans(n),
-                              unions=Unions(union_scopes(ctx)))  # fmt: skip
+        self.res = for_keys(PartResult, n, unions=Unions(union_scopes(ctx)))
         self.nccl: dict[tuple[int, int], bool] = {}
         self.latest_start: int | None = None
         self.step_procs = ctx.step_procs
@@ -154,15 +164,13 @@ class PartReader:
         what they add to the unions and to busy time, for sweeping."""
         with_end(sc.KERNEL, b)
         b["found"], b["step"] = found, step = self.ctx.api.lookup(b["proc"], b["corr"])
-        self.res.missing.add(b)
         pairs, pair = factorize(b["dn"], b["sn"])
         b["nccl"] = nccl = self._nccl_flags(pairs)[pair]
         timed = b["dur"] != INT_NULL  # start and end both known
         b["time_ns"] = dur = np.where(timed, b["dur"], 0)
         self.res.bad_kernels.add(int(np.count_nonzero(~timed | (b["dur"] < 0))))
-        self.res.devices.add(b)
+        add_batch(self.res, b)  # the rows without a call, the devices, the per-key sums
         self._add_groups(pairs, pair, found, step, dur)
-        self.res.step_kernels.add(b)
         add_spans(self.res.span, step, b["start"], b["end"])
         self.res.ranks.add(b["proc"], b["dev"], dur, nccl & timed,
                            (b["dn"], b["sn"], b["start"], b["end"], step))  # fmt: skip

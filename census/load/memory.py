@@ -1,4 +1,8 @@
-"""Memcpys and memsets -> copy-kind aggregates, and the intervals that count in busy time.
+"""Memcpys and memsets -> their accumulators (census.load.accumulators: the counted copies and
+the memsets per key, finished into the key table; the sums per copy kind), and the intervals
+that count in busy time; whole CUDA graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE: an export made with
+--cuda-graph-trace=graph, one row a graph's execution on its device and stream) -> the intervals
+that count in busy time and in the GPU spans, and no copy.
 
 Read in rowid ranges, in parallel like the other passes; their order does not matter here.
 The intervals of processes with steps come back sorted by start, for the GPU pass to sweep
@@ -17,26 +21,39 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from census.definitions import MEMSET_KIND
-from census.load.accumulators import MemoryCells, Missing, Runs, merge_fields
-from census.load.figures import MemoryGroups, Spans, add_rows, int64_or_objects
-from census.load.intervals import INT_NULL, Members, add_spans, group_rows, sums_per_code, with_end
+from census.load.accumulators import (
+    CopySums,
+    KindSums,
+    MemsetSums,
+    Missing,
+    Runs,
+    add_batch,
+    batched,
+    for_keys,
+    merge_fields,
+    per_key,
+)
+from census.load.figures import Spans
+from census.load.intervals import INT_NULL, Members, Windowed, add_spans, with_end
 from census.load.kernels import GpuContext, add_timeline, busy_members
 from census.load.timeline import BLOCK, TimelineParts, spill_folder
 from census.paths import write_arrays
 from census.sources import schema as sc
 from census.sqlite import TIMED, read_batches, rowid_range, split
 
-TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)))
+# (table, its copy kind's SQL expression; None: GPU work that is no copy)
+TABLES = ((sc.MEMCPY, "copyKind"), (sc.MEMSET, str(MEMSET_KIND)), (sc.GRAPH_TRACE, None))
 
 
 @dataclass
 class MemoryResult:
     """What a rowid range of memcpys or memsets adds up to: accumulators
-    (census.load.accumulators), merged field by field."""
+    (census.load.accumulators), merged field by field; the per-key ones declared (`per_key`)."""
 
-    # per batch: the cells (3 x k: kind, step, has API row) and their sums (3 x k)
-    cells: MemoryCells = field(default_factory=MemoryCells)
-    missing: Missing = field(default_factory=Missing)
+    copies: CopySums = per_key(CopySums, batches=True)  # the counted copy kinds' count, bytes
+    memsets: MemsetSums = per_key(MemsetSums, batches=True)
+    kinds: KindSums = batched(KindSums)  # per copy kind, and memsets
+    missing: Missing = batched(Missing)  # rows without a call
     # the job's intervals that count in busy time, as one run sorted by start
     busy: Runs = field(default_factory=Runs)
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
@@ -46,7 +63,7 @@ class MemoryResult:
 
 def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_rows: int) -> list:
     """(table, copy kind expression, rowid range, batch rows) of each job of the memory pass:
-    up to `parts` ranges of each of the memcpy and memset tables there are."""
+    up to `parts` ranges of each of the memcpy, memset and whole-graph tables there are."""
     jobs = []
     for table, kind in TABLES:
         whole = rowid_range(conn, table) if table in ctx.tables else None
@@ -59,20 +76,24 @@ def memory_jobs(conn: sqlite3.Connection, ctx: GpuContext, parts: int, batch_row
 def read_memory_part(
     conn: sqlite3.Connection, ctx: GpuContext, job: tuple, tick=lambda n: None
 ) -> MemoryResult:
-    """One job's memcpys or memsets (memory_jobs): per batch its cells, the rows without a
-    call, the GPU spans, and the intervals of processes with steps that count in busy time."""
+    """One job's memcpys, memsets or whole graphs (memory_jobs): per batch its accumulators
+    (copies only: a graph's rows only look up their calls), the GPU spans, and the intervals of
+    processes with steps that count in busy time."""
     table, kind, rows, batch_rows = job
-    res = MemoryResult(span=Spans(ctx.steps.size))
+    res = for_keys(MemoryResult, ctx.steps.size, span=Spans(ctx.steps.size))
     batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId",
-            "bytes": "bytes", "kind": kind}  # fmt: skip
+    copies = {"bytes": "bytes", "kind": kind} if kind is not None else {}
+    cols = {**TIMED, "proc": "globalPid >> 24", "corr": "correlationId", **copies}
     last = rows.lo
     procs = ctx.step_procs
     for b, top in read_batches(conn, table, cols, rows, "", batch_rows):
         with_end(table, b)
-        b["found"], b["step"] = found, step = ctx.api.lookup(b["proc"], b["corr"])
-        res.missing.add(b)
-        res.cells.add(_cells(b, found, step))
+        b["found"], b["step"] = _, step = ctx.api.lookup(b["proc"], b["corr"])
+        if copies:
+            _known(b)
+            add_batch(res, b)
+        else:  # a whole graph: no copy, but GPU work whose call is looked up all the same
+            res.missing.add(b)
         add_spans(res.span, step, b["start"], b["end"])
         extent = (b["dur"] != INT_NULL) & (b["dur"] > 0)
         m = busy_members(procs, b["proc"], b["start"], b["end"], extent)
@@ -98,46 +119,26 @@ def _by_start(batches: list, procs: int) -> tuple[np.ndarray, np.ndarray, np.nda
     return code[order].astype(np.min_scalar_type(procs)), start[order], end[order]
 
 
-def _cells(b: dict[str, np.ndarray], found: np.ndarray, step: np.ndarray):
-    kind = np.where(b["kind"] == INT_NULL, 0, b["kind"])
-    cells, code = group_rows(kind, step, found.astype(np.int64))
-    n = len(cells[0])
-    sums = (
-        np.bincount(code, minlength=n),
-        sums_per_code(code, n, np.where(b["bytes"] == INT_NULL, 0, b["bytes"])),
-        sums_per_code(code, n, np.where(b["dur"] == INT_NULL, 0, b["dur"])),
-    )
-    try:
-        return np.array(cells), np.array(sums, dtype=np.int64)
-    except OverflowError:  # sums beyond int64 (only in damaged files): exact Python ints
-        return np.array(cells), np.array(sums, dtype=object)
+def _known(b: dict[str, np.ndarray]) -> None:
+    """The batch's unknown copy kind as 0 (Unknown), unknown bytes and time as 0."""
+    b["kind"] = np.where(b["kind"] == INT_NULL, 0, b["kind"])
+    b["bytes"] = np.where(b["bytes"] == INT_NULL, 0, b["bytes"])
+    b["time_ns"] = np.where(b["dur"] == INT_NULL, 0, b["dur"])
 
 
-def _reduce(batches: list[tuple[np.ndarray, np.ndarray]]) -> MemoryGroups:
-    """Sum the cells of many batches at once (no Python loop per batch and cell)."""
-    if not batches:
-        return MemoryGroups.empty()
-    cells = np.concatenate([c for c, _ in batches], axis=1)
-    sums = np.concatenate([v for _, v in batches], axis=1)
-    (kind, step, _), code = group_rows(*cells)
-    return MemoryGroups(kind, step, int64_or_objects(add_rows(code, len(kind), sums.T)))
-
-
-def merge_memory(
-    results: list[MemoryResult], ctx: GpuContext
-) -> tuple[MemoryResult, MemoryGroups, Members | SpilledBusy]:
-    """The jobs' results merged in order into one; its cells summed into MemoryGroups; its
-    busy intervals as Members sorted by start (or the spilled runs, read a window at a
-    time)."""
-    out = MemoryResult(span=Spans(ctx.steps.size))
+def merge_memory(results: list[MemoryResult], ctx: GpuContext) -> tuple[MemoryResult, Windowed]:
+    """The jobs' results merged in order into one (its busy intervals taken out), and those
+    intervals as Members sorted by start (or the spilled runs, read a window at a time)."""
+    n = ctx.steps.size
+    out = for_keys(MemoryResult, n, span=Spans(n))
     for res in results:
         merge_fields(out, res)
     procs = ctx.step_procs
-    runs = list(out.busy)
+    runs, out.busy = list(out.busy), Runs()
     if runs and all(isinstance(run, SpilledRun) for run in runs):
-        return out, _reduce(out.cells), SpilledBusy(runs, procs)
+        return out, SpilledBusy(runs, procs)
     code, start, end = _merged(runs, np.min_scalar_type(len(procs)))
-    return out, _reduce(out.cells), Members(code, start, end, lambda c: int(procs[c]))
+    return out, Members(code, start, end, lambda c: int(procs[c]))
 
 
 @dataclass(frozen=True)

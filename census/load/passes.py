@@ -24,6 +24,7 @@ from census.load.accumulators import merge_fields
 from census.load.aggregates import Aggregates, finish_aggregates
 from census.load.api_calls import (
     ApiMap,
+    RuntimePart,
     merge_runtime,
     read_other_calls,
     read_runtime_grouped,
@@ -32,7 +33,7 @@ from census.load.api_calls import (
 from census.load.api_names import ApiNames, read_api_names
 from census.load.intervals import StepIndex, unique
 from census.load.kernels import GpuContext, OutOfOrder, Part, PartResult, read_part
-from census.load.launch_totals import LaunchTotals, spilled_while
+from census.load.launch_totals import spilled_while
 from census.load.memory import memory_jobs, merge_memory, read_memory_part
 from census.load.pool import Runner, default_workers, make_spill_folder
 from census.load.range_merge import merge_ranges
@@ -75,13 +76,14 @@ def run_passes(
     runner = Runner(conn, path, size, progress, side_work)
     read = partial(_passes, runner, conn, schema, names, steps, batch_rows, parents, timeline)
     in_memory = size <= 1 and (not timeline or rows < PARALLEL_MIN_ROWS)
-    gpu, memory, launch, any_nccl = read() if in_memory else _spilling(read, timeline)
+    gpu, memory, runtime, any_nccl = read() if in_memory else _spilling(read, timeline)
     started = None
     try:
         if then is not None:
             started = then(gpu.timeline, runner.side_result(), runner.size)
         keys = steps.size if step_count is None else step_count
-        finished = finish_aggregates(conn, schema, gpu, memory, launch, any_nccl, keys, parents)
+        finished = finish_aggregates(conn, schema, (gpu, memory, runtime), any_nccl, keys,
+                                     parents)  # fmt: skip
         return (*finished, started)
     except BaseException:
         (gpu.timeline if started is None else started).close()  # the gathered intervals' folder
@@ -108,17 +110,17 @@ def _spilling(read: Callable[[], tuple], timeline: bool) -> tuple:
 
 
 def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline):
-    """(the GPU work's result, the memcpys' and memsets' sums, the launch totals, whether any
+    """(the GPU work's result, the memcpys' and memsets', the runtime pass's, whether any
     kernel name can be NCCL); with `timeline`, the runtime pass's launch and sync calls joined
     to the GPU result's gathered intervals."""
-    api, launch, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
+    api, runtime, calls = _runtime_pass(runner, schema, names, steps, batch_rows)
     folder = spill_folder()
     if folder is not None:  # the calls' bitmaps read from files by the GPU passes
         api = api.spilled(folder)
     ctx = GpuContext(steps, api, _any_nccl(conn, schema),
                      schema.has_column(sc.KERNEL, "demangledName"), schema.tables,
                      parents=parents, timeline=timeline)  # fmt: skip
-    with spilled_while(launch, folder):  # read back once the workers are done
+    with spilled_while(runtime.launch, folder):  # read back once the workers are done
         gpu, memory = _gpu_passes(runner, ctx, batch_rows)
         if gpu.missing and schema.has(sc.RUNTIME):
             missing = {p: unique(np.concatenate(c)) for p, c in gpu.missing.items()}
@@ -128,24 +130,25 @@ def _passes(runner, conn, schema, names, steps, batch_rows, parents, timeline):
                 gpu, memory = _gpu_passes(runner, ctx, batch_rows)
     if timeline:
         gpu.timeline.launch, gpu.timeline.sync = calls.launch, calls.sync
-    return gpu, memory, launch, ctx.any_nccl
+    return gpu, memory, runtime, ctx.any_nccl
 
 
-# What the memory pass's result adds to the kernel pass's (the rest is its own: MemoryGroups)
+# What the memory pass's result adds to the kernel pass's (taken out of it: the rest is its own)
 SHARED_WITH_KERNELS = ("timeline", "span", "missing")
 
 
 def _gpu_passes(runner: Runner, ctx: GpuContext, batch_rows: int):
     """Memcpys and memsets (in any order), then kernels (in start order) with them: (the GPU
-    work's result, the memcpys' and memsets' sums)."""
+    work's result, the memcpys' and memsets' own)."""
     jobs = memory_jobs(runner.conn, ctx, runner.jobs, batch_rows)
     total = sum(job[2].rows for job in jobs)
     parts = runner.map(read_memory_part, ctx, jobs, total, "reading memcpys and memsets")
-    memory, groups, busy = merge_memory(parts, ctx)
+    memory, busy = merge_memory(parts, ctx)
     del parts  # merged: not held through the kernel pass (at 3x10^7, ~230 MiB)
     gpu = _gpu_pass(runner, replace(ctx, memory_busy=busy), batch_rows)
     merge_fields(gpu, memory, SHARED_WITH_KERNELS)
-    return gpu, groups
+    empty = type(memory)()
+    return gpu, replace(memory, **{name: getattr(empty, name) for name in SHARED_WITH_KERNELS})
 
 
 def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
@@ -158,15 +161,16 @@ def _any_nccl(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
 def _runtime_pass(runner: Runner, schema: sc.Schema, names: ApiNames, steps, batch_rows):
     whole = rowid_range(runner.conn, sc.RUNTIME) if schema.has(sc.RUNTIME) else None
     if whole is None:
-        return ApiMap(), LaunchTotals(), TimelineParts()
+        return ApiMap(), RuntimePart(), TimelineParts()
     jobs = [(r, batch_rows) for r in split(whole, runner.jobs)]
     parts = runner.map(_runtime_job, (names, steps), jobs, whole.rows, "reading CUDA API calls")
-    api, launch, duplicated, calls = merge_runtime(parts)
+    api, runtime, duplicated, calls = merge_runtime(parts)
     if duplicated:  # legacy exports record some calls twice: regroup, in this process
         runner.progress("regrouping CUDA API calls recorded twice")
         api, launch = read_runtime_grouped(runner.conn, names, steps)
+        runtime = RuntimePart(launch=launch)
         calls = TimelineParts(launch=None, sync=None)  # the idle split reads them itself
-    return api, launch, calls
+    return api, runtime, calls
 
 
 def _runtime_job(conn, shared, job, tick):

@@ -33,8 +33,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from census.errors import ran_out
+from census.heap import keep_heap, trim_heap
 from census.load.workers import Workers, broke
-from census.paths import keep_heap, owner_tag, pid_alive, trim_heap, writing
+from census.paths import owner_tag, pid_alive, writing
 from census.sources.export import Progress
 from census.sqlite import notes
 

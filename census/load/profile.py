@@ -25,7 +25,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 from census.sqlite import notes
 
 if TYPE_CHECKING:
-    from census.model import IdleSplit
+    from census.model.step import IdleSplit
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,8 @@ def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:
     if agg.graph_executions:
         out.append(
             f"{agg.graph_executions} CUDA graph execution(s) were traced as whole graphs "
-            "(--cuda-graph-trace=graph): their kernels are not in the kernel table; "
-            "capture again with --cuda-graph-trace=node"
+            "(--cuda-graph-trace=graph): they count in GPU busy, idle, spans and the limiter, "
+            "but their kernels are not in the export: kernel counts, kernel time and classes "
+            "leave them out (unknown, not zero); capture again with --cuda-graph-trace=node"
         )
     return out

@@ -4,7 +4,7 @@ census.load.pool.map_processes), or on a Dask cluster when a scheduler's address
 
 Each task reads one export where it lies (the cluster's workers see the same paths: a shared
 filesystem) and returns that export's Census, which is small; the caller merges them
-(census.census.merge_census), so a cluster gives the pool's result exactly. A worker writes the
+(census.load.finish.merge_census), so a cluster gives the pool's result exactly. A worker writes the
 census cache as any census process does (atomically, under a name of its own), so a later
 `census summary DIR` reads the caches. Dask is imported inside the functions that use it:
 `census --help` stays fast, and Dask stays optional.
@@ -20,7 +20,7 @@ from typing import Any
 
 from census.errors import UsageError
 from census.load.pool import map_processes
-from census.model import Census
+from census.model.census import Census
 from census.sources.export import Progress
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -89,7 +89,10 @@ def _on_dask(
 
 def connect(address: str) -> Any:
     """A Dask client of the scheduler at `address`; a UsageError (one line) when Dask is not
-    installed or the scheduler does not answer within CONNECT_S."""
+    installed, the address is not one (no port: `notanaddress`, `tcp://localhost`; said before
+    connecting) or the scheduler does not answer within CONNECT_S. A client that failed to
+    connect is closed here, within a second: its destructor would wait twice CONNECT_S, then
+    print a traceback."""
     try:
         from distributed import Client
     except ImportError:
@@ -97,13 +100,50 @@ def connect(address: str) -> Any:
             f"--scheduler {address}: Dask is not installed; {INSTALL_HINT} (or leave out "
             f"--scheduler and ${SCHEDULER_ENV} to read the ranks in a process pool)"
         ) from None
+    _check_form(address)
+    made: list[Any] = []
+
+    class _Kept(Client):  # the client made, kept to be closed when its start fails
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
     try:
-        return Client(address, timeout=CONNECT_S, set_as_default=False)
+        return _Kept(address, timeout=CONNECT_S, set_as_default=False)
     except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+        for client in made:
+            _abandon(client)
         raise UsageError(
             f"cannot reach the Dask scheduler at {address} ({exc}): start one (`dask scheduler`) "
             f"or fix --scheduler / ${SCHEDULER_ENV}"
         ) from None
+
+
+def _check_form(address: str) -> None:
+    """A UsageError unless `address` is a scheduler's address (a host and a port, but in-process)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme != "inproc":
+            parse_host_port(location)
+    except ValueError as exc:
+        raise UsageError(
+            f"--scheduler {address}: not a Dask scheduler's address ({exc}); give "
+            f"tcp://HOST:PORT (a scheduler listens on port 8786 by default)"
+        ) from None
+
+
+def _abandon(client: Any) -> None:
+    """Close a client whose start failed, in a second at most, and leave its destructor nothing
+    to do."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        client.close(timeout=1)
+    client.status = "closed"
+    with contextlib.suppress(Exception):
+        client._loop_runner.stop()
 
 
 def _on_worker(fn: RankFn, export: Path, arg: Any) -> Census:

@@ -10,11 +10,14 @@ it before rendering; one renderer per kind of view and format formats it:
     render(view, "html")
 
 Each format's options default as its renderer's do. A terminal rendering ends with its newline;
-the others are documents, which the CLI prints as a line.
+the others are documents, which the CLI prints as a line. render_pieces gives the same text in
+pieces made as they are iterated (a compact JSON document of hundreds of MB is written, and
+cached by census.store.cache, as it is made, never held whole); render is their join.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import import_module
 from typing import Any
 
@@ -47,6 +50,14 @@ def render(
     view: SummaryView | RanksView | DiffView | ExperimentView, fmt: str, **options: Any
 ) -> str:
     """`view` as text in `fmt` (terminal, markdown, json or html)."""
+    return "".join(render_pieces(view, fmt, **options))
+
+
+def render_pieces(
+    view: SummaryView | RanksView | DiffView | ExperimentView, fmt: str, **options: Any
+) -> Iterable[str]:
+    """render's text in pieces, in order: their join is render's text. A renderer gives a
+    text, or (a compact JSON document) pieces made each time they are iterated."""
     from census.errors import UsageError
 
     if fmt not in FORMATS:
@@ -58,4 +69,5 @@ def render(
             "(summary_view, diff_view, experiment_view)"
         )
     module, function = name.split(":")
-    return getattr(import_module(f"census.render.{module}"), function)(view, **options)
+    text = getattr(import_module(f"census.render.{module}"), function)(view, **options)
+    return [text] if isinstance(text, str) else text

@@ -8,10 +8,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from census.compare.experiment import Experiment, Explanation
-from census.compare.stats import ABStats, Side
+from census.compare.ab.experiment import Experiment, Explanation
+from census.compare.ab.stats import ABStats, Side
 from census.definitions import few_values_note, p95_text
-from census.model import Arm
+from census.model.ab import Arm
 from census.render.fit import print_fit
 from census.render.text import rich_text
 from census.render.views import ExperimentView
@@ -270,7 +270,7 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
     return "\n".join(out)
 
 
-# -- the ranks of arms of several ranks (census.compare.rank_table) -------------------------------
+# -- the ranks of arms of several ranks (census.compare.ab.rank_table) -------------------------------
 def ranks_title(labels: tuple[str, str]) -> str:
     """The title of the arms' rank table, naming A and B."""
     return (f"Ranks, uncaptured arms, by host (over the measured arms; A = {labels[0]}, "

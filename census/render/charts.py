@@ -12,7 +12,7 @@ from typing import Any
 
 from census.compare.diff import CensusDiff
 from census.metrics import COUNTED_COPIES, LABELS, MEMCPY_KINDS
-from census.model import Census
+from census.model.census import Census
 from census.render.fit import short_names
 from census.render.views import SummaryView
 from census.units import fmt_count, fmt_ns, keep_units, one_line

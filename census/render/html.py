@@ -14,7 +14,7 @@ from typing import Any
 
 from census.compare.diff import CensusDiff
 from census.metrics import HIDDEN_WHEN_ZERO, LABELS, VIEW_CARDS, shown_in
-from census.model import Census
+from census.model.census import Census
 from census.render.charts import Chart, diff_charts, esc, rank_chart, summary_charts
 from census.render.diffrows import IDLE_RANGES_TITLE as DIFF_RANGES_TITLE
 from census.render.diffrows import (

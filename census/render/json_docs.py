@@ -5,25 +5,33 @@ spread_json for rank folders), `census diff --format json` (diff_json) and `cens
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from census import CENSUS_VERSION
-from census.definitions import HOST_AHEAD_RULE, IDLE_BY_RANGE_RULE, LIMITER_RULE
+from census.definitions import (
+    GRAPH_TRACE_RULE,
+    GRAPH_TRACE_UNKNOWN,
+    HOST_AHEAD_RULE,
+    IDLE_BY_RANGE_RULE,
+    LIMITER_RULE,
+)
 from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
-from census.model import METRIC_VALUES, Arm, Census, Phase, Source, Step, idle_values
+from census.model.ab import Arm
+from census.model.census import Census, Source
+from census.model.step import METRIC_VALUES, Phase, Step, idle_values
+from census.model.step_table import int_sum
 from census.render import json_rows
 from census.render.json_ranks import folder_ranks_json, report_ranks_json
+from census.render.json_rows import Raw
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
-from census.step_table import int_sum
 
 if TYPE_CHECKING:  # (the compare stage's modules load only where a diff or arms need them)
-    from census.compare.arm_findings import ArmTail
+    from census.compare.ab.arm_findings import ArmTail
+    from census.compare.ab.rank_table import RankRow
+    from census.compare.ab.stats import Equivalence, PhaseStats
     from census.compare.diff import KernelDelta
-    from census.compare.rank_table import RankRow
-    from census.compare.stats import Equivalence, PhaseStats
-    from census.compare.tails import Tail
+    from census.findings.tails import Tail
 
 # Each key's rule, carried by every document: `gpu_busy_ns` (clipped to the step's window) and
 # `non_nccl_union_ns` (the work launched in the step, unclipped) are not a subset pair.
@@ -33,28 +41,13 @@ KEY_DEFINITIONS = {
     "limiter": LIMITER_RULE,
     "idle_by_range": IDLE_BY_RANGE_RULE,
     "host_ran_ahead": HOST_AHEAD_RULE,
+    "graph_trace": GRAPH_TRACE_RULE,
 }
-
-
-def summary_document_text(view: SummaryView, top: int = 20) -> tuple[dict, Iterable[str]]:
-    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact
-    JSON, in pieces made as they are iterated: the document is their join, never made)."""
-    census = view.census
-    meta = {"warnings": list(census.warnings), "timing": census.per_step_timing(),
-            "host_ran_ahead": census.host_ran_ahead()}  # fmt: skip
-    return meta, json_rows.document(summary_json(view, top, rows_as_text=True))
-
-
-def diff_document_text(view: DiffView, top: int = 20) -> tuple[dict, Iterable[str]]:
-    """({"warnings"}, the `diff --format json` document as compact JSON, in pieces made as
-    they are iterated)."""
-    text = json_rows.document(diff_json(view, top, rows_as_text=True))
-    return {"warnings": list(view.diff.warnings)}, text
 
 
 def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
                  ranks: bool = True) -> dict[str, Any]:  # fmt: skip
-    """The `census summary --json` contract (without its "capture", census.render.render adds
+    """The `census summary --json` contract (without its "capture", render_summary_json adds
     it: a diff's sides have none); `rows_as_text`: the per-step lists as their JSON text
     (census.render.json_rows, for json_rows.dumps); `ranks`: a report's ranks after it, where
     it holds several (census.render.json_ranks; a rank folder's are its own)."""
@@ -80,9 +73,19 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
             "per_step": census.per_step_timing(),
         },
         **_tables(census, top),
+        "graph_trace": _graph_trace(census),
         "warnings": list(census.warnings),
         **(report_ranks_json(view) if ranks else {}),
     }
+
+
+def _graph_trace(census: Census) -> dict[str, Any] | None:
+    """Null, or for a capture traced as whole CUDA graphs (GRAPH_TRACE_RULE) the keys its
+    whole-graph rows count in and those that cannot know the graphs' kernels."""
+    if not census.graph_trace_mode:
+        return None
+    counted = ["gpu_busy_ns", "gpu_idle_ns", "idle_split", "gpu_span_ns", "limiter"]
+    return {"mode": "graph", "counted_in": counted, "unknown": list(GRAPH_TRACE_UNKNOWN)}
 
 
 def _source(source: Source) -> dict[str, Any]:
@@ -276,7 +279,7 @@ def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
 
 
 def _rank_row(row: RankRow) -> dict[str, Any]:
-    """One rank over the measured arms (census.compare.rank_table), each side's figures."""
+    """One rank over the measured arms (census.compare.ab.rank_table), each side's figures."""
     return {"rank": row.rank, "host": row.host, "local_rank": row.local_rank, "node": row.node,
             "gpu_index": row.gpu_index, "gpu_uuid": row.gpu_uuid,
             **{side: None if figures is None else {**asdict(figures), "counts": {
@@ -368,10 +371,18 @@ def experiment_json(view: ExperimentView, top: int = 20) -> dict[str, Any]:
     }
 
 
-def render_summary_json(view: SummaryView, top: int = 20, indent: int | None = None) -> str:
-    """`census summary --json`: the summary and its capture overhead (null without a
-    calibration run)."""
-    return json.dumps({**summary_json(view, top), "capture": view.overhead}, indent=indent)
+def render_summary_json(view: SummaryView, top: int = 20, indent: int | None = None) -> str | Raw:
+    """`census summary --json`: the summary and its capture overhead (`capture`: the view's,
+    null without a calibration run); compact (`indent` None) in pieces made as they are
+    iterated (census.render.render_pieces)."""
+    return _document({**summary_json(view, top, indent is None), "capture": view.overhead},
+                     indent)  # fmt: skip
+
+
+def _document(doc: dict[str, Any], indent: int | None) -> str | Raw:
+    """A document built with its per-step lists as text (census.render.json_rows) when compact
+    (`indent` None), as pieces; else indented text."""
+    return json_rows.document(doc) if indent is None else json.dumps(doc, indent=indent)
 
 
 def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None) -> str:
@@ -382,9 +393,10 @@ def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None)
                       indent=indent)  # fmt: skip
 
 
-def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str:
-    """`census diff --json`: diff_json as text (`top`: each side's top kernels)."""
-    return json.dumps(diff_json(view, top), indent=indent)
+def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str | Raw:
+    """`census diff --json`: diff_json (`top`: each side's top kernels), compact in pieces as
+    render_summary_json's."""
+    return _document(diff_json(view, top, indent is None), indent)
 
 
 def render_experiment_json(view: ExperimentView, top: int = 20, indent: int | None = None) -> str:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from census.nccl_ranks import STEP_COLUMNS
+from census.findings.nccl_ranks import STEP_COLUMNS
 
 if TYPE_CHECKING:
-    from census.model import Census
-    from census.nccl_ranks import NcclRanks
+    from census.findings.nccl_ranks import NcclRanks
+    from census.model.census import Census
     from census.render.views import SummaryView
 
 _SPLIT = ("wait_ns", "transfer_ns", "last_arrivals")  # null when nothing is matched

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
-from census.step_table import Rows, StepTable
+from census.model.step_table import Rows, StepTable
 
 # Phase.as_dict's keys, then its GPU span: a phase's numbers
 PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
@@ -158,8 +158,8 @@ def document(doc: Any) -> Raw:
 
 
 def _collector_paused(made: Iterable[str]) -> Iterator[str]:
-    """The pieces, made with the cyclic collector off (census.census.collector_paused)."""
-    from census.census import collector_paused
+    """The pieces, made with the cyclic collector off (census.heap.collector_paused)."""
+    from census.heap import collector_paused
 
     with collector_paused():
         yield from made

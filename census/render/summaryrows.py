@@ -3,10 +3,10 @@ renderers (as census.render.diffrows is for a diff)."""
 
 from __future__ import annotations
 
-from census.compare.tails import GPU_SPAN, Tail
 from census.definitions import P95_MIN_VALUES
+from census.findings.tails import GPU_SPAN, Tail
 from census.metrics import HIDDEN_WHEN_ZERO, LABELS, METRIC_KEYS, VIEW_PHASES, Metric, shown_in
-from census.model import Census
+from census.model.census import Census
 from census.render.views import RanksView, SummaryView
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
 
@@ -214,8 +214,8 @@ def spread_rows(view: RanksView) -> Table:
 
 def nccl_rank_section(view: SummaryView) -> tuple[str, Table, list[str]] | None:
     """With several ranks: the title and table of their NCCL time split into wait and
-    transfer (census.nccl_ranks), and the lines under it (not matched, the straggler)."""
-    from census.nccl_ranks import LEGEND, rank_table, straggler_line, unmatched_line
+    transfer (census.findings.nccl_ranks), and the lines under it (not matched, the straggler)."""
+    from census.findings.nccl_ranks import LEGEND, rank_table, straggler_line, unmatched_line
 
     ranks = view.ranks
     if ranks is None:

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from census.census import Spread
+    from census.compare.ab.experiment import Experiment, Explanation
     from census.compare.diff import CensusDiff
-    from census.compare.experiment import Experiment, Explanation
-    from census.compare.tails import Tail
-    from census.limiter import Limiter
-    from census.model import Census
-    from census.nccl_ranks import NcclRanks
+    from census.findings.limiter import Limiter
+    from census.findings.nccl_ranks import NcclRanks
+    from census.findings.spread import Spread
+    from census.findings.tails import Tail
+    from census.model.census import Census
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,13 @@ class SummaryView:
     """One capture's census and what is said about it."""
 
     census: Census
-    tail: Tail | None  # the tail steps (census.compare.tails); None without steps
-    limiter: Limiter | None  # what limits the step (census.limiter); None without steps
+    tail: Tail | None  # the tail steps (census.findings.tails); None without steps
+    limiter: Limiter | None  # what limits the step (census.findings.limiter); None without steps
     lead: str  # the first line in every format: run-ahead, then the limiter ("" without steps)
     label: str  # its name on a page's title
     shown: str | None = None  # what the user named it (else the export's path is shown)
     overhead: dict | None = None  # the capture overhead against its calibration run, if any
-    # with several ranks: their NCCL time split into wait and transfer (census.nccl_ranks)
+    # with several ranks: their NCCL time split into wait and transfer (census.findings.nccl_ranks)
     ranks: NcclRanks | None = None
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from census.capture.ab import RECORD
 from census.errors import InputError
-from census.model import Arm, AutoArms, RankRecord
+from census.model.ab import Arm, AutoArms, RankRecord
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def read_experiment(folder: Path) -> ExperimentRecord:
 
 
 def _auto_from(rec: Any) -> AutoArms | None:
-    """ab.json's "sequential" (census.model.AutoArms), checked field by field; None when absent."""
+    """ab.json's "sequential" (census.model.ab.AutoArms), checked field by field; None when absent."""
     from census.capture.records import shown
 
     if rec is None:

@@ -4,7 +4,7 @@ A folder of several exports is read as the ranks of one run only when it says so
 folder whose run.json maps ranks to files, or the user's `--ranks`. Anything else (a folder of
 unrelated exports) is refused, naming the files and how they differ, instead of being summed.
 The ranks are parsed in parallel (census.load.scheduler: a process pool, or a Dask cluster);
-census.census.merge_census folds them into one Census and rank_spread shows the min / median / max over ranks.
+census.load.finish.merge_census folds them into one Census and rank_spread shows the min / median / max over ranks.
 
 Each rank's export has its links resolved once, here: a file is read wherever its links lead; a
 loop of links, a dangling link, a link to the folder or one above it (a loop), to a folder out

@@ -2,10 +2,16 @@
 reads, their b-tree's leaves, pages read with pread, cells and varints
 (https://www.sqlite.org/fileformat2.html).
 
-Every structure the reader relies on is checked, and what does not hold raises Unreadable (the
-caller reads with SQL, and SQLite says what is wrong with a damaged file): page numbers inside
-the file, each page visited once, cell counts and pointers inside their page, no leaf but a
-lone root without cells.
+Every structure the reader relies on is checked as SQLite checks it, and what does not hold is
+Damaged, a page SQLite rejects (its scan fails with "database disk image is malformed", or
+`PRAGMA integrity_check` names the page), which the caller refuses in one line naming the file,
+the table and the page: page numbers inside the file, each page visited once, a page's type, cell
+counts and pointers inside their page and past the cell-pointer array, a payload inside its page
+(the part of a spilled one kept there, and its first overflow page inside the file), no leaf but
+a lone root without cells, each interior page's keys increasing inside the bounds its parent
+gives, and the rowids of the leaves increasing inside those bounds. A rowid range read with SQL
+is sound only on such a tree (SQLite seeks the range's first rowid and stops after its last), so
+the SQL reader checks the leaves too (census/sqlite/pages.py, check_leaves).
 """
 
 from __future__ import annotations
@@ -17,16 +23,34 @@ from pathlib import Path
 
 import numpy as np
 
+from census.errors import InputError
 from census.sources.readonly import has_live_wal, opened_identity
 
 LEAF, INTERIOR = 0x0D, 0x05
 CHANGE_COUNTER = 24  # where the file change counter's 4 bytes lie in the file
+_LOWEST = -(1 << 63)  # the first leaf holds rowids from here, this one included
 MAX_DEPTH = 40  # a b-tree of 4 GiB of 512-byte pages is 10 levels deep
 _ROWID_NAMES = {"rowid", "oid", "_rowid_"}  # a column so named hides the rowid from SQL
 
 
 class Unreadable(Exception):
     """Internal: this table, or this stretch of it, is not one the page reader reads exactly."""
+
+
+class Damaged(Exception):
+    """Internal: page `page` of a table's b-tree is one SQLite rejects, for the reason `what`."""
+
+    def __init__(self, page: int, what: str) -> None:
+        super().__init__(page, what)
+        self.page, self.what = page, what
+
+
+def damaged_error(path: Path, table: str, exc: Damaged) -> InputError:
+    """The one-line refusal of a damaged page: the file, the table, the page and what."""
+    return InputError(
+        f"{path}: damaged SQLite file: {table}, page {exc.page}: {exc.what} (a page SQLite "
+        "rejects: PRAGMA integrity_check names it); export it again"
+    )
 
 
 @dataclass(frozen=True)
@@ -47,6 +71,7 @@ class Layout:
     identity: tuple[int, int]
     page_size: int
     usable: int  # bytes of a page that hold b-tree content (less the reserved bytes)
+    pages: int  # pages in the file
     counter: bytes  # the file change counter (bytes 24-27) read with the layout
     columns: tuple[str, ...]
     unreadable: frozenset[str]  # columns it leaves to SQL (REAL affinity, rowid aliases)
@@ -86,11 +111,15 @@ def open_layout(conn: sqlite3.Connection, path: Path, table: str) -> Layout:
                 raise Unreadable("not the file SQLite opened")
             if page_size < 512 or usable < 480:
                 raise Unreadable(f"pages of {page_size} bytes, {usable} of them usable")
-            leaves = walk(fh, int(row[0]), page_size, usable, st.st_size // page_size)
+            pages = -(-st.st_size // page_size)  # SQLite counts a last partial page
+            leaves = walk(fh, int(row[0]), page_size, usable, pages)
     except OSError as exc:
         raise Unreadable(f"the file could not be read ({exc.strerror or exc})") from None
-    return Layout(path, identity, page_size, usable, head[CHANGE_COUNTER : CHANGE_COUNTER + 4],
-                  tuple(r[1] for r in info), _left_to_sql(info), leaves)  # fmt: skip
+    except Damaged as exc:
+        raise damaged_error(path, table, exc) from None
+    return Layout(path, identity, page_size, usable, pages,
+                  head[CHANGE_COUNTER : CHANGE_COUNTER + 4], tuple(r[1] for r in info),
+                  _left_to_sql(info), leaves)  # fmt: skip
 
 
 def without_rowid(conn: sqlite3.Connection, table: str) -> bool:
@@ -128,36 +157,48 @@ def walk(fh, root: int, page_size: int, usable: int, pages_in_file: int) -> Leav
     """The table's leaves in key order, from its interior pages only: a b-tree's leaves are all
     at one depth, so the walk goes down a level at a time until a level's first page is a leaf
     (every leaf's type is checked when it is read)."""
-    pages, low, high = [root], [-(1 << 63)], [(1 << 63) - 1]
+    pages, low, high = [root], [_LOWEST], [(1 << 63) - 1]
     seen: set[int] = set()
+    parent = {root: root}
     for _ in range(MAX_DEPTH):
-        if any(p < 2 or p > pages_in_file or p in seen for p in pages):
-            raise Unreadable("a page number outside the file, or a page met twice")
-        seen.update(pages)
+        for p in pages:
+            if p < 2 or p > pages_in_file or p in seen:
+                where = "outside the file" if p < 2 or p > pages_in_file else "met twice (a loop)"
+                raise Damaged(parent[p], f"a child page number {p} {where}")
+            seen.add(p)
         if read_pages(fh, np.array(pages[:1]), page_size)[0] == LEAF:
             return Leaves(np.array(pages, np.int64), np.array(low, np.int64),
                           np.array(high, np.int64))  # fmt: skip
         below: tuple[list[int], list[int], list[int]] = ([], [], [])
         for page, lo, hi in zip(pages, low, high, strict=True):
-            children, bounds = _interior(read_pages(fh, np.array([page]), page_size), usable)
+            buf = read_pages(fh, np.array([page]), page_size)
+            try:
+                children, bounds = _interior(buf, usable, lo, hi)
+            except Damaged as exc:
+                raise Damaged(page, exc.what) from None
+            parent.update((c, page) for c in children if c not in parent)
             below[0].extend(children)
             below[1].extend([lo, *bounds])
             below[2].extend([*bounds, hi])
         pages, low, high = below
-    raise Unreadable("a b-tree deeper than any SQLite writes")
+    raise Damaged(root, "a b-tree deeper than any SQLite writes (a loop?)")
 
 
-def _interior(buf: np.ndarray, usable: int) -> tuple[list[int], list[int]]:
-    """An interior page's children in key order, and the largest key of each but the last."""
+def _interior(buf: np.ndarray, usable: int, lo: int, hi: int) -> tuple[list[int], list[int]]:
+    """An interior page's children in key order, and the largest key of each but the last;
+    Damaged (page 0: the caller names it) where its parent's bounds (lo, hi] do not hold its
+    keys in increasing order."""
     if buf[0] != INTERIOR:
-        raise Unreadable("not a table b-tree page")
+        raise Damaged(0, f"a page of type {int(buf[0])} where an interior table page belongs")
     count = int(be(buf, np.array([3]), 2)[0])
-    if 12 + 2 * count > usable:
-        raise Unreadable("an interior page's cell count")
+    if count == 0 or 12 + 2 * count > usable:
+        raise Damaged(0, f"an interior page's cell count ({count})")
     pointer = be(buf, 12 + 2 * np.arange(count), 2)
-    if count and (pointer.max() + 5 > usable or pointer.min() < 12 + 2 * count):
-        raise Unreadable("a cell pointer outside its page")
+    if pointer.max() + 5 > usable or pointer.min() < 12 + 2 * count:
+        raise Damaged(0, "a cell pointer outside its page or inside its cell-pointer array")
     key, _ = varints(buf, pointer + 4)
+    if (key[1:] <= key[:-1]).any() or (lo != _LOWEST and key[0] <= lo) or key[-1] >= hi:
+        raise Damaged(0, "interior keys out of order, or outside the bounds of their parent")
     right = int(be(buf, np.array([8]), 4)[0])
     return [*be(buf, pointer, 4).tolist(), right], key.tolist()
 
@@ -186,21 +227,52 @@ def be(buf: np.ndarray, at: np.ndarray, width: int, signed: bool = False) -> np.
     return view[at].astype(np.int64)
 
 
-def cell_offsets(buf: np.ndarray, pages: int, page_size: int, usable: int, lone: bool):
-    """(where each cell of the leaf pages starts in `buf`, where its page's content ends), page
-    after page, in key order. `lone`: the table's only leaf, which alone may have no cells."""
-    base = np.arange(pages, dtype=np.int64) * page_size
-    if pages and (buf[base] != LEAF).any():
-        raise Unreadable("a leaf page that is not a table leaf")
+def cell_offsets(buf: np.ndarray, pages: np.ndarray, page_size: int, usable: int, lone: bool):
+    """(where each cell of the leaf pages `pages` starts in `buf`, where its page's content
+    ends, its page's index in `pages`; the cell count of each page), page after page, in key
+    order; Damaged where SQLite rejects a page. `lone`: the table's only leaf, which alone may
+    have no cells."""
+    base = np.arange(len(pages), dtype=np.int64) * page_size
+    _first_bad(pages, buf[base] != LEAF, "a page that is not a table leaf where a leaf belongs")
     count = be(buf, base + 3, 2)
-    if pages and (8 + 2 * count.max() > usable or (not lone and count.min() == 0)):
-        raise Unreadable("a leaf's cell count")
-    page_of = np.repeat(np.arange(pages), count)
+    _first_bad(pages, (8 + 2 * count > usable) | ((count == 0) & (not lone)), "a leaf's cell count")
+    page_of = np.repeat(np.arange(len(pages)), count)
     nth = np.arange(len(page_of)) - np.repeat(np.cumsum(count) - count, count)
     pointer = be(buf, base[page_of] + 8 + 2 * nth, 2)
-    if len(pointer) and (pointer.max() + 4 > usable or (pointer < 8 + 2 * count[page_of]).any()):
-        raise Unreadable("a cell pointer outside its page")
-    return base[page_of] + pointer, base[page_of] + usable
+    outside = (pointer + 4 > usable) | (pointer < 8 + 2 * count[page_of])
+    _first_bad(pages, outside, "a cell pointer past its page or inside its pointer array", page_of)
+    return base[page_of] + pointer, base[page_of] + usable, page_of, count
+
+
+def check_cells(pages: np.ndarray, page_of: np.ndarray, count: np.ndarray, ends: tuple,
+                rowid: np.ndarray, bounds: tuple[np.ndarray, np.ndarray]) -> None:  # fmt: skip
+    """Damaged unless each cell's payload stays inside its page (`ends`: where its local part
+    ends, where its page's content does) and the rowids increase, each page's first and last
+    inside its leaf's (low, high] of `bounds` (the first leaf's low included: no lower rowid
+    is), so all of them are."""
+    _first_bad(pages, ends[0] > ends[1], "a payload past the end of its page", page_of)
+    _first_bad(pages, rowid[1:] <= rowid[:-1], "rowids out of order", page_of[1:])
+    held = np.flatnonzero(count)
+    last = np.cumsum(count)[held] - 1
+    low, high = bounds[0][held], bounds[1][held]
+    outside = ((rowid[last - count[held] + 1] <= low) & (low != _LOWEST)) | (rowid[last] > high)
+    _first_bad(pages[held], outside, "a rowid outside the bounds of its parent's keys")
+
+
+def local_bytes(payload: np.ndarray, usable: int) -> np.ndarray:
+    """The bytes of each payload kept in its cell (SQLite's rule): all of it up to usable - 35
+    bytes, else a part and the number of its first overflow page."""
+    most, least = usable - 35, (usable - 12) * 32 // 255 - 23
+    part = least + (payload - least) % (usable - 4)
+    return np.where(payload <= most, payload, np.where(part <= most, part, least))
+
+
+def _first_bad(pages: np.ndarray, bad: np.ndarray, what: str, page_of: np.ndarray | None = None):
+    """Damaged, naming the first page where `bad` holds, if any does (`page_of`: the page
+    index of each element of `bad`, else one element a page)."""
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise Damaged(int(pages[i if page_of is None else page_of[i]]), what)
 
 
 def varints(buf: np.ndarray, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:

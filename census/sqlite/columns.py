@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from census.errors import ColumnError
+from census.errors import ColumnError, InputError
+from census.sources.readonly import opened_file
 from census.sqlite import notes
 from census.sqlite.btree import without_rowid
-from census.sqlite.pages import Unreadable
+from census.sqlite.pages import Unreadable, check_leaves
 from census.sqlite.plan import ASKED, INT_NULL, page_plan
 
 BATCH_ROWS = 100_000  # per column: ~1 MiB of text, 0.8 MiB parsed
@@ -56,6 +57,10 @@ def rowid_range(conn: sqlite3.Connection, table: str) -> RowidRange | None:
     if lo is None:
         return None
     hi = conn.execute(f'SELECT MAX(rowid) FROM "{table}"').fetchone()[0]
+    if hi < lo:  # the b-tree's two edges disagree: rows out of order (SQLite's check says so)
+        raise InputError(f"{opened_file(conn) or table}: damaged SQLite file: {table}: its first "
+                         f"rowid, {lo}, is above its last, {hi} (PRAGMA integrity_check rejects "
+                         "it); export it again")  # fmt: skip
     return RowidRange(lo - 1, hi)
 
 
@@ -114,8 +119,9 @@ def read_batches(
     in windows of about `batch_rows` rowids. `columns` maps a name to the SQL expression for it.
     Read from the file's pages (census/sqlite/pages.py) where the expressions are ones
     census/sqlite/plan.py evaluates and the table is one the page reader reads exactly, else with
-    SQL (from the batch the pages could not read on, noted with why: census.sqlite.notes); the
-    two give the same batches' rows (tests/test_pages.py)."""
+    SQL (from the batch the pages could not read on, noted with why: census.sqlite.notes; its
+    leaves checked first, pages.check_leaves); the two give the same batches' rows
+    (tests/test_pages.py). A page SQLite rejects is an InputError naming it, either way."""
     try:
         for batch, top in page_plan(conn, table, columns, where).batches(rows, batch_rows):
             yield batch, top
@@ -124,6 +130,7 @@ def read_batches(
     except Unreadable as exc:  # the rest with SQL, from the last batch the pages gave
         if str(exc) != ASKED:
             notes.read_with_sql(table, str(exc))
+    check_leaves(conn, table, rows.lo, rows.hi)  # a range read with SQL needs a sound tree
     yield from _sql_batches(conn, table, columns, rows, where, batch_rows)
 
 

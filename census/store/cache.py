@@ -24,12 +24,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from census.paths import atomic_target, cache_dir, sweep_stale_parts, trim_heap, write_atomic
+from census.heap import trim_heap
+from census.paths import atomic_target, cache_dir, sweep_stale_parts, write_atomic
 from census.sources.readonly import has_live_wal
 from census.units import PIECE_CHARS, pieces
 
 if TYPE_CHECKING:
-    from census.model import Census
+    from census.model.census import Census
 
 _EDGE_BYTES = 1 << 20
 

@@ -4,7 +4,7 @@ experiment (measured A B B A | B A A B, the B arms 2 and 8 beside a CPU hog)."""
 from __future__ import annotations
 
 from census.capture.arms import arm_order
-from census.model import Arm, ArmEnv
+from census.model.ab import Arm, ArmEnv
 
 QUIET = ArmEnv(cpu_share=0.97, other_cpu_cores=0.1, load1=0.5, gpu_sm_clock_mhz=1980)
 HOG = ArmEnv(cpu_share=0.42, other_cpu_cores=3.8, load1=4.5, gpu_sm_clock_mhz=1980)

@@ -1,5 +1,5 @@
 """The NCCL wait split's definition by brute force, with plain loops (#46): shared by the tests
-of census.nccl_wait and of the distributed view through the CLI; and each process's NCCL kernels
+of census.findings.nccl_wait and of the distributed view through the CLI; and each process's NCCL kernels
 of a real export, read with SQL."""
 
 from __future__ import annotations

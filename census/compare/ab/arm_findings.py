@@ -3,12 +3,12 @@ the phase that grew; the paired differences of what census.record stored (the lo
 census.count's counters agree between the arms of a side.
 
 - **Tails**: within each measured arm, a step slower than the captures' tail threshold
-  (census.compare.tails.tail_threshold: median + 3 × 1.4826 × MAD or 1.5 × median, the lower)
+  (census.findings.tails.tail_threshold: median + 3 × 1.4826 × MAD or 1.5 × median, the lower)
   of that arm's own steps. Its phase is the census.phase whose time in that step exceeds the
   arm's median of that phase by the most; the other phases' excesses are kept, so that "forward
   grew while backward and optimizer stayed near their medians" can be said.
 - **Record parity**: for each name given to census.record, the largest |B − A| between the values
-  at the same step index of the two arms of an AB/BA pair (census.compare.stats pairs), over all
+  at the same step index of the two arms of an AB/BA pair (census.compare.ab.stats pairs), over all
   pairs and the steps both arms recorded. Comparing step i with step i is only meaningful when
   both sides start from the same seed and data order: that is the user's job, and said.
 - **Counters**: census.count's totals per rank must be equal across the measured arms of a side
@@ -21,9 +21,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from census.compare.stats import Pair
-from census.compare.tails import median_mad, tail_threshold
-from census.model import Arm
+from census.compare.ab.stats import Pair
+from census.findings.tails import median_mad, tail_threshold
+from census.model.ab import Arm
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """`census ab --arms auto`: the runner's rule between pairs of blocks, and the experiment decided
-at the look where it stopped (the boundaries and the rule of one look: census.compare.sequential).
+at the look where it stopped (the boundaries and the rule of one look: census.compare.ab.sequential).
 
 The runner (census.capture.arms.run_arms) asks AutoRule after each 8 measured arms whether to go
 on; the budget, when given, is checked first. ab.json keeps what was asked and how the runner
-ended (census.model.AutoArms), never a computed number: reading it back, looks_of takes every
+ended (census.model.ab.AutoArms), never a computed number: reading it back, looks_of takes every
 look again from the arms, and with_look decides the experiment's statistics at the last one.
 """
 
@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from census.compare.gates import Amount
-from census.compare.sequential import (
+from census.compare.ab.sequential import (
     ARMS_PER_LOOK,
     DEFAULT_MAX_ARMS,
     DEFAULT_MIN_EFFECT_PCT,
@@ -25,8 +24,9 @@ from census.compare.sequential import (
     plan,
     t_critical,
 )
-from census.compare.stats import ABStats, Fit, interval_verdict, settle
-from census.model import Arm, AutoArms
+from census.compare.ab.stats import ABStats, Fit, interval_verdict, settle
+from census.compare.gates import Amount
+from census.model.ab import Arm, AutoArms
 from census.units import fmt_ci, fmt_ns
 
 
@@ -65,11 +65,11 @@ def refit_half(stop: Look, fit: Fit) -> float:
 
 
 def with_look(st: ABStats, looks: tuple[Look, ...]) -> ABStats:
-    """`st` (census.compare.stats.analyze of the same arms) decided at the stopping look, the
+    """`st` (census.compare.ab.stats.analyze of the same arms) decided at the stopping look, the
     last of `looks`: the step's interval and verdict are the look's (its repeated interval, at
     its coverage), and so are every phase's (delta ± the look's boundary · SE); the fit without
     the disturbed arms is judged at the look's level on its own df (refit_half), and the two
-    settle the verdict as in a fixed design (census.compare.stats.settle). No "arms needed":
+    settle the verdict as in a fixed design (census.compare.ab.stats.settle). No "arms needed":
     the looks say why it stopped."""
     stop = looks[-1]
     crit, coverage = stop.critical, 1 - stop.level
@@ -151,7 +151,7 @@ class AutoRule:
         return taken.decision == "continue"
 
     def record(self) -> AutoArms:
-        """What ab.json keeps of the rule (census.model.AutoArms): the most arms, the minimum effect
+        """What ab.json keeps of the rule (census.model.ab.AutoArms): the most arms, the minimum effect
         in ns and as given, the budget and whether it stopped the runner. A RuntimeError before the
         first look."""
         if self.min_effect_ns is None:

@@ -21,7 +21,7 @@ HOST_AHEAD_RULE = (
     "work; null without steps or when no step launched GPU work"
 )
 
-# What limits a capture's step (census.limiter): from the per-step means of the step
+# What limits a capture's step (census.findings.limiter): from the per-step means of the step
 # windows. "gpu" when the GPU is busy at least GPU_BOUND_SHARE of the step; else the largest
 # class of GPU idle time: "sync" (after host syncs), "host (launch)" (inside launch calls),
 # "host (other)" (other host time); "host" when the idle split was not computed.
@@ -34,9 +34,9 @@ LIMITER_RULE = (
 # GPU idle time by host range (census.load.idle_ranges): what the training loop's thread was
 # inside while the GPU idled.
 IDLE_BY_RANGE_RULE = (
-    "per range text: the GPU idle instants of the steps (no kernel, memcpy or memset of the "
-    "step's process running) at which that range is the innermost NVTX range open on the step "
-    "range's thread (push/pop or start/end, any domain; innermost = the latest-started of those "
+    "per range text: the GPU idle instants of the steps (no kernel, memcpy, memset or whole "
+    "CUDA graph of the step's process running) at which that range is the innermost NVTX range "
+    "open on the step range's thread (push/pop or start/end, any domain; innermost = the latest-started of those "
     "open, at equal starts the one that ends first; the step ranges excluded); "
     "idle_ns_per_step = their sum / steps, share = their sum / the steps' gpu_idle_ns; idle "
     "with no range open goes to none, so the shares add up to at most 1"
@@ -52,13 +52,24 @@ NON_GAIN_RULE = (
     "falling): the GPU "
     "work removed did not shorten the step"
 )
+# An export traced with --cuda-graph-trace=graph holds a row per graph execution
+# (CUPTI_ACTIVITY_KIND_GRAPH_TRACE) and none of the graph's kernels: what is said of it.
+GRAPH_TRACE_RULE = (
+    "whole-graph rows (one per execution: start, end, device, stream, correlationId of its "
+    "cudaGraphLaunch) are GPU work: they count in gpu_busy_ns, gpu_idle_ns, the idle split, "
+    "gpu_span_ns and the limiter; the graphs' kernels are not in the export, so kernel counts, "
+    "kernel time, unions, classes and the top kernels leave them out (unknown, not zero)"
+)
+GRAPH_TRACE_UNKNOWN = ("kernel_count", "kernel_time_ns", "nccl_kernel_count",
+                       "nccl_kernel_time_ns", "non_nccl_kernel_count", "non_nccl_kernel_time_ns",
+                       "non_nccl_union_ns", "classes", "top_kernels")  # fmt: skip
 LIMITER_IDLE_CLASSES = (
     ("idle_after_sync_ns", "sync", "after host syncs"),
     ("idle_launch_ns", "host (launch)", "inside launch calls"),
     ("idle_other_ns", "host (other)", "in other host work"),
 )
 
-# A p95 (linear interpolation, census.model.percentile) of n values lies between the two largest
+# A p95 (linear interpolation, census.model.step.percentile) of n values lies between the two largest
 # when n < P95_MIN_VALUES: every format then says so beside it, as pyperf warns of too few values.
 P95_MIN_VALUES = 20
 FEW_VALUES_MARK = "†"

@@ -23,7 +23,7 @@ variation never flags) and OUTLIER_SIGMAS spreads:
 
 A figure is judged only over at least MIN_TYPICAL_ARMS arms that recorded it: an arm without
 env (an old ab.json, a machine without /proc or NVML) is never flagged by env. What a flag
-does to the verdict is census.compare.stats' (the refit without the disturbed arms).
+does to the verdict is census.compare.ab.stats' (the refit without the disturbed arms).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from census.compare.tails import MAD_SIGMA, median_mad
-from census.model import Arm, ArmEnv
+from census.findings.tails import MAD_SIGMA, median_mad
+from census.model.ab import Arm, ArmEnv
 from census.units import fmt_ns
 
 # Hampel-type outlier rules use 3 spreads; 5 because a flag can overturn a verdict and a MAD

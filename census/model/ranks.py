@@ -1,7 +1,8 @@
 """What a Census keeps of its ranks for the distributed view (#46): each process that launched
 kernels (a rank), its NCCL kernels as columns, and the exposed NCCL time of every step and
-phase. census.nccl_ranks splits the NCCL time into wait and transfer from it; census.rank_census
-makes it from the aggregates; the cache stores it (census.store.codec).
+phase. census.findings.nccl_ranks splits the NCCL time into wait and transfer from it; census.load.rank_finish
+makes it from the aggregates; it writes and reads its own record, which the cache stores
+(census.store.codec).
 
 Integer ns; numpy imported inside the functions.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from census.model.record import Column, as_given, listed, reader
 
 # The columns of NcclRecord.kernels, in order.
 KERNEL_COLUMNS = ("rank", "collective", "start_ns", "end_ns", "step", "phase")
@@ -71,8 +74,25 @@ class NcclRecord:
     def __hash__(self) -> int:
         return hash((self.ranks, self.collectives, len(self.kernels)))
 
+    def to_record(self, column: Column = listed) -> dict[str, Any]:
+        """Its ranks and collectives as JSON-able data, each array as `column` writes it."""
+        return {"ranks": [list(r) for r in self.ranks], "collectives": list(self.collectives),
+                "rows": len(self.kernels), **{k: column(getattr(self, k)) for k in _ARRAYS},
+                "aligned": self.aligned}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], column: Column = as_given) -> NcclRecord:
+        """The NcclRecord to_record wrote `data` of (each array read back by `column`)."""
+        from census.model.step_table import int_array
+
+        ranks = _RANKS(data["ranks"], column)
+        arrays = [int_array(column(data[k])) for k in _ARRAYS]
+        kernels = arrays[0].reshape(data["rows"], len(KERNEL_COLUMNS))
+        return cls(ranks, tuple(data["collectives"]), kernels, *arrays[1:], data["aligned"])
+
 
 _ARRAYS = ("kernels", "step_rank", "step_exposed_ns", "phase_exposed_ns")
+_RANKS = reader(tuple[RankInfo, ...])  # the ranks read back from their lists
 
 
 def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
@@ -80,7 +100,7 @@ def merge_records(records: Sequence[NcclRecord | None], steps: Sequence[int],
                   hosts: Sequence[str | None],
                   clocks: Sequence[int | None]) -> NcclRecord | None:  # fmt: skip
     """The records of a rank folder's exports as one, in order (`steps`, `phases`: each
-    export's step and phase rows, as census.step_table.concat joins them; `labels`, `hosts`:
+    export's step and phase rows, as census.model.step_table.concat joins them; `labels`, `hosts`:
     each export's), its ranks named by their export's label (`label:pid` where an export holds
     several); an export without a record (no kernels) adds no rank. None when none has one.
     `clocks`: each export's clock origin (ns on the wall clock of its trace clock's zero): its
@@ -131,24 +151,3 @@ def _joined(parts: list) -> Any:
     if any(p.dtype == object for p in parts):
         return np.concatenate([p.astype(object) for p in parts])
     return np.concatenate(parts).astype(np.int64, copy=False) if parts else np.zeros(0, np.int64)
-
-
-def record_fields(record: NcclRecord | None, column: Any) -> dict[str, Any] | None:
-    """The record as JSON-able data for the cache, its arrays as `column` gives them."""
-    if record is None:
-        return None
-    return {"ranks": [list(r) for r in record.ranks], "collectives": list(record.collectives),
-            "rows": len(record.kernels),
-            **{k: column(getattr(record, k)) for k in _ARRAYS}}  # fmt: skip
-
-
-def record_of(data: dict[str, Any] | None) -> NcclRecord | None:
-    """record_fields' inverse (its arrays already read back)."""
-    if data is None:
-        return None
-    from census.step_table import int_array
-
-    ranks = tuple(RankInfo(p, tuple(d), c, t, e, lb, h) for p, d, c, t, e, lb, h in data["ranks"])
-    kernels = int_array(data["kernels"]).reshape(data["rows"], len(KERNEL_COLUMNS))
-    return NcclRecord(ranks, tuple(data["collectives"]), kernels,
-                      *(int_array(data[k]) for k in _ARRAYS[1:]))  # fmt: skip

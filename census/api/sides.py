@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from census.model import Census
+from census.model.census import Census
 from census.options import Options, resolve_input
 from census.sources.export import Progress
 

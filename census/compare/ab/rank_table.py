@@ -1,6 +1,6 @@
 """The ranks of an experiment's arms, one row a rank over the measured arms, grouped by host.
 
-An arm of several ranks keeps each rank's own figures (census.model.RankRecord); the arm's step
+An arm of several ranks keeps each rank's own figures (census.model.ab.RankRecord); the arm's step
 is the slowest rank's (census.capture.arms). Over the measured arms of each side, per rank:
 
 - `median_ns`: the median of the rank's arm medians (each on its own host's clock: durations
@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from census.model import Arm, RankRecord
+from census.model.ab import Arm, RankRecord
 from census.units import fmt_count
 
 

@@ -1,18 +1,33 @@
-"""One step of a census and its phases, as objects: what a StepTable (census.step_table)
+"""One step of a census and its phases, as objects: what a StepTable (census.model.step_table)
 hands out one at a time, and what tests and notebooks build by hand."""
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field, make_dataclass
 
 from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.model.record import Record
 
 
 def per_step_mean(total: float, steps: int) -> float | None:
     """The mean of a figure over `steps` steps, from its total over them: the one definition of
     a per-step figure (a float: only rendering rounds it). None without steps."""
     return total / steps if steps else None
+
+
+def percentile(values: Sequence[int | float], q: float) -> float:
+    """The q-th percentile by linear interpolation between closest ranks (numpy's default):
+    position (n − 1)·q/100 in the sorted values."""
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("percentile of no values")
+    pos = (len(xs) - 1) * q / 100
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
 
 
 def _as_dict(self) -> dict[str, int]:
@@ -24,6 +39,7 @@ def _as_dict(self) -> dict[str, int]:
 Metrics = make_dataclass(
     "Metrics",
     [(key, int, field(default=0)) for key in METRIC_KEYS],
+    bases=(Record,),
     frozen=True,
     namespace={"as_dict": _as_dict, "__doc__": "The census keys (census.metrics.METRICS)."},
 )
@@ -31,7 +47,7 @@ Metrics.__module__ = __name__  # pickled by name, as a class written here would 
 
 
 @dataclass(frozen=True)
-class IdleSplit:
+class IdleSplit(Record):
     """Where GPU idle time went (census.load.idle): the parts add up to the idle time."""
 
     sync_count: int = 0
@@ -51,7 +67,7 @@ def idle_values(idle: IdleSplit | None) -> dict[str, int | None]:
 
 
 @dataclass(frozen=True)
-class Phase:
+class Phase(Record):
     """One phase of one step (all its ranges in the step together), or the step's remainder."""
 
     name: str
@@ -72,7 +88,7 @@ class Phase:
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(Record):
     """One step: an NVTX range matching --steps, its start and end (ns), the census keys of the
     work launched in it, its GPU busy time, its phases and its idle split."""
 

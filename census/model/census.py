@@ -1,33 +1,30 @@
 """The census data model: frozen dataclasses of integer nanoseconds and bytes.
 
-The JSON contracts live in census.render.json_docs; the cache's codec in census.store.codec.
+Each class writes and reads its own record (census.model.record.Record: generic over its
+fields); the cache's file format is census.store.codec's, the JSON contracts
+census.render.json_docs's.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
-from census.rank_model import NcclRecord
-from census.step_model import (  # noqa: F401  (the model's objects, named here too)
-    METRIC_VALUES,
-    IdleSplit,
+from census.model.ranks import NcclRecord
+from census.model.record import Column, Record, as_given, listed
+from census.model.shown import shown
+from census.model.step import (
     Metrics,
-    Phase,
-    Step,
-    idle_values,
     per_step_mean,
 )
-from census.step_table import StepTable, from_steps, int_sum
+from census.model.step_table import StepTable, from_steps, int_sum
 
 
 @dataclass(frozen=True)
-class KernelStat:
+class KernelStat(Record):
     """One kernel name: totals over the capture, and sums over the selected steps."""
 
     name: str
@@ -39,7 +36,7 @@ class KernelStat:
 
 
 @dataclass(frozen=True)
-class ClassStat:
+class ClassStat(Record):
     """One kernel class (definitions.CLASS_ORDER): count and time over the capture, and sums over
     the selected steps."""
 
@@ -51,7 +48,7 @@ class ClassStat:
 
 
 @dataclass(frozen=True)
-class MemoryStat:
+class MemoryStat(Record):
     """Memory copies of one kind (`Device-to-Device`, ...) or memsets (`memset`)."""
 
     kind: str
@@ -63,7 +60,7 @@ class MemoryStat:
 
 
 @dataclass(frozen=True)
-class CollectiveStat:
+class CollectiveStat(Record):
     """NCCL kernels of one collective (AllReduce, SendRecv, ...)."""
 
     collective: str
@@ -74,7 +71,7 @@ class CollectiveStat:
 
 
 @dataclass(frozen=True)
-class ApiStat:
+class ApiStat(Record):
     """One launch API (definitions.normalise_api_name's): its launch calls' count and time over the
     capture, and sums over the selected steps."""
 
@@ -86,7 +83,7 @@ class ApiStat:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class Gpu(Record):
     """A GPU of the capture: its device id and name (None where the export has none)."""
 
     id: int
@@ -94,7 +91,7 @@ class Gpu:
 
 
 @dataclass(frozen=True)
-class RangeIdle:
+class RangeIdle(Record):
     """GPU idle time inside one host NVTX range (definitions.IDLE_BY_RANGE_RULE)."""
 
     range: str
@@ -102,7 +99,7 @@ class RangeIdle:
 
 
 @dataclass(frozen=True)
-class Source:
+class Source(Record):
     """The export a census was read from: its path, nsys and schema versions and GPUs."""
 
     path: str
@@ -114,7 +111,7 @@ class Source:
 
 
 @dataclass(frozen=True, repr=False)
-class Census:
+class Census(Record):
     """One capture's census: whole-capture totals, the selected steps (with phases), the kernels by
     name, class and collective, memory copies, launch APIs and warnings."""
 
@@ -133,12 +130,28 @@ class Census:
     # GPU idle time by host range, by time descending; None: not computed (--no-idle)
     idle_by_range: tuple[RangeIdle, ...] | None = None
     # its ranks (processes that launched kernels) and their NCCL kernels, for the wait split
-    # (census.nccl_ranks); None without NCCL kernels and with at most one rank
+    # (census.findings.nccl_ranks); None without NCCL kernels and with at most one rank
     nccl: NcclRecord | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):
             object.__setattr__(self, "steps", from_steps(self.steps))
+
+    def to_record(self, column: Column = listed) -> dict[str, Any]:
+        """Its fields' records (Record.to_record; the steps as columns, census.model.step_table)
+        and its means over the steps ("means"), which from_record keeps instead of computing
+        them again."""
+        return {**super().to_record(column),
+                "means": {"per_step": self.per_step(), "per_step_timing": self.per_step_timing(),
+                          "per_phase": self.per_phase(),
+                          "host_ran_ahead": self.host_ran_ahead()}}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any], column: Column = as_given) -> Census:
+        """The Census to_record wrote `data` of, exactly, with its means."""
+        census = super().from_record(data, column)
+        census.__dict__["_memo_values"] = dict(data["means"])
+        return census
 
     @property
     def step_count(self) -> int:
@@ -146,14 +159,10 @@ class Census:
         return len(self.steps)
 
     def __repr__(self) -> str:
-        from census.notebook import census_repr
-
-        return census_repr(self)
+        return shown("census_repr", self)
 
     def _repr_html_(self) -> str:
-        from census.notebook import census_html
-
-        return census_html(self)
+        return shown("census_html", self)
 
     def mean(self, total: float) -> float | None:
         """per_step_mean over the selected steps; None without steps."""
@@ -250,102 +259,3 @@ class Census:
             "host_lead_ns": per_step_mean(leads, count),
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }
-
-
-# -- A/B experiments ----------------------------------------------------------------------
-def percentile(values: Sequence[int | float], q: float) -> float:
-    """The q-th percentile by linear interpolation between closest ranks (numpy's default):
-    position (n − 1)·q/100 in the sorted values."""
-    xs = sorted(values)
-    if not xs:
-        raise ValueError("percentile of no values")
-    pos = (len(xs) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return float(xs[lo] + (xs[hi] - xs[lo]) * (pos - lo))
-
-
-@dataclass(frozen=True)
-class ArmEnv:
-    """What an arm's measured window ran beside, read when the window opens and closes (outside
-    the timed steps). None where this machine does not expose it."""
-
-    cpu_share: float | None  # this process's CPU time (all threads, user + system) / wall time
-    other_cpu_cores: float | None  # busy CPU time outside the arm's process group / wall time
-    load1: float | None  # the 1-minute load average when the window closed
-    gpu_sm_clock_mhz: int | None = None  # the lower of the SM clock's reads at open and close
-    gpu_throttle: tuple[str, ...] = ()  # NVML's clock-throttle reasons seen at open or close
-
-
-@dataclass(frozen=True)
-class RankRecord:
-    """One rank's own figures in an arm of several ranks (the arm's step time per step is the
-    slowest rank's), and its place in the job as its launcher said (census.capture.launcher):
-    None where the record did not say (one written before census kept it)."""
-
-    rank: int
-    median_ns: float  # this rank's median step time
-    recompiles: int | None
-    graph_breaks: int | None
-    peak_allocated_bytes: int | None
-    peak_reserved_bytes: int | None
-    env: ArmEnv | None = None
-    host: str | None = None
-    local_rank: int | None = None
-    node: int | None = None  # the node's index, where the launcher says it
-    pid: int | None = None
-    gpu_index: int | None = None  # torch's index of its GPU, among the GPUs it saw
-    gpu_uuid: str | None = None
-    launcher: str | None = None  # census.capture.launcher.PRECEDENCE's name
-    launcher_note: str | None = None  # another launcher's variables disagreed
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One arm of a `census ab` experiment: one run of side a or b, its measured steps' times on
-    `clock` ('cuda_events' or 'host'), and what it recorded beside them; `discarded`: a warm-up arm,
-    left out of the statistics."""
-
-    side: str  # "a" or "b"
-    index: int  # position in run order, the warm arm 0
-    discarded: bool
-    step_time_ns: tuple[int, ...]
-    peak_allocated_bytes: int | None = None
-    peak_reserved_bytes: int | None = None
-    recompiles: int | None = None  # frames Dynamo compiled inside the measured window
-    graph_breaks: int | None = None
-    clock: str = "host"
-    # per census.phase name, its time in each measured step (as step_time_ns: one per step, on
-    # the same clock); empty when the arm recorded no phases
-    phase_time_ns: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    # census.record(name, value) per measured step (None where the step recorded none; the last
-    # value a step recorded); with several ranks, rank 0's
-    values: dict[str, tuple[float | None, ...]] = field(default_factory=dict)
-    # census.count(name) inside the measured window, per rank (rank order; one entry per rank)
-    counts: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    env: ArmEnv | None = None  # what the arm ran beside (None: not recorded)
-    ranks: tuple[RankRecord, ...] = ()  # with several ranks, each rank's own; () for one
-    wall_ns: int | None = None  # the arm's process, start to end (None: not kept)
-    census_ns: int | None = None  # census's own time on the arm: its records read and merged
-
-    @property
-    def median_ns(self) -> float:
-        """The median of its step times (ns)."""
-        return percentile(self.step_time_ns, 50)
-
-    @property
-    def p95_ns(self) -> float:
-        """The 95th percentile of its step times (ns)."""
-        return percentile(self.step_time_ns, 95)
-
-
-@dataclass(frozen=True)
-class AutoArms:
-    """What `--arms auto` was asked and how its runner ended, as ab.json keeps it: enough to
-    take every look again from the arms (census.compare.auto_arms.looks_of)."""
-
-    max_arms: int
-    min_effect_ns: float  # resolved at the first look (a percentage is of A's step there)
-    min_effect: str | None  # as given ('1%', '0.5ms'); None: the default, 1% of A's step
-    budget_s: float | None
-    budget_stop: bool  # the runner ran no more arms because the next look would not fit

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from census.model import Census, Step, percentile
-from census.step_table import StepTable
+from census.model.census import Census
+from census.model.step import Step, percentile
+from census.model.step_table import StepTable
 
 MAD_SIGMA = 1.4826
 TAIL_SIGMAS = 3

@@ -24,7 +24,7 @@ Equivalence (`census ab --equivalence 2%`) is the converse question, asked of th
 two one-sided tests at α = 0.05, equivalent when the 90% interval delta ± t(0.95, df) · SE lies
 inside (−margin, +margin). tests/test_ab_equivalence.py proves its error rates by simulation.
 
-Disturbed arms (census.compare.disturbed: an arm that ran beside other load, a lower clock, a
+Disturbed arms (census.compare.ab.disturbed: an arm that ran beside other load, a lower clock, a
 throttled GPU, or whose steps spread far beyond the typical arm's) are flagged with the reason.
 When any is, the same fit runs again without them (a block left with one side then says nothing
 of B − A). When the two fits' verdicts differ, the disturbed arms decide the verdict and it is
@@ -44,44 +44,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from census.compare.disturbed import find_disturbed
-from census.model import Arm, percentile
+from census.compare.ab.disturbed import find_disturbed
+from census.compare.quantiles import Z_80, t_95, t_975
+from census.model.ab import Arm
+from census.model.step import percentile
 
-Z_975 = 1.959963984540054
-Z_95 = 1.6448536269514722
-Z_80 = 0.8416212335729143
-_T_975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004,
-          2.262157, 2.228139, 2.200985, 2.178813, 2.160369, 2.144787, 2.13145, 2.119905,
-          2.109816, 2.100922, 2.093024, 2.085963, 2.079614, 2.073873, 2.068658, 2.063899,
-          2.059539, 2.055529, 2.051831, 2.048407, 2.04523, 2.042272)  # fmt: skip
-_T_95 = (6.313752, 2.919986, 2.353363, 2.131847, 2.015048, 1.94318, 1.894579, 1.859548,
-         1.833113, 1.812461, 1.795885, 1.782288, 1.770933, 1.76131, 1.75305, 1.745884,
-         1.739607, 1.734064, 1.729133, 1.724718, 1.720743, 1.717144, 1.713872, 1.710882,
-         1.708141, 1.705618, 1.703288, 1.701131, 1.699127, 1.697261)  # fmt: skip
 MAX_ARMS_ADVISED = 400
 RESOLUTION_NS = 1.0  # step times are integer ns: a smaller difference is never claimed
 NO_DIFFERENCE = "no difference"
 UNSTABLE = "unstable"  # ABStats.verdict when disturbed arms decide it
-
-
-def t_975(df: int) -> float:
-    """The 97.5% quantile of Student's t with `df` degrees of freedom (a table to 30, then the
-    Cornish-Fisher expansion, within 1e-4 of the exact value)."""
-    return _t_quantile(df, _T_975, Z_975)
-
-
-def t_95(df: int) -> float:
-    """The 95% quantile of Student's t with `df` degrees of freedom (the one-sided tests of
-    equivalence), made as t_975 is: a table to 30, then the expansion (within 1e-4)."""
-    return _t_quantile(df, _T_95, Z_95)
-
-
-def _t_quantile(df: int, table: tuple[float, ...], z: float) -> float:
-    if df < 1:
-        raise ValueError("df must be 1 or more")
-    if df <= len(table):
-        return table[df - 1]
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
 
 
 @dataclass(frozen=True)
@@ -216,7 +187,7 @@ class PhaseStats:
     verdict: str  # of ci_ns
     se_ns: float
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's (census.compare.auto_arms.with_look)
+    # `--arms auto` the stopping look's (census.compare.ab.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float = 0.95
 
@@ -238,7 +209,7 @@ class ABStats:
     delta_pct: float | None  # of A's median of arm medians
     ci95_ns: tuple[float, float]  # the fixed design's 95% interval of the fit of every arm
     # the interval the verdict rests on, and its coverage: ci95_ns and 0.95, or under
-    # `--arms auto` the stopping look's repeated interval (census.compare.auto_arms.with_look)
+    # `--arms auto` the stopping look's repeated interval (census.compare.ab.auto_arms.with_look)
     ci_ns: tuple[float, float]
     ci_coverage: float
     se_ns: float
@@ -259,7 +230,7 @@ class ABStats:
     undisturbed: Fit | None = None  # the fit without them (None: none disturbed, or too few left)
     # its interval at ci_coverage: its ci95_ns, or under `--arms auto` the stopping look's level
     undisturbed_ci_ns: tuple[float, float] | None = None
-    # under `--arms auto`: every look taken, the last one the stop (census.compare.sequential)
+    # under `--arms auto`: every look taken, the last one the stop (census.compare.ab.sequential)
     looks: tuple[Any, ...] = ()
 
     @property

@@ -1,7 +1,7 @@
 """The distributed view of a Census (#46): each rank's NCCL kernel time split into waiting and
-transfer (census.nccl_wait, over the census's NcclRecord), per rank, per step and per phase, its
+transfer (census.findings.nccl_wait, over the census's NcclRecord), per rank, per step and per phase, its
 exposed NCCL time, the straggler, and the sentences every format says of them. Pure on a Census:
-a notebook gets the same from census.nccl_ranks.split_ranks(census).
+a notebook gets the same from census.findings.nccl_ranks.split_ranks(census).
 
 Ranks of one report are the processes that launched kernels, by process id (`rank 0`, ...: the
 order torchrun starts them in, not a rank any launcher recorded); a rank folder's are its exports.
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from census.units import fmt_count, fmt_ns
 
 if TYPE_CHECKING:
-    from census.model import Census
-    from census.nccl_wait import Straggler
+    from census.findings.nccl_wait import Straggler
+    from census.model.census import Census
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ def split_ranks(census: Census) -> NcclRanks | None:
     """The split of a census with two ranks or more; None with fewer."""
     import numpy as np
 
-    from census.nccl_wait import NcclKernels, split_nccl_time, sum_by_key, unmatched_split
+    from census.findings.nccl_wait import NcclKernels, split_nccl_time, sum_by_key, unmatched_split
 
     record = census.nccl
     if record is None or len(record.ranks) < 2:

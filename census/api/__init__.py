@@ -5,8 +5,7 @@ one Options object says how steps are selected, and is the cache key (census.sto
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,10 +26,10 @@ if TYPE_CHECKING:
 
     from census.capture.ab import ABSpec
     from census.capture.run import CaptureSpec
-    from census.compare.auto_arms import AutoSpec
+    from census.compare.ab.auto_arms import AutoSpec
+    from census.compare.ab.experiment import Experiment
     from census.compare.diff import CensusDiff
-    from census.compare.experiment import Experiment
-    from census.model import Census
+    from census.model.census import Census
     from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
     from census.sources.export import Progress
 
@@ -73,7 +72,7 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
                    use_cache: bool = True, workers: int | None = None,
                    cache_as: Path | None = None) -> Census:  # fmt: skip
     """summarize_with of one export (a file, or a capture folder's one), never a rank folder."""
-    from census.census import compute_census
+    from census.load.finish import compute_census
     from census.load.profile import load_profile
     from census.sources.export import resolve_sqlite
     from census.store.cache import cached_census
@@ -96,7 +95,7 @@ def summarize_ranks(
 ) -> tuple[Census, list[str], list[Census], list[str | None]]:
     """(merged Census, rank labels, per-rank Census list, each rank's host or None) of a rank
     folder, read in a process pool or on the Dask cluster of `options.scheduler`."""
-    from census.census import merge_census
+    from census.load.finish import merge_census
     from census.load.scheduler import map_ranks
     from census.sources.ranks import rank_files, rank_places
 
@@ -128,7 +127,7 @@ def diff(
 
 def _diff(a: Any, b: Any, labels: tuple | None, options: Options, progress: Any) -> CensusDiff:
     """diff() past its checks; labels None: the file names, which may be alike (not the user's)."""
-    from census.sides import read_sides
+    from census.api.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
     if labels is None:
@@ -183,8 +182,8 @@ def summary_view(
     `summarize` takes, read with `options`; a rank folder's is a RanksView (the merged summary,
     each rank's and the spread). `shown`: what the user named it (else the export's path)."""
     from census.capture.run import capture_overhead
-    from census.census import rank_spread
-    from census.model import Census
+    from census.findings.spread import rank_spread
+    from census.model.census import Census
     from census.render.views import RanksView
     from census.sources.ranks import is_multi_rank
 
@@ -207,9 +206,9 @@ def census_view(
 ) -> SummaryView:
     """A Census with its tail steps, its limiter and its first line; `label` (the page's title)
     defaults to its export's name."""
-    from census.compare.tails import tail_steps
-    from census.limiter import find_limiter, summary_lead
-    from census.nccl_ranks import split_ranks
+    from census.findings.limiter import find_limiter, summary_lead
+    from census.findings.nccl_ranks import split_ranks
+    from census.findings.tails import tail_steps
     from census.render.views import SummaryView
 
     label = label or default_label(Path(census.source.path))
@@ -247,79 +246,53 @@ def diff_view(
 def summary_document(
     path: Path, options: Options, top: int = 20, progress: Progress | None = None
 ) -> tuple[dict, Iterable[str]]:
-    """({"warnings", "timing", "host_ran_ahead"}, the `summary --json` document as compact JSON,
-    in pieces: the document is their join) of one export, from the cache when the same export
-    and options were summarized before."""
+    """({"warnings"}, the `summary --json` document, compact, in pieces: their join is
+    census.render.render of its view) of one export, capture folder or rank folder; from the
+    cache where the same export was summarized with the same options and the same calibration
+    run (its capture overhead) before; a rank folder's, uncached."""
     from census.sources.export import resolve_sqlite
-    from census.store.cache import cached_text
-
-    sqlite_path = resolve_sqlite(path, progress)
+    from census.sources.ranks import is_multi_rank
+    from census.store.cache import cached_text, spooled
 
     def render() -> tuple[dict, Iterable[str]]:  # only when the cache has no document
-        from census.census import collector_paused
-        from census.render.json_docs import summary_document_text
+        from census.heap import collector_paused
+        from census.render import render_pieces
 
         with collector_paused():
-            return summary_document_text(census_view(summarize_with(path, options, progress)), top)
+            view = summary_view(path, options, progress)
+            return {"warnings": list(view.census.warnings)}, render_pieces(view, "json", top=top)
 
-    return cached_text([sqlite_path], *_document_key(options, top), render)
+    if is_multi_rank(path):
+        meta, text = render()
+        return meta, spooled(text)
+    sqlite_path = resolve_sqlite(path, progress)
+    return cached_text([sqlite_path], *_document_key(options, top, _calibration(path)), render)
 
 
-def _document_key(options: Options, top: int) -> tuple[list, str]:
-    """(the options' key, the kind) a summary document is cached under (census.store.cache)."""
-    return [*options.key(), top], "summary-json"
+def _document_key(options: Options, top: int, calibration: dict | None) -> tuple[list, str]:
+    """(the key, the kind) a summary document is cached under (census.store.cache): the
+    options, --top and the calibration run the capture overhead is measured against."""
+    return [*options.key(), top, calibration], "summary-json"
+
+
+def _calibration(path: Path) -> dict | None:
+    """The calibration run recorded in a capture folder's run.json (None elsewhere): what the
+    summary's capture overhead is measured against, which may be added after a summary."""
+    from census.capture.run import read_run_info
+
+    info = read_run_info(path) if path.is_dir() else None
+    return (info or {}).get("calibration")
 
 
 def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
-    """summary_json_text of an export file with the default Options, as bytes, when the cache
+    """summary_document of an export file with the default Options, as bytes, when the cache
     holds it, else None; nothing is computed and nothing heavy imported (census.cli.fast)."""
     from census.sources.export import is_export_file
     from census.store.cache import cached_bytes
 
     if not is_export_file(path):
         return None
-    hit = cached_bytes([path], *_document_key(Options(), top))
-    return None if hit is None else (hit[0], hit[1][:-1] + _capture_field(None).encode())
-
-
-def summary_json_text(
-    path: Path, options: Options, top: int = 20, progress: Progress | None = None
-) -> tuple[dict, Iterable[str]]:
-    """({"warnings", ...}, the `summary --json` document in pieces): summary_document with the
-    capture overhead, which the cache leaves out (a calibration may come later); ranks',
-    uncached."""
-    from census.sources.ranks import is_multi_rank
-
-    if is_multi_rank(path):
-        from census.render import render
-
-        view = summary_view(path, options, progress)
-        return {"warnings": list(view.census.warnings)}, [render(view, "json", top=top)]
-    meta, text = summary_document(path, options, top, progress)
-    overhead = _overhead(path, meta) if path.is_dir() else None  # a capture folder's
-    return meta, _closed_with(text, _capture_field(overhead))
-
-
-def _closed_with(text: Iterable[str], field: str) -> Iterator[str]:
-    """The document's pieces with its closing "}" replaced by `field` (which closes it)."""
-    last = ""
-    for piece in text:
-        if piece:
-            if last:
-                yield last
-            last = piece
-    yield last[:-1] + field
-
-
-def _capture_field(overhead: dict | None) -> str:
-    """The end of a summary document, its last field: the capture overhead."""
-    return f", {json.dumps('capture')}: {json.dumps(overhead)}}}"
-
-
-def _overhead(folder: Path, meta: dict) -> dict | None:
-    from census.capture.run import capture_overhead  # only here: it imports a lot
-
-    return capture_overhead(folder, meta["timing"], "gpu" if meta["host_ran_ahead"] else "host")
+    return cached_bytes([path], *_document_key(Options(), top, None))
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
@@ -334,12 +307,12 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     labels = labels or (default_label(a), default_label(b))  # file names: may be alike
 
     def render() -> tuple[dict, Iterable[str]]:
-        from census.census import collector_paused
-        from census.render.json_docs import diff_document_text
+        from census.heap import collector_paused
+        from census.render import render_pieces
 
         with collector_paused():
             d = _diff(a, b, labels, options, progress)
-            return diff_document_text(diff_view(d), top)
+            return {"warnings": list(d.warnings)}, render_pieces(diff_view(d), "json", top=top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         meta, text = render()
@@ -351,10 +324,10 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:
     """The `census ab` experiment in `folder`: its arms' statistics and its captures' diff, both
     recomputed (no stale number is stored; rank folders read on Dask as Options.scheduler)."""
-    from census.compare.auto_arms import decided
+    from census.compare.ab.auto_arms import decided
+    from census.compare.ab.experiment import Experiment
+    from census.compare.ab.stats import analyze
     from census.compare.diff import diff_census
-    from census.compare.experiment import Experiment
-    from census.compare.stats import analyze
     from census.sources.experiment import not_a_record, read_experiment
 
     folder = resolve_input(folder)  # a path; anything else is a UsageError
@@ -374,7 +347,7 @@ def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experimen
 
 def experiment_view(source: Experiment | PathLike) -> ExperimentView:
     """What every format shows of an experiment (or its folder): verdict, warnings, the diff."""
-    from census.compare.experiment import Experiment, explain_parts
+    from census.compare.ab.experiment import Experiment, explain_parts
     from census.render.views import ExperimentView
 
     exp = source if isinstance(source, Experiment) else load_experiment(source)
@@ -386,9 +359,9 @@ def experiment_view(source: Experiment | PathLike) -> ExperimentView:
 def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
                    auto: AutoSpec | None = None) -> Experiment:  # fmt: skip
     """Run a `census ab` experiment into its folder (census.capture.ab; a capture is kept only if
-    it holds step ranges; `auto`: --arms auto, census.compare.auto_arms), then read it back."""
+    it holds step ranges; `auto`: --arms auto, census.compare.ab.auto_arms), then read it back."""
     from census.capture.ab import run_ab
-    from census.compare.auto_arms import auto_rule
+    from census.compare.ab.auto_arms import auto_rule
 
     spec = spec if auto is None else replace(spec, arms=auto.max_arms)
     return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress)))

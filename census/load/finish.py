@@ -6,10 +6,7 @@ named in census.definitions; the arithmetic that turns aggregates into those num
 
 from __future__ import annotations
 
-import gc
-import statistics
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -21,13 +18,14 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
-from census.load.aggregates import Aggregates, MemoryGroups
+from census.heap import collector_paused
+from census.load.aggregates import Aggregates
 from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
-from census.load.intervals import NO_STEP, unique
+from census.load.intervals import unique
 from census.load.phases import Segments
 from census.load.profile import Profile
-from census.metrics import COPY_KEYS, METRIC_KEYS
-from census.model import (
+from census.metrics import METRIC_KEYS
+from census.model.census import (
     ApiStat,
     Census,
     ClassStat,
@@ -35,18 +33,12 @@ from census.model import (
     Gpu,
     KernelStat,
     MemoryStat,
-    Metrics,
     RangeIdle,
     Source,
 )
-from census.rank_model import merge_records
-from census.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
-
-# The counted copies' keys (census.metrics.COUNTED_COPIES), count and bytes per copy kind
-COPY_COLUMNS = tuple(key for pair in COPY_KEYS.values() for key in pair)
-
-# What the spread over ranks is shown for (per-step means per rank).
-SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
+from census.model.ranks import merge_records
+from census.model.step import Metrics
+from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
 
 
 def compute_census(profile: Profile) -> Census:
@@ -55,24 +47,8 @@ def compute_census(profile: Profile) -> Census:
         return _census(profile)
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off meanwhile (when it was on): a census of tens of
-    thousands of steps makes an object per step, phase and their figures, and its JSON a dict
-    for each, none in a cycle, and the collector would sweep the whole heap several times to
-    free nothing (half the time of a 10^7-kernel census)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def _census(profile: Profile) -> Census:
-    from census.rank_census import nccl_record
+    from census.load.rank_finish import nccl_record
 
     agg = profile.aggregates
     kernels = _kernel_stats(agg)
@@ -112,14 +88,9 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
 
 
 def _totals(agg: Aggregates) -> Metrics:
-    """The whole capture's census keys: the kernel accumulators' totals (the same sums as every
-    step's), the launch calls', the unions' and the counted copies'."""
-    whole = dict(agg.totals)
-    for kind, (count_key, bytes_key) in COPY_KEYS.items():
-        sums = agg.memory.sums[agg.memory.kind == kind]
-        whole[count_key] = sum(sums[:, 0].tolist())
-        whole[bytes_key] = sum(sums[:, 1].tolist())
-    return Metrics(**{k: v for k, v in _derived(whole).items() if k in METRIC_KEYS})
+    """The whole capture's census keys: the accumulators' totals (the same sums as every
+    step's: kernels, launch calls, unions, copies, memsets)."""
+    return Metrics(**{k: v for k, v in _derived(dict(agg.totals)).items() if k in METRIC_KEYS})
 
 
 def _derived(col: dict[str, Any]) -> dict[str, Any]:
@@ -131,12 +102,11 @@ def _derived(col: dict[str, Any]) -> dict[str, Any]:
 
 
 def _steps(profile: Profile) -> StepTable:
-    """The steps as columns, straight from the steps' key table (row s.idx of each step s) and
-    the copies launched in each step."""
+    """The steps as columns, straight from the steps' key table (row s.idx of each step s)."""
     import numpy as np
 
     agg = profile.aggregates
-    col = _derived(agg.by_key | _copies(agg))
+    col = _derived(dict(agg.by_key))
     n = key_count(agg.by_key)
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
     overlap = nccl_overlap_ns(agg, col["nccl_union_ns"], col["non_nccl_union_ns"],
@@ -160,24 +130,6 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     )
 
 
-def _copies(agg: Aggregates, index: Any = None, n: int = 0) -> Columns:
-    """The counted copies launched in each of agg.by_key's keys (COPY_COLUMNS: each kind's count
-    and bytes); with `index`, summed into n rows (key i into row index[i])."""
-    import numpy as np
-
-    m = agg.memory
-    kinds = np.array(list(COPY_KEYS), np.int64)
-    rows = np.isin(m.kind, kinds) & (m.step != NO_STEP)
-    at = np.searchsorted(np.sort(kinds), m.kind[rows])
-    block = np.argsort(kinds)[at]  # each row's kind: its place in COPY_KEYS
-    wide = np.zeros((int(rows.sum()), len(COPY_COLUMNS)), m.sums.dtype)
-    for j in range(2):  # count, bytes
-        wide[np.arange(len(block)), 2 * block + j] = m.sums[rows, j]
-    keys = m.step[rows] if index is None else index[m.step[rows]]
-    copies = add_rows(keys, key_count(agg.by_key) if index is None else n, wide)
-    return dict(zip(COPY_COLUMNS, copies.T, strict=True))
-
-
 def _side_by_side(columns: list[Any]) -> Any:
     """(rows, k) columns side by side (object where one is: exact past int64)."""
     import numpy as np
@@ -186,7 +138,7 @@ def _side_by_side(columns: list[Any]) -> Any:
 
 
 def _metric_columns(col: Columns) -> list[Any]:
-    """Per key of `col` (a key table with COPY_COLUMNS, _derived's), its METRIC_KEYS values, as
+    """Per key of `col` (a key table with _derived's keys), its METRIC_KEYS values, as
     (keys, 1) columns (views of col's: one array is made of them, side by side with others)."""
     return [col[k][:, None] for k in METRIC_KEYS]
 
@@ -235,7 +187,7 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
-    col = sum_keys(agg.by_key, cells.of_segment, size) | _copies(agg, cells.of_segment, size)
+    col = sum_keys(agg.by_key, cells.of_segment, size)
     union = col["non_nccl_union_ns"]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
@@ -251,17 +203,9 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     return phases, bounds.astype(np.int64)
 
 
-def _memory_stats(memory: MemoryGroups) -> tuple[MemoryStat, ...]:
-    """Per copy kind (ascending; memsets first), all its groups, and those launched in a step."""
-    import numpy as np
-
-    kinds, code = np.unique(memory.kind, return_inverse=True)
-    inside = (memory.step != NO_STEP)[:, None]
-    sums = np.concatenate([memory.sums, np.where(inside, memory.sums[:, :2], 0)], axis=1)
-    acc = add_rows(code, len(kinds), sums).tolist()
-    return tuple(
-        MemoryStat(memory_kind_name(k), *v) for k, v in zip(kinds.tolist(), acc, strict=True)
-    )
+def _memory_stats(memory: dict[int, list[int]]) -> tuple[MemoryStat, ...]:
+    """Per copy kind (ascending; memsets first), all its rows, and those launched in a step."""
+    return tuple(MemoryStat(memory_kind_name(k), *memory[k]) for k in sorted(memory))
 
 
 def nccl_overlap_ns(agg: Aggregates, nccl: Any, non_nccl: Any, every: Any) -> Any:
@@ -380,30 +324,3 @@ def _merged_range_idle(ranks: list[Census]) -> tuple[RangeIdle, ...] | None:
         for r in c.idle_by_range or ():
             total[r.range] = total.get(r.range, 0) + r.idle_ns
     return _range_idle(total)
-
-
-@dataclass(frozen=True)
-class Spread:
-    """One key's per-step means over ranks: smallest, median and largest, and the labels of the
-    ranks with the smallest and largest."""
-
-    min: float
-    median: float
-    max: float
-    min_rank: str
-    max_rank: str
-
-
-def rank_spread(labels: list[str], ranks: list[Census]) -> dict[str, Spread]:
-    """Per-step means per rank (whole capture without steps): min / median / max over ranks."""
-    out: dict[str, Spread] = {}
-    for key in SPREAD_KEYS:
-        values = []
-        for label, c in zip(labels, ranks, strict=True):
-            per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
-            if key in per and per[key] is not None:
-                values.append((float(per[key]), label))
-        if values:
-            lo, hi = min(values), max(values)
-            out[key] = Spread(lo[0], statistics.median(v for v, _ in values), hi[0], lo[1], hi[1])
-    return out

@@ -2,7 +2,7 @@
 
 The runner measures arms in pairs of blocks, ABBA then BAAB (8 arms), and looks after each pair:
 look k sees n_k = 8k measured arms, up to K = max_arms / 8 looks. Each look fits the block model
-of census.compare.stats (fit_blocks, the one fit) to every measured arm so far, and its interval
+of census.compare.ab.stats (fit_blocks, the one fit) to every measured arm so far, and its interval
 is delta ± c_k · SE with c_k the look's t boundary (df_k = n_k − n_k/4 − 1: 5 at the first look).
 
 Alpha spending (Lan-DeMets), O'Brien-Fleming type, on the information fraction t = n_k / max_arms,
@@ -53,8 +53,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from census.compare.stats import MAX_ARMS_ADVISED, NO_DIFFERENCE, RESOLUTION_NS, fit_blocks
-from census.model import Arm, percentile
+from census.compare.ab.stats import MAX_ARMS_ADVISED, NO_DIFFERENCE, RESOLUTION_NS, fit_blocks
+from census.model.ab import Arm
+from census.model.step import percentile
 
 ALPHA = 0.05
 ARMS_PER_LOOK = 8  # one ABBA and one BAAB block

@@ -1,4 +1,4 @@
-"""Aggregates -> NcclRecord (census.rank_model): the ranks of one export and their NCCL kernels,
+"""Aggregates -> NcclRecord (census.model.ranks): the ranks of one export and their NCCL kernels,
 each placed in its step's and phase's row of the census's StepTable, and the exposed NCCL time of
 every step and phase. Pure: no I/O.
 
@@ -17,12 +17,12 @@ import numpy as np
 from census.definitions import kernel_name, nccl_collective
 from census.load.figures import add_rows
 from census.load.intervals import INT_NULL
-from census.rank_model import NcclRecord, RankInfo
+from census.model.ranks import NcclRecord, RankInfo
 
 if TYPE_CHECKING:
     from census.load.aggregates import Aggregates
     from census.load.profile import Profile
-    from census.step_table import StepTable
+    from census.model.step_table import StepTable
 
 
 def nccl_record(profile: Profile, table: StepTable) -> NcclRecord | None:

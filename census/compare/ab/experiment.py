@@ -10,12 +10,9 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import NamedTuple
 
-from census.compare.arm_findings import ArmTail, Parity, arm_tails, count_warnings, record_parity
-from census.compare.diff import CensusDiff, Delta
-from census.compare.explain import HOST_BOUND, explain_diff, non_gain
-from census.compare.gates import Amount
-from census.compare.rank_table import RankRow, rank_rows, rank_sentences
-from census.compare.stats import (
+from census.compare.ab.arm_findings import ArmTail, Parity, arm_tails, count_warnings, record_parity
+from census.compare.ab.rank_table import RankRow, rank_rows, rank_sentences
+from census.compare.ab.stats import (
     NO_DIFFERENCE,
     UNSTABLE,
     ABStats,
@@ -24,7 +21,11 @@ from census.compare.stats import (
     fit_step,
     tost,
 )
-from census.model import Arm, AutoArms
+from census.compare.diff import CensusDiff, Delta
+from census.compare.explain import HOST_BOUND, explain_diff, non_gain
+from census.compare.gates import Amount
+from census.model.ab import Arm, AutoArms
+from census.model.shown import shown
 from census.units import coverage_name, fmt_ci, fmt_ns, fmt_pct
 
 # census.compare.explain's phase sentence starts so; in an experiment it is qualified
@@ -54,12 +55,12 @@ class Experiment:
 
     @cached_property
     def tails(self) -> tuple[ArmTail, ...]:
-        """The measured arms' tail steps (census.compare.arm_findings)."""
+        """The measured arms' tail steps (census.compare.ab.arm_findings)."""
         return arm_tails(self.arms)
 
     @cached_property
     def ranks(self) -> tuple[RankRow, ...]:
-        """One row a rank, over the measured arms (census.compare.rank_table); () for arms of
+        """One row a rank, over the measured arms (census.compare.ab.rank_table); () for arms of
         one process."""
         return rank_rows(self.arms)
 
@@ -73,10 +74,8 @@ class Experiment:
         return self.labels[0 if side == "a" else 1]
 
     def __repr__(self) -> str:
-        """One line: the arms' verdict (census.notebook.experiment_repr), not every arm."""
-        from census.notebook import experiment_repr
-
-        return experiment_repr(self, verdict_sentence(self.stats, self.labels))
+        """One line: the arms' verdict (census.render.notebook.experiment_repr), not every arm."""
+        return shown("experiment_repr", self)
 
 
 def _verdict_words(verdict: str | None, labels: tuple[str, str]) -> str:
@@ -330,7 +329,7 @@ class Explanation(NamedTuple):
     equivalence: str | None = None  # said right after the verdict, when asked
     arm_notes: tuple[str, ...] = ()  # the arms' tail steps and census.record parity
     sequential: str | None = None  # under --arms auto: where the looks stopped and why
-    ranks: tuple[str, ...] = ()  # arms of several ranks: census.compare.rank_table
+    ranks: tuple[str, ...] = ()  # arms of several ranks: census.compare.ab.rank_table
 
     @property
     def said_next(self) -> list[str]:

@@ -5,7 +5,7 @@ when the GPU is busy most of the step, else the largest class of the GPU's idle 
 host ran ahead of the GPU (Census.host_ran_ahead), the summary says so first: its step and phase
 times are then the GPU's spans, the NVTX ranges timing only the host's enqueueing.
 
-A leaf beside the model, as census.notebook is: it reads a Census by its fields (`census` below
+A leaf beside the model, as census.render.notebook is: it reads a Census by its fields (`census` below
 is one) and imports nothing of census.model, so that a Census's repr and card can say it.
 """
 

@@ -2,11 +2,14 @@
 most REPR_CHARS characters, whatever the capture's size) and a small HTML card (`_repr_html_`).
 Each leads with what the CLI says first: a capture's limiter (and that the host ran ahead of the
 GPU, its step then timed by the GPU span), a diff's verdict sentence (census.compare.headline,
-given by the diff), an experiment's verdict on its arms.
+asked of the diff), an experiment's verdict on its arms.
 
-A leaf beside the model: it reads the objects' fields and formats them with census.units, so the
-model and the diff can answer `repr()` without importing a later stage. The card keeps the step
-window and the work launched in the step in separate tables, as every other output does.
+The model and the diff answer `repr()` through census.model.shown, which census/__init__.py
+points at census.api.notebook: it builds the result's view (census.render.views, the limiter and
+first line computed there) and hands it here; the model imports no renderer, and this module
+computes nothing every output says. It reads the views' fields and formats them with
+census.units. The card keeps the step window and the work launched in the step in separate
+tables, as every other output does.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from census.limiter import find_limiter, limiter_sentence, steps_ahead, summary_lead
+from census.findings.limiter import limiter_sentence, steps_ahead
 from census.metrics import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
 from census.paths import shown_path
+from census.render.views import DiffView, ExperimentView, SummaryView
 from census.units import (
     clip,
     first_clause,
@@ -32,10 +36,11 @@ REPR_CHARS = 300
 WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
 
 
-def census_repr(census: Any) -> str:
+def census_repr(view: SummaryView) -> str:
     """`<Census 'sample:eager': 20 steps, 251 kernels/step, GPU span 15.35 ms (the host ran ahead
     by ~3 steps); GPU-bound: GPU busy 97% of the step>`; a capture whose host kept pace shows
     its step and GPU busy time instead of the span."""
+    census = view.census
     timing = census.per_step_timing()
     if timing is None:
         body = f"no steps, {fmt_count(census.totals.kernel_count)} kernels"
@@ -49,19 +54,22 @@ def census_repr(census: Any) -> str:
             time = (
                 f"step {fmt_ns(timing['step_time_ns'])}, GPU busy {fmt_ns(timing['gpu_busy_ns'])}"
             )
-        limiter = find_limiter(census)
-        bound = f"; {limiter_sentence(limiter)}" if limiter else ""
+        bound = f"; {limiter_sentence(view.limiter)}" if view.limiter else ""
         body = (f"{census.step_count} steps, {fmt_count(per_step['kernel_count'])} kernels/step, "
                 f"{time}{bound}")  # fmt: skip
     warned = f", {len(census.warnings)} warnings" if census.warnings else ""
     return _bounded("Census", shown_path(census.source.path), f"{body}{warned}")
 
 
-def diff_repr(d: Any, verdict: str | None) -> str:
+def diff_repr(view: DiffView) -> str:
     """`<CensusDiff 'eager -> compiled': compiled is faster than eager on the GPU: GPU span -1.76
     ms/step (-11.5%) (beyond the ±166.9 µs spread of one capture each), kernels/step -22>`: the
-    verdict sentence up to its first `;` (`verdict`: the diff's headline); without one (a side
-    with no steps), the step-time change."""
+    verdict sentence up to its first `;` (the diff's headline, census.compare.headline); without
+    one (a side with no steps), the step-time change."""
+    from census.compare.headline import headline
+
+    d = view.diff
+    verdict = headline(d)
     kernels = d.metrics["kernel_count"]
     if verdict:
         body = first_clause(one_line(verdict))
@@ -77,23 +85,28 @@ def diff_repr(d: Any, verdict: str | None) -> str:
     return _bounded("CensusDiff", f"{a} -> {b}", body)
 
 
-def experiment_repr(exp: Any, verdict: str) -> str:
+def experiment_repr(view: ExperimentView) -> str:
     """`<Experiment 'eager -> compiled': compiled is faster than eager by 1.75 ms/step (...),
-    over 8 uncaptured arms; captured>`: the arms' verdict, and whether each side was captured."""
+    over 8 uncaptured arms; captured>`: the arms' verdict (census.compare.ab.experiment's
+    verdict_sentence), and whether each side was captured."""
+    from census.compare.ab.experiment import verdict_sentence
+
+    exp = view.experiment
+    verdict = verdict_sentence(exp.stats, exp.labels)
     captured = "captured" if exp.diff is not None else "no captures"
     a, b = (clip(_safe(label), 40) for label in exp.labels)
     return _bounded("Experiment", f"{a} -> {b}", f"{one_line(verdict)}; {captured}")
 
 
-def census_html(census: Any) -> str:
+def census_html(view: SummaryView) -> str:
     """What the user named it (`sample:eager`, not the cache's copy), the summary's first line
     (the host ran ahead; the limiter), then the per-step means (or totals) in two tables."""
+    census, lead = view.census, view.lead
     timing = census.per_step_timing()
     means = census.per_step()
     gpus = ", ".join(g.name or "unknown" for g in census.source.gpus) or "unknown"
     head = (f"<p><b>{_esc(shown_path(census.source.path))}</b>: {census.step_count} steps; "
             f"GPUs {_esc(gpus)}</p>")  # fmt: skip
-    lead = summary_lead(census)
     column = "per step (mean)" if means is not None else "total"
     launched = means if means is not None else census.totals.as_dict()
     parts = [head, *([f"<p><b>{_esc(lead)}</b></p>"] if lead else [])]
@@ -116,9 +129,14 @@ def _launched_keys(ahead: bool, span: bool) -> tuple[str, ...]:
     return ("gpu_span_ns", *METRIC_KEYS) if ahead else (*METRIC_KEYS, "gpu_span_ns")
 
 
-def diff_html(d: Any, verdict: str | None) -> str:
-    """What makes the sides not comparable first, then the verdict sentence (`verdict`), each
-    side's limiter, then the step window and the work launched, each side and the delta."""
+def diff_html(view: DiffView) -> str:
+    """What makes the sides not comparable first, then the verdict sentence (the diff's
+    headline), each side's limiter, then the step window and the work launched, each side and
+    the delta."""
+    from census.compare.headline import headline
+
+    d = view.diff
+    verdict = headline(d)
     a, b = d.labels
     parts = [f"<p><b>{_esc(b)}</b> against <b>{_esc(a)}</b></p>"]
     parts += [f"<p><b>not directly comparable:</b> {_esc(p)}</p>" for p in d.comparability.problems]
@@ -126,8 +144,7 @@ def diff_html(d: Any, verdict: str | None) -> str:
         parts.append(f"<p><b>{_esc(verdict)}</b></p>")
     elif d.within_noise:
         parts.append(f"<p>step time: within noise (±{_esc(fmt_ns(d.noise_ns))})</p>")
-    for label, side in ((a, d.a), (b, d.b)):
-        limiter = find_limiter(side)
+    for label, limiter in ((a, view.a.limiter), (b, view.b.limiter)):
         if limiter:
             parts.append(f"<p>{_esc(label)}: {_esc(limiter_sentence(limiter))}</p>")
     header = ["metric", a, b, "delta", "delta %"]
