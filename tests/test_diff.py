@@ -196,12 +196,15 @@ def test_cli_diff_formats() -> None:
 
 def test_the_same_side_twice_is_said_first(tmp_path) -> None:
     ea = fixture_file("h200_eager_3steps.sqlite")
-    r = runner.invoke(app, ["diff", str(ea), str(ea), "--json"])
+    said = f"warning: A and B are the same file ({ea}): every difference below is zero"
+    r = runner.invoke(app, ["diff", str(ea), str(ea)])
     assert r.exit_code == 0, r.output
-    assert r.stderr.splitlines()[0] == (  # was: a diff of zeros, nothing said
-        f"warning: A and B are the same file ({ea}): every difference below is zero"
-    )
+    assert r.stderr.splitlines()[0] == said  # was: a diff of zeros, nothing said
+    r = runner.invoke(app, ["diff", str(ea), str(ea), "--json"])
+    assert said in r.stderr.splitlines()
     assert json.loads(r.stdout)["metrics"]["kernel_count"]["delta"] == 0
+    r = runner.invoke(app, ["diff", str(tmp_path), str(tmp_path)])  # a side that fails: its error
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {tmp_path} holds no ")
     (tmp_path / "link.sqlite").symlink_to(ea)  # another name for the same file
     r = runner.invoke(app, ["diff", str(ea), str(tmp_path / "link.sqlite")])
     assert r.stderr.startswith("warning: A and B are the same file")

@@ -145,7 +145,7 @@ def diff(
 ) -> None:
     """Compare two captures (eager vs compiled) and explain the difference; or show a
     `census ab` experiment folder (its arms' verdict, then the diff of its captures)."""
-    from census.api import diff_document
+    from census.api import diff_document, resolve_input
     from census.compare.gates import check_diff
     from census.render import render
 
@@ -161,28 +161,26 @@ def diff(
             "--equivalence asks a `census ab` experiment's arms: give its folder alone"
         )
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
-    (pa, pb), names = _sides(a, b), parse_labels(labels)
+    pa, pb, names = resolve_input(a), resolve_input(b), parse_labels(labels)
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
         write_cached(f"diff of {pa.name} and {pb.name}", document)
-        return
+        return warn(_same_side(pa, pb))
     view = diff_shown(pa, pb, names, options, sources=(a, b))
-    warn(view.diff.warnings)
+    warn([*_same_side(pa, pb), *view.diff.warnings])
     show(render(view, fmt, top=top, **shape(fmt)), fmt)
     if html:
         write_report(render(view, "html"), html)
     enforce(check_diff(gates, view.diff))
 
 
-def _sides(a: str, b: str) -> tuple[Path, Path]:
-    """Both sides resolved; one file or folder twice is said first (every difference is zero)."""
-    from census.api import resolve_input
-
-    pa, pb = resolve_input(a), resolve_input(b)
-    if pa.exists() and pb.exists() and pa.samefile(pb):
-        kind = "folder" if pa.is_dir() else "file"
-        warn([f"A and B are the same {kind} ({pa}): every difference below is zero"])
-    return pa, pb
+def _same_side(pa: Path, pb: Path) -> list[str]:
+    """The warning said first when both sides are one file or folder (every difference is zero),
+    once the diff is made (a side that fails says its error alone)."""
+    if not (pa.exists() and pb.exists() and pa.samefile(pb)):
+        return []
+    kind = "folder" if pa.is_dir() else "file"
+    return [f"A and B are the same {kind} ({pa}): every difference below is zero"]
 
 
 def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,
