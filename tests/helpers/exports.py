@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,6 @@ def without_rowid(source: Path, target: Path, keys: dict[str, str]) -> Path:
     """A copy of `source` in which each table of `keys` is a table WITHOUT ROWID whose primary
     key is the given one (`"correlationId, start DESC"`), with the same rows."""
     import shutil
-    import sqlite3
 
     shutil.copy(source, target)
     conn = sqlite3.connect(target)
@@ -115,3 +115,12 @@ def rank_folder(tmp_path: Path, *names: str) -> Path:
     ranks = {str(i): f"rank{i}.sqlite" for i in range(len(names))}
     (folder / "run.json").write_text(json.dumps({"calibration": None, "ranks": ranks}), "utf-8")
     return folder
+
+
+def query(path: Path, sql: str) -> list[tuple]:
+    """The rows `sql` reads from the export at `path`, opened read-only."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
