@@ -125,8 +125,11 @@ def diff(
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
     the SELECTION keywords, as in `summarize`). Labels: a pair or `"eager,compiled"` (as
     --labels takes them), by default the file or folder names."""
-    labels = parse_labels(labels, "labels")
-    options = with_options(options, selection)
+    return _diff(a, b, parse_labels(labels, "labels"), with_options(options, selection), progress)
+
+
+def _diff(a: Any, b: Any, labels: tuple | None, options: Options, progress: Any) -> CensusDiff:
+    """diff() past its checks; labels None: the file names, which may be alike (not the user's)."""
     from census.api.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
@@ -309,14 +312,14 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
-    labels = labels or (default_label(a), default_label(b))
+    labels = labels or (default_label(a), default_label(b))  # file names: may be alike
 
     def render() -> tuple[dict, Iterable[str]]:
         from census.heap import collector_paused
         from census.render import render_pieces
 
         with collector_paused():
-            d = diff(a, b, labels, options, progress=progress)
+            d = _diff(a, b, labels, options, progress)
             return {"warnings": list(d.warnings)}, render_pieces(diff_view(d), "json", top=top)
 
     if is_multi_rank(a) or is_multi_rank(b):

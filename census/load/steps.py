@@ -89,13 +89,23 @@ def read_steps(
         if seen[proc] > skip_first:
             kept.append((name, start, end, proc, tid))
     steps = [StepRange(i, n, p, s, e, t) for i, (n, s, e, p, t) in enumerate(kept)]
-    if not steps and schema.has(sc.NVTX):
+    if not steps and seen:
+        warnings.append(_all_skipped(seen, steps_regex, skip_first))
+    elif not steps and schema.has(sc.NVTX):
         warnings.append(_no_steps_hint(conn, schema, steps_regex))
     if _overlapping(steps):
         warnings.append(
             "step ranges overlap within a process: work in an overlap counts in the later step only"
         )
     return steps, warnings
+
+
+def _all_skipped(seen: dict[int, int], steps_regex: str, skip_first: int) -> str:
+    """The warning for step ranges that matched but --skip-first skipped every one of."""
+    most = max(seen.values())
+    return (f"--skip-first {skip_first} skips every step: the {sum(seen.values())} range(s) "
+            f"matching --steps '{steps_regex}' are {most} at most in one process; per-step "
+            f"figures are unavailable (skip fewer than {most})")  # fmt: skip
 
 
 def _no_steps_hint(conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str) -> str:

@@ -81,9 +81,9 @@ def launch_bound(name: str) -> Path:
 
 
 def real_exports() -> list[Path]:
-    """Every real export at hand: the shared fixtures (when present), the bundled samples, our
+    """Every real export at hand: the fixtures (../shared's or their copies), the bundled samples, our
     own engine captures and the launch-bound demo's."""
-    found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
+    found = sorted(FIXTURES.glob("*.sqlite"))
     ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
     bound = [launch_bound(n) / "capture.sqlite" for n in ("eager", "compiled")]
     return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours + bound
