@@ -18,7 +18,19 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from census.errors import UsageError
-from census.metrics import DEFINITIONS, IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
+from census.metrics import (
+    DEFINITIONS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    PHASE_KEYS,
+    STEP_TIME_NS,
+    TIMING_KEYS,
+)
 from census.model.step import idle_values
 from census.units import clip
 
@@ -126,13 +138,13 @@ def steps(c: Census | PathLike) -> pd.DataFrame:
     c = _census(c, "steps")
     rows = [
         {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
-         "step_time_ns": s.duration_ns, "gpu_busy_ns": s.gpu_busy_ns,
-         "gpu_idle_ns": s.gpu_idle_ns, "gpu_span_ns": s.gpu_span_ns,
-         "host_lead_ns": s.host_lead_ns, "gpu_start_ns": s.gpu_start_ns, **idle_values(s.idle),
+         STEP_TIME_NS: s.duration_ns, GPU_BUSY_NS: s.gpu_busy_ns,
+         GPU_IDLE_NS: s.gpu_idle_ns, GPU_SPAN_NS: s.gpu_span_ns,
+         HOST_LEAD_NS: s.host_lead_ns, GPU_START_NS: s.gpu_start_ns, **idle_values(s.idle),
          "nccl_overlap_ns": s.nccl_overlap_ns}
         for s in c.steps
     ]  # fmt: skip
-    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, "gpu_start_ns", *IDLE_KEYS,
+    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, GPU_START_NS, *IDLE_KEYS,
             "nccl_overlap_ns"]  # fmt: skip
     frame = _frame(rows, cols)
     # gpu_busy_ns is clipped to the step's window, non_nccl_union_ns is not: each column's rule.
@@ -170,12 +182,12 @@ def arms(exp: Experiment | PathLike) -> pd.DataFrame:
     exp = _experiment(exp, "arms")
     rows = [
         {"arm": a.index, "side": a.side, "label": exp.labels[a.side == "b"],
-         "discarded": a.discarded, "step": i, "step_time_ns": t, "clock": a.clock,
+         "discarded": a.discarded, "step": i, STEP_TIME_NS: t, "clock": a.clock,
          "recompiles": a.recompiles}
         for a in exp.arms
         for i, t in enumerate(a.step_time_ns)
     ]  # fmt: skip
-    cols = ["arm", "side", "label", "discarded", "step", "step_time_ns", "clock", "recompiles"]
+    cols = ["arm", "side", "label", "discarded", "step", STEP_TIME_NS, "clock", "recompiles"]
     frame = _frame(rows, cols)
     frame["recompiles"] = frame["recompiles"].astype("Int64")
     frame.attrs["labels"] = {"a": exp.labels[0], "b": exp.labels[1]}

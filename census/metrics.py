@@ -11,6 +11,39 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# Every census key, timing, phase and idle key by name: code names a key by these (`row[STEP_TIME_NS]`),
+# never by a string literal (tests/test_metric_keys.py checks), so a mistyped key fails at import.
+KERNEL_COUNT = "kernel_count"
+KERNEL_TIME_NS = "kernel_time_ns"
+NCCL_KERNEL_COUNT = "nccl_kernel_count"
+NCCL_KERNEL_TIME_NS = "nccl_kernel_time_ns"
+NON_NCCL_KERNEL_COUNT = "non_nccl_kernel_count"
+NON_NCCL_KERNEL_TIME_NS = "non_nccl_kernel_time_ns"
+NON_NCCL_UNION_NS = "non_nccl_union_ns"
+LAUNCH_API_COUNT = "launch_api_count"
+LAUNCH_API_TIME_NS = "launch_api_time_ns"
+GRAPH_LAUNCH_COUNT = "graph_launch_count"
+D2D_COUNT = "d2d_count"
+D2D_BYTES = "d2d_bytes"
+H2D_COUNT = "h2d_count"
+H2D_BYTES = "h2d_bytes"
+D2H_COUNT = "d2h_count"
+D2H_BYTES = "d2h_bytes"
+MEMSET_COUNT = "memset_count"
+MEMSET_BYTES = "memset_bytes"
+GPU_SPAN_NS = "gpu_span_ns"
+HOST_LEAD_NS = "host_lead_ns"
+GPU_START_NS = "gpu_start_ns"
+STEP_TIME_NS = "step_time_ns"
+GPU_BUSY_NS = "gpu_busy_ns"
+GPU_IDLE_NS = "gpu_idle_ns"
+DURATION_NS = "duration_ns"
+SYNC_COUNT = "sync_count"
+SYNC_TIME_NS = "sync_time_ns"
+IDLE_AFTER_SYNC_NS = "idle_after_sync_ns"
+IDLE_LAUNCH_NS = "idle_launch_ns"
+IDLE_OTHER_NS = "idle_other_ns"
+
 
 class Metric(NamedTuple):
     """One census key: its name (its unit as suffix), unit, definition, label, the views that show
@@ -84,7 +117,7 @@ def copy_metrics(copy: CopyKind, name: str) -> tuple[Metric, Metric]:
 # The census keys of `totals`, every step and `per_step`, in the order every output lists them.
 METRICS: tuple[Metric, ...] = (
     Metric(
-        "kernel_count",
+        KERNEL_COUNT,
         "count",
         "rows of CUPTI_ACTIVITY_KIND_KERNEL (in a step: those whose launching API call starts in "
         "the step's range, on any thread of the step's process)",
@@ -92,33 +125,33 @@ METRICS: tuple[Metric, ...] = (
         (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS),
         "kernels",
     ),
-    Metric("kernel_time_ns", "ns", "Σ (end − start) over those kernels", "kernel time"),
+    Metric(KERNEL_TIME_NS, "ns", "Σ (end − start) over those kernels", "kernel time"),
     Metric(
-        "nccl_kernel_count",
+        NCCL_KERNEL_COUNT,
         "count",
         "kernels whose name contains `nccl` (any case)",
         "NCCL kernels",
         (VIEW_DIFF,),
     ),
     Metric(
-        "nccl_kernel_time_ns",
+        NCCL_KERNEL_TIME_NS,
         "ns",
         "Σ (end − start) over NCCL kernels",
         "NCCL kernel time",
         (VIEW_DIFF, VIEW_CARDS),
     ),
     Metric(
-        "non_nccl_kernel_count", "count", "kernels that are not NCCL kernels", "non-NCCL kernels"
+        NON_NCCL_KERNEL_COUNT, "count", "kernels that are not NCCL kernels", "non-NCCL kernels"
     ),
     Metric(
-        "non_nccl_kernel_time_ns",
+        NON_NCCL_KERNEL_TIME_NS,
         "ns",
         "Σ (end − start) over non-NCCL kernels",
         "non-NCCL kernel time",
         (VIEW_DIFF,),
     ),
     Metric(
-        "non_nccl_union_ns",
+        NON_NCCL_UNION_NS,
         "ns",
         "per deviceId, the length of the union of the [start, end) intervals of the non-NCCL "
         "kernels counted, summed over devices; not clipped to the step's range (unlike "
@@ -127,7 +160,7 @@ METRICS: tuple[Metric, ...] = (
         (VIEW_DIFF, VIEW_CARDS),
     ),
     Metric(
-        "launch_api_count",
+        LAUNCH_API_COUNT,
         "count",
         "launch API calls (see launch API), one per correlationId",
         "launch API calls",
@@ -135,24 +168,24 @@ METRICS: tuple[Metric, ...] = (
         "launch calls",
     ),
     Metric(
-        "launch_api_time_ns",
+        LAUNCH_API_TIME_NS,
         "ns",
         "Σ (end − start) over those launch API calls",
         "launch API time",
         (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS),
     ),
     Metric(
-        "graph_launch_count",
+        GRAPH_LAUNCH_COUNT,
         "count",
         "launch API calls that are cudaGraphLaunch/cuGraphLaunch",
         "graph launches",
         (VIEW_DIFF,),
     ),
     *(m for copy in COUNTED_COPIES for m in copy_metrics(copy, MEMCPY_KINDS[copy.kind])),
-    Metric("memset_count", "count", "rows of CUPTI_ACTIVITY_KIND_MEMSET (in a step: those whose "
+    Metric(MEMSET_COUNT, "count", "rows of CUPTI_ACTIVITY_KIND_MEMSET (in a step: those whose "
            "launching API call starts in the step's range, as a copy's)", "memsets", (VIEW_DIFF,),
            hidden_when_zero=True),
-    Metric("memset_bytes", "bytes", "Σ bytes over those memsets", "memset bytes", (VIEW_DIFF,),
+    Metric(MEMSET_BYTES, "bytes", "Σ bytes over those memsets", "memset bytes", (VIEW_DIFF,),
            hidden_when_zero=True),
 )  # fmt: skip
 # The two groups every output keeps apart, so that no table sets a clipped number beside an
@@ -175,22 +208,22 @@ def launched_title(per_step: bool) -> str:
 # gpu_start_ns, a timestamp.
 _LAUNCHED = "the kernels, memcpys, memsets and whole CUDA graphs launched in the step"
 GPU_SPAN_METRICS: tuple[Metric, ...] = (
-    Metric("gpu_span_ns", "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
+    Metric(GPU_SPAN_NS, "ns", f"latest end − earliest start of {_LAUNCHED} (their API call "
            "starts in its range, on any thread of its process), not clipped to the range; null "
            "when it launched none; per_step: the mean over the steps that launched some",
            "GPU span (first to last GPU op)"),
-    Metric("host_lead_ns", "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
+    Metric(HOST_LEAD_NS, "ns", "gpu_start_ns + gpu_span_ns − the end of the step's NVTX range: "
            "how long after the host left the step its GPU work ended (negative: before); null "
            "when it launched none; per_step: the mean over the steps that launched some",
            "GPU end after the step's range"),
 )  # fmt: skip
-GPU_START_METRIC = Metric("gpu_start_ns", "ns", f"the earliest start of {_LAUNCHED}; null when "
+GPU_START_METRIC = Metric(GPU_START_NS, "ns", f"the earliest start of {_LAUNCHED}; null when "
                           "it launched none", "GPU start of the work launched in the step")  # fmt: skip
 # Step timing: per step, and their means.
 TIMING_METRICS: tuple[Metric, ...] = (
-    Metric("step_time_ns", "ns", "end − start of the step's NVTX range", "step time"),
+    Metric(STEP_TIME_NS, "ns", "end − start of the step's NVTX range", "step time"),
     Metric(
-        "gpu_busy_ns",
+        GPU_BUSY_NS,
         "ns",
         "the union of all kernels, memcpys, memsets and whole CUDA graphs (an export traced "
         "with --cuda-graph-trace=graph) of the step's process, clipped to the step's range (its "
@@ -198,27 +231,27 @@ TIMING_METRICS: tuple[Metric, ...] = (
         "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
         "GPU busy in the step window",
     ),
-    Metric("gpu_idle_ns", "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
+    Metric(GPU_IDLE_NS, "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
     *GPU_SPAN_METRICS,
 )
 # Per phase of a step: the census keys, plus these.
 PHASE_METRICS: tuple[Metric, ...] = (
     Metric(
-        "duration_ns",
+        DURATION_NS,
         "ns",
         "the time of the step the phase owns: its NVTX range, less what a later-started "
         "overlapping phase took; the remainder's is the rest of the step",
         "phase time",
     ),
     Metric(
-        "gpu_busy_ns",
+        GPU_BUSY_NS,
         "ns",
         "the union of all GPU work of the step's process, clipped to the time the phase owns",
         "GPU busy in the phase window",
     ),
 )
 # Per phase, beside PHASE_METRICS but not one of them: spans do not add up over phases.
-PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start of the kernels, "
+PHASE_SPAN_METRIC = Metric(GPU_SPAN_NS, "ns", "latest end − earliest start of the kernels, "
     "memcpys, memsets and whole CUDA graphs launched in the time the phase owns in the step (all its segments), not "
     "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
     "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
@@ -226,29 +259,29 @@ PHASE_SPAN_METRIC = Metric("gpu_span_ns", "ns", "latest end − earliest start o
 # gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
 IDLE_METRICS: tuple[Metric, ...] = (
     Metric(
-        "sync_count", "count", "synchronising API calls (SYNC_APIS) that start in it", "host syncs"
+        SYNC_COUNT, "count", "synchronising API calls (SYNC_APIS) that start in it", "host syncs"
     ),
     Metric(
-        "sync_time_ns",
+        SYNC_TIME_NS,
         "ns",
         "Σ (end − start) of those calls: the host blocked",
         "host blocked in syncs",
     ),
     Metric(
-        "idle_after_sync_ns",
+        IDLE_AFTER_SYNC_NS,
         "ns",
         "GPU idle time from the end of a synchronising call that returned while the GPU was idle "
         "to the start of the next GPU work of the process",
         "  idle after a sync",
     ),
     Metric(
-        "idle_launch_ns",
+        IDLE_LAUNCH_NS,
         "ns",
         "the rest of the GPU idle time during which a launch API call of the process ran",
         "  idle while launching",
     ),
     Metric(
-        "idle_other_ns",
+        IDLE_OTHER_NS,
         "ns",
         "the rest of the GPU idle time: other host work",
         "  idle in other host work",
@@ -259,7 +292,7 @@ COPY_KEYS: dict[int, tuple[str, str]] = {
     c.kind: (f"{c.key}_count", f"{c.key}_bytes") for c in COUNTED_COPIES
 }  # copyKind -> its two keys
 COPY_COLUMNS: tuple[str, ...] = tuple(key for pair in COPY_KEYS.values() for key in pair)
-MEMSET_KEYS: tuple[str, str] = ("memset_count", "memset_bytes")
+MEMSET_KEYS: tuple[str, str] = (MEMSET_COUNT, MEMSET_BYTES)
 
 
 HIDDEN_WHEN_ZERO = frozenset(m.name for m in METRICS if m.hidden_when_zero)

@@ -88,6 +88,9 @@ def parse_labels(labels: Any, name: str = "--labels") -> tuple[str, str] | None:
     if len(parts) != 2 or not all(isinstance(p, str) and p.strip() for p in parts):
         pair = "" if name.startswith("-") else ", or a pair such as ('eager', 'compiled')"
         raise UsageError(f"{name} {labels!r}: give two labels separated by a comma{pair}")
+    if parts[0].strip() == parts[1].strip():
+        raise UsageError(f"{name} {labels!r}: both sides would be {parts[0].strip()!r}: give each "
+                         "side its own label")  # fmt: skip
     return parts[0], parts[1]
 
 

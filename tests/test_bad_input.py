@@ -63,7 +63,14 @@ def test_missing_path(tmp_path: Path) -> None:
 
 def test_directory_without_exports(tmp_path: Path) -> None:
     msg = cli_error(["summary", str(tmp_path)], 1)
-    assert msg == f"Error: {tmp_path}: a directory with no .sqlite or .nsys-rep export in it"
+    assert msg == f"Error: {tmp_path} holds no .sqlite or .nsys-rep export: it is empty"
+    # what it holds instead, and the capture folder inside it (was: "a directory with no ...")
+    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "eager" / "capture.sqlite").symlink_to(fixture_file("nsysai_mock.sqlite"))
+    msg = cli_error(["summary", str(tmp_path)], 1)
+    assert msg == (f"Error: {tmp_path} holds no .sqlite or .nsys-rep export: it holds eager/, "
+                   f"notes.txt; name the capture folder inside it, {tmp_path / 'eager'}")  # fmt: skip
 
 
 def test_empty_file(tmp_path: Path) -> None:
@@ -285,7 +292,12 @@ def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("CENSUS_NSYS", raising=False)
     msg = cli_error(["summary", str(rep)], 3)
-    assert msg.startswith("Error: nsys not found on PATH: install Nsight Systems")
+    assert msg.startswith(  # was: "Error: nsys not found on PATH: ...", without the way round it
+        f"Error: {rep}: census reads a report through its SQLite export, which nsys makes: where "
+        "nsys is, run `nsys export --type sqlite run.nsys-rep` and give census the run.sqlite it "
+        "writes (it can be copied here); or, to export it here: nsys not found on PATH: install "
+        "Nsight Systems"
+    )
 
 
 def test_nsys_rep_is_exported_beside_or_into_the_cache(
@@ -385,8 +397,6 @@ def test_database_locked_by_a_writer(tmp_path: Path) -> None:
 
 
 def test_every_fixture_stays_byte_identical(tmp_path: Path) -> None:
-    if not FIXTURES.exists():
-        pytest.skip(f"{FIXTURES} is absent")
     for src in sorted(FIXTURES.glob("*.sqlite")):
         before = sha(src)
         summarize(src, use_cache=False)

@@ -223,3 +223,30 @@ def test_a_field_added_to_a_model_class_round_trips_with_no_codec_edit() -> None
     assert type(back) is plus and back == wider
     assert back.rows[0].sm_count == 132 and back.rows[1].sm_count is None
     assert back.steps == census.steps and back.per_step() == census.per_step()
+
+
+def test_the_source_path_is_the_one_named_this_time(tmp_path: Path) -> None:
+    """The cache keys an export by its resolved path, so a symlink and its file share one census;
+    each output still says the path named this time, as an uncached run does (not the name the
+    census was first read through)."""
+    import json
+
+    from census.api import diff_document
+    from census.paths import cache_dir
+
+    real = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "real.sqlite"))
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    other = fixture_file("h200_compiled_3steps.sqlite")
+    assert summarize(link).source.path == str(link)
+    assert summarize(real).source.path == str(real)  # the census cached through the link
+    assert len(list((cache_dir() / "census").iterdir())) == 1  # one census for both names
+    for named in (link, real, link):
+        document = json.loads("".join(summary_document(named, Options())[1]))
+        assert document["source"]["path"] == str(named)
+    for named in (link, real):
+        document = json.loads("".join(diff_document(named, other, ("x", "y"), Options())[1]))
+        assert (document["a"]["source"]["path"], document["b"]["source"]["path"]) == (
+            str(named),
+            str(other),
+        )

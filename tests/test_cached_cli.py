@@ -206,3 +206,16 @@ def test_early_answer_is_the_commands(tmp_path: Path, case: str) -> None:
     else:
         assert early.returncode not in (0, 70) and early.stdout == b""
         assert len(_lines(early)) == 1 and _lines(early)[0].startswith(b"Error: ")
+
+
+def test_the_early_answer_says_the_path_named_this_time(tmp_path: Path) -> None:
+    """After `census summary link.sqlite` (a symlink), `census summary real.sqlite --json`
+    prints real.sqlite as its source, from the command and from the early answer alike."""
+    real = Path(shutil.copy(fixture_file("h200_eager_3steps.sqlite"), tmp_path / "real.sqlite"))
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    cache = tmp_path / "cache"
+    assert _census("summary", str(link), cache=cache).returncode == 0  # a table: census cached
+    for named in (real, real, link, link):  # computed (from the cached census), then early
+        r = _census("summary", str(named), "--json", cache=cache)
+        assert json.loads(r.stdout)["source"]["path"] == str(named)

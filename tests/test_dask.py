@@ -16,7 +16,7 @@ from census.cli import app
 from census.load import scheduler as rank_scheduler
 from tests.helpers.exports import rank_folder
 
-pytest.importorskip("distributed", reason="the Dask tests need pip install 'census[dask]'")
+pytest.importorskip("distributed", reason="the Dask tests need pip install 'torch-census[dask]'")
 pytestmark = pytest.mark.fixtures
 
 runner = CliRunner()
@@ -111,7 +111,7 @@ def test_without_dask_the_error_names_the_extra(
     assert r.exit_code == 2
     assert r.stderr == (
         "Error: --scheduler tcp://scheduler:8786: Dask is not installed; pip install "
-        "'census[dask]' (or leave out --scheduler and $DASK_SCHEDULER_ADDRESS to read the ranks "
+        "'torch-census[dask]' (or leave out --scheduler and $DASK_SCHEDULER_ADDRESS to read the ranks "
         "in a process pool)\n"
     )
 

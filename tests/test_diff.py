@@ -10,10 +10,12 @@ from dataclasses import replace
 import pytest
 from typer.testing import CliRunner
 
+import census
 from census.api import diff_view, summarize
 from census.cli import app
 from census.compare.diff import diff_census
 from census.compare.explain import explain_diff
+from census.errors import CensusError
 from census.render.json_docs import diff_json
 from census.render.markdown import render_diff_markdown
 from tests.helpers.files import fixture_file
@@ -190,6 +192,30 @@ def test_cli_diff_formats() -> None:
     assert r.exit_code == 2 and "Error: --format 'yaml': choose table, markdown or json" in r.stderr
     r = runner.invoke(app, ["diff", ea, cb, "--labels", "only-one"])
     assert r.exit_code == 2
+
+
+def test_the_same_side_twice_is_said_first(tmp_path) -> None:
+    ea = fixture_file("h200_eager_3steps.sqlite")
+    said = f"warning: A and B are the same file ({ea}): every difference below is zero"
+    r = runner.invoke(app, ["diff", str(ea), str(ea)])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines()[0] == said  # was: a diff of zeros, nothing said
+    r = runner.invoke(app, ["diff", str(ea), str(ea), "--json"])
+    assert said in r.stderr.splitlines()
+    assert json.loads(r.stdout)["metrics"]["kernel_count"]["delta"] == 0
+    r = runner.invoke(app, ["diff", str(tmp_path), str(tmp_path)])  # a side that fails: its error
+    assert r.exit_code == 1 and r.stderr.startswith(f"Error: {tmp_path} holds no ")
+    (tmp_path / "link.sqlite").symlink_to(ea)  # another name for the same file
+    r = runner.invoke(app, ["diff", str(ea), str(tmp_path / "link.sqlite")])
+    assert r.stderr.startswith("warning: A and B are the same file")
+    cb = str(fixture_file("h200_compiled_3steps.sqlite"))
+    r = runner.invoke(app, ["diff", str(ea), cb, "--labels", "eager, eager"])
+    assert r.exit_code == 2  # was: two columns named eager
+    assert r.stderr.strip() == (
+        "Error: --labels 'eager, eager': both sides would be 'eager': give each side its own label"
+    )
+    with pytest.raises(CensusError, match=r"^labels \('a', 'a'\): both sides would be 'a'"):
+        census.diff(ea, cb, labels=("a", "a"))
 
 
 PIDS = """

@@ -193,3 +193,16 @@ def _check_options(page: str, command: str, words: list[str]) -> None:
                     for o in (*p.opts, *p.secondary_opts)}  # fmt: skip
     unknown = [w for w in words if w.startswith("-") and w.split("=")[0] not in options]
     assert unknown == [], f"{page}: `{command}` names options census does not take: {unknown}"
+
+
+def test_the_readme_stays_within_200_lines() -> None:
+    # reference material belongs in docs/ (issue #59): the README is what a newcomer reads first
+    assert len((REPO / "README.md").read_text("utf-8").splitlines()) <= 200
+
+
+def test_ci_runs_the_readme_test_command_on_every_core() -> None:
+    # the README's second line is the test command; .ci/run runs the same (python3 there)
+    readme = (REPO / "README.md").read_text("utf-8").splitlines()[3].split("&&")[-1].split()
+    ci = [ln.split() for ln in (REPO / ".ci/run").read_text().splitlines() if "-m pytest" in ln]
+    assert readme[:3] == ["python", "-m", "pytest"] and ci == [["python3", *readme[1:]]]
+    assert readme[3:5] == ["-n", "auto"]  # pytest-xdist: the 2-core run in under 5 minutes

@@ -177,6 +177,20 @@ def test_skip_first_regex_registered_names_and_start_end_ranges(tmp_path: Path) 
     assert [s.name for s in c2.steps] == ["ProfilerStep#7"]
 
 
+def test_a_skip_first_that_skips_every_step_says_so(tmp_path: Path) -> None:
+    e = Export()
+    for i in range(3):
+        e.range(f"step {i}", 100 * i, 100 * i + 50)
+        e.launch("k", 100 * i + 1, 100 * i + 10, 100 * i + 20)
+    c = census_of(e, tmp_path, skip_first=3)
+    assert c.step_count == 0
+    assert list(c.warnings) == [  # was: "no NVTX step ranges matched --steps ..."
+        "--skip-first 3 skips every step: the 3 range(s) matching --steps '^(step\\b|ProfilerStep#)' "
+        "are 3 at most in one process; per-step figures are unavailable (skip fewer than 3)"
+    ]
+    assert census_of(e, tmp_path, skip_first=2).step_count == 1
+
+
 def test_orphan_kernels_are_counted_and_warned(tmp_path: Path) -> None:
     e = Export()
     e.range("step 0", 0, 100)

@@ -14,6 +14,7 @@ from census.definitions import DEFAULT_STEPS_REGEX
 from census.load.finish import compute_census
 from census.load.intervals import INT_NULL, StepIndex, covered_ns, sums_per_code, sweep, unique
 from census.load.profile import load_profile
+from census.metrics import METRIC_KEYS
 from census.model.census import Census
 from census.sources.samples import sample_path
 from tests.helpers.cli import started
@@ -436,3 +437,17 @@ def test_timeline_union_is_the_union_of_the_intervals() -> None:
         assert points <= {int(a) for a, b in zip(s, e, strict=True) if a == b}
     s, e = np.array([0, 3, 9]), np.array([2, 5, 9])
     assert union(s, e)[0] is s  # already sorted and disjoint: no copy
+
+
+def test_the_step_table_holds_the_key_table_s_own_columns() -> None:
+    """A step's figure goes from the key table to the Census uncopied: the step table's column
+    of each summed key is the key table's array (the derived keys are computed from them)."""
+    path = sample_path("eager") / "capture.sqlite"
+    profile = load_profile(path, DEFAULT_STEPS_REGEX, 0, lambda *_: None)
+    steps = compute_census(profile).steps
+    by_key = profile.aggregates.by_key
+    summed = [k for k in METRIC_KEYS if k in by_key]
+    assert "h2d_count" in summed and len(summed) == len(METRIC_KEYS) - 2
+    for key in (*summed, "gpu_busy_ns"):
+        assert steps.steps.columns[key] is by_key[key]
+    assert steps.column("h2d_count").tolist() == [s.metrics.h2d_count for s in steps]

@@ -1,14 +1,26 @@
-"""Exact census values on every real export in ../shared/fixtures/nsys, and on the bundled H200
-pair; each also checked against the slow oracle of the definitions."""
+"""Exact census values on every real export in ../shared/fixtures/nsys (or the repository's
+copies of them), and on the bundled H200 pair; each also checked against the slow oracle of the
+definitions."""
 
 from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
 
 import pytest
 
 from census.api import summarize
 from census.metrics import METRIC_KEYS
 from census.sources.samples import sample_path
-from tests.helpers.files import fixture_file
+from tests.helpers.files import (
+    CHECKSUMS,
+    PACKED,
+    REPO,
+    SHARED_FIXTURES,
+    fixture_file,
+    unpacked_fixtures,
+)
 from tests.oracle import oracle
 
 # name -> (kernel_count, kernel_time_ns, nccl_count, nccl_time_ns, union_ns,
@@ -184,3 +196,33 @@ def test_bundled_samples(name: str) -> None:
     assert census.totals.as_dict() == expected["totals"]
     assert [s.metrics.as_dict() for s in census.steps] == expected["steps"]
     assert set(census.totals.as_dict()) == set(METRIC_KEYS)
+
+
+def _checksums() -> dict[str, str]:
+    return {name: digest for digest, name in (line.split() for line in CHECKSUMS.read_text().splitlines())}  # fmt: skip
+
+
+def test_the_repository_copies_are_the_shared_exports() -> None:
+    # a fresh clone reads the copies (no ../shared beside it): they must be the same bytes
+    sums = _checksums()
+    assert sorted(sums) == sorted(p.stem for p in PACKED.glob("*.xz"))
+    copies = unpacked_fixtures()
+    shared = [SHARED_FIXTURES] if SHARED_FIXTURES.is_dir() else []
+    for folder in (copies, *shared):
+        for name, digest in sums.items():
+            assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, folder / name
+    for copy in copies.iterdir():
+        assert copy.stat().st_mode & 0o222 == 0, f"{copy} is an input: read-only"
+
+
+def test_a_fresh_clone_reads_the_copies(tmp_path: Path) -> None:
+    # without ../shared (CENSUS_SHARED names a folder that does not exist), fixture_file finds
+    # the exports in the unpacked copies instead of skipping the test
+    import subprocess
+    import sys
+
+    code = "from tests.helpers.files import fixture_file; print(fixture_file('nsysai_mock.sqlite'))"
+    env = {**os.environ, "CENSUS_SHARED": str(tmp_path / "absent"), "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()) == unpacked_fixtures() / "nsysai_mock.sqlite"

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
+from tests.helpers.exports import query
 from tests.helpers.files import fixture_file
 
 pytestmark = pytest.mark.fixtures
@@ -40,12 +41,7 @@ def with_steps(target: Path, steps: list[tuple[int, int]]) -> Path:
     return target
 
 
-def rows(path: Path, sql: str) -> list[tuple]:
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
+rows = query
 
 
 def calls(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:

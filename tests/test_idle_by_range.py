@@ -18,13 +18,13 @@ from census.load.profile import load_profile
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
 from tests.helpers.exports import launch_bound
+from tests.helpers.files import fixture_file
 from tests.nsysdb import Export
 from tests.oracle import idle_by_range_oracle
 
 START_END = 60
 STEPS = r"^(step\b|ProfilerStep#)"
 REPO = Path(__file__).parent.parent
-SHARED = REPO.parent / "shared" / "fixtures" / "nsys"
 
 
 def _nested(tmp_path: Path) -> Path:
@@ -133,9 +133,7 @@ def _real_exports() -> list[Path]:
     paths = [REPO / "census" / "samples" / f"{n}.sqlite.xz" for n in ("eager", "compiled")]
     paths += [REPO / "tests" / "data" / p for p in
               ("runahead/ra-eager.sqlite.xz", "ddp/rank0.sqlite.xz", "ab-demo/b/capture.sqlite.xz")]  # fmt: skip
-    if SHARED.is_dir():
-        paths += [SHARED / f"h200_{n}_3steps.sqlite" for n in ("eager", "compiled")]
-    return paths
+    return paths + [fixture_file(f"h200_{n}_3steps.sqlite") for n in ("eager", "compiled")]
 
 
 def _plain(path: Path, tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ from census import api
 from census.render import json_docs, json_rows
 from tests.helpers.files import FIXTURES, fixture_file
 
-EXPORTS = sorted(p.name for p in FIXTURES.glob("*.sqlite")) or ["h200_eager_3steps.sqlite"]
+EXPORTS = sorted(p.name for p in FIXTURES.glob("*.sqlite"))
 OPTIONS = [{}, {"idle": False}, {"phases": ""}]
 
 

@@ -36,6 +36,11 @@ FILES = {
     "ddp-eager-rank0": lambda: unpacked(DATA / "ddp" / "rank0.sqlite.xz"),
     "engine-eager": lambda: unpacked(DATA / "engine" / "eager.sqlite.xz"),
     "engine-compiled": lambda: unpacked(DATA / "engine" / "compiled.sqlite.xz"),
+    # issue #58's capture matrix (H100, tests/data/matrix/manifest.tsv)
+    **{
+        f"matrix-{m}": (lambda m=m: unpacked(DATA / "matrix" / f"{m}.sqlite.xz"))
+        for m in ("plain", "census", "graph-node", "graph-graph")
+    },
 }
 
 

@@ -31,7 +31,7 @@ READS = [
     (sc.MEMSET, {**C.TIMED, "proc": "globalPid >> 24", "bytes": "bytes", "kind": "7"}, ""),
 ]
 SQL = C._sql_batches  # SQLite's own reading, whatever a test patches
-EXPORTS = sorted(p.name for p in FIXTURES.glob("*.sqlite")) or ["h200_eager_3steps.sqlite"]
+EXPORTS = sorted(p.name for p in FIXTURES.glob("*.sqlite"))
 
 
 def both(conn, table, columns, rows, where="", batch_rows=C.BATCH_ROWS):

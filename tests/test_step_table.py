@@ -6,10 +6,10 @@ the columns, the Census means, the JSON rows and the cache's record."""
 from __future__ import annotations
 
 import json
-import operator
 import random
 import statistics
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -17,7 +17,7 @@ from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
 from census.metrics import IDLE_KEYS, METRIC_KEYS
 from census.model.census import Census, Source
 from census.model.step import IdleSplit, Metrics, Phase, Step
-from census.model.step_table import StepTable, concat, from_steps, int_sum
+from census.model.step_table import Rows, StepTable, concat, from_steps, int_sum
 from census.render import json_docs, json_rows
 from census.store.codec import dump_record, load_record
 
@@ -198,13 +198,16 @@ def test_json_rows_and_the_record_of_a_table(seed: int, n: int, huge: bool) -> N
     back = Census.from_record(json.loads(json.dumps(c.to_record())))
     assert back.steps == table and tuple(back.steps) == steps
     assert isinstance(back.steps, StepTable)
-    dtype = operator.attrgetter("dtype")
-    assert dtype(back.steps.steps.ints) == dtype(table.steps.ints)
+
+    def dtypes(rows: Rows) -> dict[str, Any]:
+        return {k: v.dtype for k, v in rows.columns.items()}
+
+    assert dtypes(back.steps.steps) == dtypes(table.steps)
     # the cache entry's bytes: int64 and bool columns raw, object ones in the JSON line
     entry = b"".join(dump_record(c))
     binary = load_record(entry)
     assert binary.steps == table and tuple(binary.steps) == steps
-    assert dtype(binary.steps.steps.ints) == dtype(table.steps.ints)
+    assert dtypes(binary.steps.steps) == dtypes(table.steps)
     assert binary.per_step() == c.per_step() and binary.per_phase() == c.per_phase()
     flipped = bytearray(entry)
     flipped[-1] ^= 1  # a bit of the last column (or of the JSON line): its digest tells

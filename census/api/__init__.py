@@ -87,7 +87,10 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
 
     if not use_cache:
         return compute()
-    return cached_census(sqlite_path, options.key(), compute, cache_as)
+    # the path the user named this time: the cache may hold it as read through another name
+    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(
+        str(sqlite_path)
+    )
 
 
 def summarize_ranks(
@@ -122,8 +125,11 @@ def diff(
     """B against A; each side a Census or anything `summarize` takes (read with `options` or
     the SELECTION keywords, as in `summarize`). Labels: a pair or `"eager,compiled"` (as
     --labels takes them), by default the file or folder names."""
-    labels = parse_labels(labels, "labels")
-    options = with_options(options, selection)
+    return _diff(a, b, parse_labels(labels, "labels"), with_options(options, selection), progress)
+
+
+def _diff(a: Any, b: Any, labels: tuple | None, options: Options, progress: Any) -> CensusDiff:
+    """diff() past its checks; labels None: the file names, which may be alike (not the user's)."""
     from census.api.sides import read_sides
 
     sides = read_sides((a, b), options, progress, summarize_with, _cached)
@@ -263,13 +269,18 @@ def summary_document(
         meta, text = render()
         return meta, spooled(text)
     sqlite_path = resolve_sqlite(path, progress)
-    return cached_text([sqlite_path], *_document_key(options, top, _calibration(path)), render)
+    key = _document_key(sqlite_path, options, top, _calibration(path))
+    return cached_text([sqlite_path], *key, render)
 
 
-def _document_key(options: Options, top: int, calibration: dict | None) -> tuple[list, str]:
+def _document_key(
+    named: Path, options: Options, top: int, calibration: dict | None
+) -> tuple[list, str]:
     """(the key, the kind) a summary document is cached under (census.store.cache): the
-    options, --top and the calibration run the capture overhead is measured against."""
-    return [*options.key(), top, calibration], "summary-json"
+    options, --top, the calibration run the capture overhead is measured against and the
+    export's path as named (the document's source.path; the cache keys the file itself by its
+    resolved path)."""
+    return [*options.key(), top, calibration, str(named)], "summary-json"
 
 
 def _calibration(path: Path) -> dict | None:
@@ -289,7 +300,7 @@ def cached_summary_json(path: Path, top: int) -> tuple[dict, bytes] | None:
 
     if not is_export_file(path):
         return None
-    return cached_bytes([path], *_document_key(Options(), top, None))
+    return cached_bytes([path], *_document_key(path, Options(), top, None))
 
 
 def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Options,
@@ -301,21 +312,22 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
-    labels = labels or (default_label(a), default_label(b))
+    labels = labels or (default_label(a), default_label(b))  # file names: may be alike
 
     def render() -> tuple[dict, Iterable[str]]:
         from census.heap import collector_paused
         from census.render import render_pieces
 
         with collector_paused():
-            d = diff(a, b, labels, options, progress=progress)
+            d = _diff(a, b, labels, options, progress)
             return {"warnings": list(d.warnings)}, render_pieces(diff_view(d), "json", top=top)
 
     if is_multi_rank(a) or is_multi_rank(b):
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    return cached_text(files, [list(labels), *options.key(), top], "diff-json", render)
+    named = [str(f) for f in files]  # the sides' source paths, as named (see _document_key)
+    return cached_text(files, [list(labels), *options.key(), top, named], "diff-json", render)
 
 
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from census.capture.keep import finish_folder, kept
 from census.errors import CensusError, UsageError
+from census.metrics import STEP_TIME_NS
 from census.model.ab import Arm
 from census.paths import check_output_folder, make_work_folder
 
@@ -213,7 +214,7 @@ def _arm_record(arm: Arm) -> dict:
     """The arm as ab.json keeps it: its fields by name (an ArmEnv or RankRecord as an object),
     read back by census.sources.experiment."""
     return {"side": arm.side, "index": arm.index, "discarded": arm.discarded,
-            "step_time_ns": list(arm.step_time_ns), "peak_allocated_bytes":
+            STEP_TIME_NS: list(arm.step_time_ns), "peak_allocated_bytes":
             arm.peak_allocated_bytes, "peak_reserved_bytes": arm.peak_reserved_bytes,
             "recompiles": arm.recompiles, "graph_breaks": arm.graph_breaks,
             "clock": arm.clock, "phase_time_ns": {name: list(times) for name, times in

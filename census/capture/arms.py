@@ -54,6 +54,7 @@ from census.capture.records import ENV_NUMBERS, cannot_write, missing_ranks, rea
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP
 from census.capture.timing import THROTTLE_REASONS
 from census.errors import CaptureError
+from census.metrics import STEP_TIME_NS
 from census.model.ab import Arm, ArmEnv, RankRecord
 from census.model.step import percentile
 from census.paths import owner_tag
@@ -182,7 +183,7 @@ def _run_arm(spec: ArmsSpec, side: str, label: str, index: int, times: Path) -> 
 
 def _check_ranks_agree(records: list[dict], what: str, command: list[str], tail: str) -> None:
     """A CaptureError unless the ranks' records hold steps, as many each, on one clock."""
-    steps = [len(r.get("step_time_ns") or ()) for r in records]
+    steps = [len(r.get(STEP_TIME_NS) or ()) for r in records]
     for rank, n in enumerate(steps):
         if n != steps[0]:
             raise CaptureError(f"{what}: rank {rank} recorded {n} measured steps, rank 0 "
@@ -222,7 +223,7 @@ def arm_from_records(side: str, index: int, records: list[dict]) -> Arm:
     """The arm of its ranks' checked records, in rank order (one without torchrun), merged as
     the module says."""
     first = records[0]
-    times = [r["step_time_ns"] for r in records]
+    times = [r[STEP_TIME_NS] for r in records]
     # per step, the slowest rank (the first of equals)
     slowest = [max(range(len(times)), key=[t[i] for t in times].__getitem__)
                for i in range(len(times[0]))]  # fmt: skip
@@ -300,7 +301,7 @@ def _merged_env(envs: list[ArmEnv | None]) -> ArmEnv | None:
 
 def _rank_record(rank: int, record: dict, env: ArmEnv | None) -> RankRecord:
     dynamo, gpu = record.get("dynamo") or {}, record.get("gpu") or {}
-    return RankRecord(rank, percentile(record["step_time_ns"], 50),
+    return RankRecord(rank, percentile(record[STEP_TIME_NS], 50),
                       dynamo.get("frames_compiled"), dynamo.get("graph_breaks"),
                       record.get("peak_allocated_bytes"), record.get("peak_reserved_bytes"),
                       env, record.get("host"), record.get("local_rank"), record.get("node"),

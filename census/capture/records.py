@@ -17,6 +17,7 @@ from census.capture.launcher import PRECEDENCE
 from census.capture.steps import CANNOT_WRITE, ENV_STEP_TIMES, RANK_SUFFIX
 from census.capture.timing import THROTTLE_REASONS
 from census.errors import CaptureError
+from census.metrics import STEP_TIME_NS
 from census.units import clip
 
 RECORD_BYTES = 64 << 20  # a million steps' record is about 30 MB
@@ -151,7 +152,7 @@ def check_record(record: Any) -> None:
     """ValueError naming the first field of `record` that census.steps would not have written."""
     if not isinstance(record, dict):
         raise ValueError(f"it is {shown(record)}, not a JSON object")
-    steps = _field(record, "step_time_ns", list)
+    steps = _field(record, STEP_TIME_NS, list)
     if not steps:
         return  # no steps: said as such by the caller
     for i, t in enumerate(steps):

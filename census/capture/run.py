@@ -39,6 +39,7 @@ from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
+from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
 from census.paths import check_output_folder, make_work_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
@@ -298,7 +299,7 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     # host time of each step's body: what the captured NVTX step ranges span; and the GPU's time
     # per step (CUDA events), what GPU spans compare with when the host runs ahead of the GPU
     durations = record["host_step_time_ns"]
-    gpu = record["step_time_ns"] if record.get("clock") == "cuda_events" else None
+    gpu = record[STEP_TIME_NS] if record.get("clock") == "cuda_events" else None
     return {
         "uncaptured_step_time_ns": durations,
         "uncaptured_mean_step_time_ns": _mean(durations),
@@ -396,7 +397,7 @@ def capture_overhead(
     gpu = clock == "gpu"
     key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
     uncaptured = ((info or {}).get("calibration") or {}).get(key)
-    captured = (per_step_timing or {}).get("gpu_span_ns" if gpu else "step_time_ns")
+    captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
     if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
         return None
     return {

@@ -58,6 +58,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from census.metrics import STEP_TIME_NS
+
 
 def _dynamo_counts() -> dict[str, int] | None:
     dynamo = sys.modules.get("torch._dynamo.utils")
@@ -178,7 +180,7 @@ class StepTimer:
             phases[name][step] += _elapsed_ns(ev0, ev1) if gpu else t1 - t0
         return {
             "clock": "cuda_events" if gpu else "host",
-            "step_time_ns": steps,
+            STEP_TIME_NS: steps,
             "host_step_time_ns": host,
             "phase_time_ns": phases,
             "values": self._values(len(host)),

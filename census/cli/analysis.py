@@ -165,13 +165,22 @@ def diff(
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
         write_cached(f"diff of {pa.name} and {pb.name}", document)
-        return
+        return warn(_same_side(pa, pb))
     view = diff_shown(pa, pb, names, options, sources=(a, b))
-    warn(view.diff.warnings)
+    warn([*_same_side(pa, pb), *view.diff.warnings])
     show(render(view, fmt, top=top, **shape(fmt)), fmt)
     if html:
         write_report(render(view, "html"), html)
     enforce(check_diff(gates, view.diff))
+
+
+def _same_side(pa: Path, pb: Path) -> list[str]:
+    """The warning said first when both sides are one file or folder (every difference is zero),
+    once the diff is made (a side that fails says its error alone)."""
+    if not (pa.exists() and pb.exists() and pa.samefile(pb)):
+        return []
+    kind = "folder" if pa.is_dir() else "file"
+    return [f"A and B are the same {kind} ({pa}): every difference below is zero"]
 
 
 def _diff_experiment(folder: Path, fmt: str, html: Path | None, gates: list,

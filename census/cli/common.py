@@ -226,7 +226,8 @@ RanksOpt = Annotated[
 SchedulerOpt = Annotated[
     str | None,
     typer.Option(help="Read a rank folder's exports on this Dask scheduler's cluster (tcp://HOST:"
-                 "8786; else $DASK_SCHEDULER_ADDRESS; pip install 'census\\[dask]').", show_default=False),
+                 "8786; else $DASK_SCHEDULER_ADDRESS; pip install 'torch-census\\[dask]').",
+                 show_default=False),
 ]  # fmt: skip
 FailIfOpt = Annotated[
     list[str] | None,

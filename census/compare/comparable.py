@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
 from census.model.census import Census
 
 # Above this ratio between the two sides' nsys overheads (captured / uncaptured step time), the
@@ -126,7 +127,7 @@ def _overhead_problems(
     times: nsys slowed the sides differently, or the deltas disagree in sign."""
     ua, ub = uncaptured  # on the clock the steps are compared by (step_clock)
     ta, tb = a.per_step_timing(), b.per_step_timing()
-    key = "gpu_span_ns" if step_clock(a, b) == "gpu" else "step_time_ns"
+    key = GPU_SPAN_NS if step_clock(a, b) == "gpu" else STEP_TIME_NS
     if not ua or not ub or ta is None or tb is None or not ta[key] or not tb[key]:
         return []
     out = []

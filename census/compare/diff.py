@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from census.compare.comparable import Comparability, check_comparable, step_clock
 from census.compare.quantiles import t_975
 from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
-from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS, TIMING_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_SPAN_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    PHASE_KEYS,
+    STEP_TIME_NS,
+    TIMING_KEYS,
+)
 from census.model.census import Census
 from census.model.shown import shown
 from census.model.step import per_step_mean
@@ -107,7 +115,7 @@ class CensusDiff:
     @property
     def step_key(self) -> str:
         """The metric the steps are timed by: step_time_ns (NVTX ranges) or gpu_span_ns."""
-        return "gpu_span_ns" if self.clock == "gpu" else "step_time_ns"
+        return GPU_SPAN_NS if self.clock == "gpu" else STEP_TIME_NS
 
     def __repr__(self) -> str:
         return shown("diff_repr", self)
@@ -153,10 +161,11 @@ def compared_value(c: Census, per_step: bool, step_total: int, total: int) -> fl
 def step_spread(c: Census, clock: str = "host") -> StepSpread | None:
     """The spread of the steps' NVTX durations, or of their GPU spans (clock "gpu")."""
     steps = c.steps
-    if clock == "gpu":
-        times = steps.column("gpu_span_ns")[steps.launched].tolist()
-    else:
-        times = steps.column("duration_ns").tolist()
+    times = (
+        steps.column(GPU_SPAN_NS)[steps.launched].tolist()
+        if clock == "gpu"
+        else steps.column(DURATION_NS).tolist()
+    )
     if not times:
         return None
     mean = per_step_mean(sum(times), len(times))
@@ -212,8 +221,8 @@ def _phase_deltas(a: Census, b: Census) -> dict[str, dict[str, Delta]]:
         return {}
     names = [*pa, *(n for n in pb if n not in pa)]
     names.sort(key=lambda n: n == OUTSIDE_PHASES)
-    keys = (*PHASE_KEYS, "gpu_span_ns")  # a span is no sum: an absent phase has none, not 0
-    zero = {**dict.fromkeys(PHASE_KEYS, 0.0), "gpu_span_ns": None}
+    keys = (*PHASE_KEYS, GPU_SPAN_NS)  # a span is no sum: an absent phase has none, not 0
+    zero = {**dict.fromkeys(PHASE_KEYS, 0.0), GPU_SPAN_NS: None}
     return {n: {k: Delta(pa.get(n, zero)[k], pb.get(n, zero)[k]) for k in keys} for n in names}
 
 

@@ -7,7 +7,24 @@ from census.compare.headline import IDLE_CAUSES, change_text, headline, idle_cau
 from census.definitions import NON_GAIN_MIN_SHARE
 from census.definitions.triton_names import decode_triton
 from census.findings.limiter import find_limiter, limiter_sentence
-from census.metrics import COUNTED_COPIES, MEMCPY_KINDS
+from census.metrics import (
+    COUNTED_COPIES,
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
+    LAUNCH_API_COUNT,
+    LAUNCH_API_TIME_NS,
+    MEMCPY_KINDS,
+    NCCL_KERNEL_COUNT,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+    SYNC_COUNT,
+    SYNC_TIME_NS,
+)
 from census.model.step_table import int_sum
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
 
@@ -46,14 +63,14 @@ def _phases(d: CensusDiff) -> str | None:
     """The phase that holds most of the step-time change, and what changed in it: by its time
     in the step, or by its GPU span when the steps are compared on the GPU's clock."""
     gpu = d.clock == "gpu"
-    key = "gpu_span_ns" if gpu else "duration_ns"
+    key = GPU_SPAN_NS if gpu else DURATION_NS
     phases = {n: m for n, m in d.phases.items() if m[key].delta is not None or not gpu}
     if not phases:
         return None
     ranked = sorted(phases.items(), key=lambda kv: -abs(kv[1][key].delta or 0))
     name, top = ranked[0]
-    change, busy = top[key], top["gpu_busy_ns"]
-    kernels, launches = top["kernel_count"].delta or 0, top["launch_api_count"].delta or 0
+    change, busy = top[key], top[GPU_BUSY_NS]
+    kernels, launches = top[KERNEL_COUNT].delta or 0, top[LAUNCH_API_COUNT].delta or 0
     others = ", ".join(f"{n} {fmt_ns(v[key].delta, signed=True)}" for n, v in ranked[1:])
     delta = f"{fmt_ns(change.delta, signed=True)}/step ({fmt_pct(change.pct)})"
     counts = f"kernels {fmt_count(kernels, signed=True)}, launch calls {fmt_count(launches, signed=True)}"
@@ -76,7 +93,7 @@ def non_gain(
     did not fall measurably, whatever its point estimate. Says that B is host-bound, how much
     GPU work went, where the freed time went when the captured idle time grew (the idle split,
     the host ranges that gained it), and B's limiter."""
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    step, busy, idle = (d.metrics[k] for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS))
     if d.clock == "gpu" or None in (step.delta, busy.delta, idle.delta) or not step.a:
         return None
     ua, ub = d.uncaptured_ns
@@ -90,7 +107,7 @@ def non_gain(
              "without nsys: step time" if uncaptured else "step time")  # fmt: skip
     text = (
         f"{HOST_BOUND} {lb} removed GPU work (GPU busy {change_text(busy, fmt_ns, unit)}, "
-        f"{fmt_count(d.metrics['kernel_count'].delta, signed=True)} kernels{unit}) but its step "
+        f"{fmt_count(d.metrics[KERNEL_COUNT].delta, signed=True)} kernels{unit}) but its step "
         f"did not follow ({where} {change_text(moved, fmt_ns, unit)}{unsettled})"
     )
     if idle.delta > 0:
@@ -115,7 +132,7 @@ def _idle_ranges(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:
     """The part of the GPU idle time that changed most, and the syncs behind it."""
-    idle = d.metrics["gpu_idle_ns"]
+    idle = d.metrics[GPU_IDLE_NS]
     parts = {k: d.metrics[k].delta for k in IDLE_CAUSES if d.metrics[k].delta is not None}
     if not parts or not idle.delta:
         return None
@@ -124,13 +141,13 @@ def _idle(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         f"GPU idle {change_text(idle, fmt_ns, unit)}: mostly {IDLE_CAUSES[key]} "
         f"{fmt_ns(parts[key], signed=True)}{unit}"
     )
-    syncs = d.metrics["sync_count"].delta
+    syncs = d.metrics[SYNC_COUNT].delta
     if syncs:
         where = ""
         if d.phases:
-            name, m = max(d.phases.items(), key=lambda kv: abs(kv[1]["sync_count"].delta or 0))
-            where = f" in {name}" if m["sync_count"].delta else ""
-        blocked = fmt_ns(d.metrics["sync_time_ns"].delta, signed=True)
+            name, m = max(d.phases.items(), key=lambda kv: abs(kv[1][SYNC_COUNT].delta or 0))
+            where = f" in {name}" if m[SYNC_COUNT].delta else ""
+        blocked = fmt_ns(d.metrics[SYNC_TIME_NS].delta, signed=True)
         text += f" ({fmt_count(syncs, signed=True)} syncs{unit}{where}, host blocked {blocked})"
     return parts[key] or 0.0, text
 
@@ -153,7 +170,7 @@ def _uncaptured(d: CensusDiff) -> str | None:
 
 
 def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
-    count = d.metrics["kernel_count"]
+    count = d.metrics[KERNEL_COUNT]
     if not count.delta:
         return None
     parts = sorted((c for c in d.classes if c.count.delta), key=lambda c: -abs(c.count.delta or 0))
@@ -164,7 +181,7 @@ def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
             f"Triton {fmt_count(triton.count.delta, signed=True)}",
             f"Triton {fmt_count(triton.count.delta, signed=True)} (fused)",
         )
-    time = d.metrics["kernel_time_ns"]
+    time = d.metrics[KERNEL_TIME_NS]
     return (
         time.delta or 0.0,
         f"{fmt_count(count.delta, signed=True)} kernels{unit} ({fmt_pct(count.pct)}): {detail}; "
@@ -173,7 +190,7 @@ def _kernels(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 
 def _union(d: CensusDiff, unit: str) -> tuple[float, str] | None:
-    u = d.metrics["non_nccl_union_ns"]
+    u = d.metrics[NON_NCCL_UNION_NS]
     if not u.delta:
         return None
     what = "non-NCCL kernel union of the work launched in the step (unclipped)"
@@ -181,7 +198,7 @@ def _union(d: CensusDiff, unit: str) -> tuple[float, str] | None:
 
 
 def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
-    t = d.metrics["launch_api_time_ns"]
+    t = d.metrics[LAUNCH_API_TIME_NS]
     if not t.delta:
         return None
     apis = _api_counts(d)
@@ -191,7 +208,7 @@ def _launch(d: CensusDiff, unit: str) -> tuple[float, str] | None:
         for api, (ca, cb) in sorted(apis.items(), key=lambda kv: -abs(kv[1][1] - kv[1][0]))
         if cb != ca
     ]
-    calls = d.metrics["launch_api_count"]
+    calls = d.metrics[LAUNCH_API_COUNT]
     if not calls.delta:  # the same calls, each slower or faster on the host
         return t.delta, (
             f"launch API time {change_text(t, fmt_ns, unit)} with the same "
@@ -240,8 +257,8 @@ def _nccl(d: CensusDiff, unit: str) -> list[tuple[float, str]] | None:
     """The NCCL change, then each rank's split into wait and transfer (census.compare.rank_nccl)."""
     from census.compare.rank_nccl import rank_nccl_sentences
 
-    t = d.metrics["nccl_kernel_time_ns"]
-    n = d.metrics["nccl_kernel_count"]
+    t = d.metrics[NCCL_KERNEL_TIME_NS]
+    n = d.metrics[NCCL_KERNEL_COUNT]
     if not t.delta and not n.delta:
         return None
     overlap = [_overlap(c, d.per_step) for c in (d.a, d.b)]

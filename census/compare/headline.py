@@ -6,6 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from census.metrics import (
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    IDLE_AFTER_SYNC_NS,
+    IDLE_LAUNCH_NS,
+    IDLE_OTHER_NS,
+    STEP_TIME_NS,
+)
 from census.units import fmt_ns, fmt_pct
 
 
@@ -21,7 +30,7 @@ def headline(d: Any) -> str | None:
     unit = "/step" if d.per_step else ""
     if d.clock == "gpu":
         return gpu_headline(d, unit)
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    step, busy, idle = (d.metrics[k] for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS))
     if step.delta is None or busy.delta is None or idle.delta is None:
         return None
     la, lb = d.labels
@@ -81,7 +90,7 @@ HOST_AHEAD = "the host ran ahead of the GPU, so the NVTX ranges time its enqueue
 
 def gpu_headline(d: Any, unit: str) -> str | None:
     """The headline when either side's host ran ahead: the steps as the GPU ran them."""
-    span, step = d.metrics["gpu_span_ns"], d.metrics["step_time_ns"]
+    span, step = d.metrics[GPU_SPAN_NS], d.metrics[STEP_TIME_NS]
     if span.delta is None:
         return None
     la, lb = d.labels
@@ -113,9 +122,9 @@ def gpu_headline(d: Any, unit: str) -> str | None:
 
 
 IDLE_CAUSES = {
-    "idle_after_sync_ns": "after host syncs",
-    "idle_launch_ns": "while the host launched",
-    "idle_other_ns": "in other host work",
+    IDLE_AFTER_SYNC_NS: "after host syncs",
+    IDLE_LAUNCH_NS: "while the host launched",
+    IDLE_OTHER_NS: "in other host work",
 }
 
 

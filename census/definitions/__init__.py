@@ -10,7 +10,19 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from census.metrics import MEMCPY_KINDS
+from census.metrics import (
+    IDLE_AFTER_SYNC_NS,
+    IDLE_LAUNCH_NS,
+    IDLE_OTHER_NS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
+    MEMCPY_KINDS,
+    NCCL_KERNEL_COUNT,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_KERNEL_COUNT,
+    NON_NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+)
 
 # Census.host_ran_ahead: the steps' ranges time the host's enqueueing, gpu_span_ns the GPU's work.
 HOST_AHEAD_SHARE = 0.1
@@ -60,13 +72,13 @@ GRAPH_TRACE_RULE = (
     "gpu_span_ns and the limiter; the graphs' kernels are not in the export, so kernel counts, "
     "kernel time, unions, classes and the top kernels leave them out (unknown, not zero)"
 )
-GRAPH_TRACE_UNKNOWN = ("kernel_count", "kernel_time_ns", "nccl_kernel_count",
-                       "nccl_kernel_time_ns", "non_nccl_kernel_count", "non_nccl_kernel_time_ns",
-                       "non_nccl_union_ns", "classes", "top_kernels")  # fmt: skip
+GRAPH_TRACE_UNKNOWN = (KERNEL_COUNT, KERNEL_TIME_NS, NCCL_KERNEL_COUNT,
+                       NCCL_KERNEL_TIME_NS, NON_NCCL_KERNEL_COUNT, NON_NCCL_KERNEL_TIME_NS,
+                       NON_NCCL_UNION_NS, "classes", "top_kernels")  # fmt: skip
 LIMITER_IDLE_CLASSES = (
-    ("idle_after_sync_ns", "sync", "after host syncs"),
-    ("idle_launch_ns", "host (launch)", "inside launch calls"),
-    ("idle_other_ns", "host (other)", "in other host work"),
+    (IDLE_AFTER_SYNC_NS, "sync", "after host syncs"),
+    (IDLE_LAUNCH_NS, "host (launch)", "inside launch calls"),
+    (IDLE_OTHER_NS, "host (other)", "in other host work"),
 )
 
 # A p95 (linear interpolation, census.model.step.percentile) of n values lies between the two largest

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from census.definitions import GPU_BOUND_SHARE, LIMITER_IDLE_CLASSES
+from census.metrics import GPU_BUSY_NS, GPU_SPAN_NS, HOST_LEAD_NS, STEP_TIME_NS
 from census.units import clip, fmt_ns, one_line
 
 
@@ -33,9 +34,9 @@ class Limiter:
 def find_limiter(census: Any) -> Limiter | None:
     """The limiter of the capture's steps; None without steps (or with steps of zero length)."""
     timing = census.per_step_timing()
-    if not timing or timing["step_time_ns"] <= 0:
+    if not timing or timing[STEP_TIME_NS] <= 0:
         return None
-    share = timing["gpu_busy_ns"] / timing["step_time_ns"]
+    share = timing[GPU_BUSY_NS] / timing[STEP_TIME_NS]
     if share >= GPU_BOUND_SHARE:
         return Limiter("gpu", share, None, None)
     if any(timing[key] is None for key, _, _ in LIMITER_IDLE_CLASSES):
@@ -73,8 +74,8 @@ def steps_ahead(census: Any) -> int:
     """How many steps the host ran ahead of the GPU: the median host lead over the median GPU
     span (both over the steps that launched GPU work), rounded, at least 1."""
     steps = census.steps
-    span = statistics.median(steps.column("gpu_span_ns")[steps.launched].tolist())
-    lead = statistics.median(steps.column("host_lead_ns")[steps.launched].tolist())
+    span = statistics.median(steps.column(GPU_SPAN_NS)[steps.launched].tolist())
+    lead = statistics.median(steps.column(HOST_LEAD_NS)[steps.launched].tolist())
     return max(1, round(lead / span)) if span > 0 else 1
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from census.metrics import DURATION_NS, STEP_TIME_NS
 from census.units import fmt_count, fmt_ns
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def split_ranks(census: Census) -> NcclRanks | None:
         columns["steps"][name] = sum_by_key(every, step, steps)
         columns["phases"][name] = sum_by_key(every, phase, phases)
     columns["steps"]["exposed_ns"] = record.step_exposed_ns
-    columns["steps"]["step_time_ns"] = census.steps.column("duration_ns")
+    columns["steps"][STEP_TIME_NS] = census.steps.column(DURATION_NS)
     columns["phases"]["exposed_ns"] = record.phase_exposed_ns
     matched = not split.hosts and record.aligned
     rows = tuple(_row(census, r, info, split.ranks[r].totals, matched)
@@ -184,7 +185,7 @@ def rank_table(view: NcclRanks, per_step: bool) -> tuple[list[str], list[list[st
         figures = _rank_figures(view, r, view.rank_means(r) if per_step else None)
         rows.append([row.label, ", ".join(map(str, row.devices)) or "?",
                      fmt_count(row.kernel_count),
-                     *([fmt_count(len(row.step_rows)), _ns(figures["step_time_ns"])]
+                     *([fmt_count(len(row.step_rows)), _ns(figures[STEP_TIME_NS])]
                        if steps else []),
                      *(_ns(figures[k]) for k in ("nccl_time_ns", "wait_ns", "transfer_ns")),
                      *([_ns(figures["unmatched_ns"])] if unmatched else []),
@@ -211,11 +212,11 @@ def _rank_figures(view: NcclRanks, r: int, means: dict[str, float] | None) -> di
     """Rank r's table figures: its per-step means, or its whole capture's."""
     row = view.ranks[r]
     if means is None:
-        return {"step_time_ns": None, "nccl_time_ns": row.nccl_time_ns, "wait_ns": row.wait_ns,
+        return {STEP_TIME_NS: None, "nccl_time_ns": row.nccl_time_ns, "wait_ns": row.wait_ns,
                 "transfer_ns": row.transfer_ns, "unmatched_ns": row.unmatched_ns,
                 "exposed_ns": row.exposed_ns, "last_arrivals": row.last_arrivals}  # fmt: skip
     nccl, wait, transfer = means["nccl_time_ns"], means["wait_ns"], means["transfer_ns"]
-    return {**means, "step_time_ns": means.get("step_time_ns"),
+    return {**means, STEP_TIME_NS: means.get(STEP_TIME_NS),
             "unmatched_ns": nccl - wait - transfer,
             **({} if view.matched else {"wait_ns": None, "transfer_ns": None,
                                          "last_arrivals": None})}  # fmt: skip

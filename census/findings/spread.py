@@ -7,10 +7,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from census.metrics import GPU_BUSY_NS, NCCL_KERNEL_TIME_NS, NON_NCCL_UNION_NS, STEP_TIME_NS
 from census.model.census import Census
 
 # What the spread over ranks is shown for (per-step means per rank).
-SPREAD_KEYS = ("step_time_ns", "gpu_busy_ns", "nccl_kernel_time_ns", "non_nccl_union_ns")
+SPREAD_KEYS = (STEP_TIME_NS, GPU_BUSY_NS, NCCL_KERNEL_TIME_NS, NON_NCCL_UNION_NS)
 
 
 @dataclass(frozen=True)

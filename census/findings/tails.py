@@ -18,6 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    KERNEL_COUNT,
+    LAUNCH_API_COUNT,
+)
 from census.model.census import Census
 from census.model.step import Step, percentile
 from census.model.step_table import StepTable
@@ -86,7 +94,7 @@ def tail_steps(c: Census) -> Tail | None:
     clock = GPU_SPAN if c.host_ran_ahead() else HOST_RANGE
     on_gpu = clock == GPU_SPAN
     counted = np.flatnonzero(table.launched) if on_gpu else np.arange(len(table))
-    times = table.column("gpu_span_ns" if on_gpu else "duration_ns")[counted].tolist()
+    times = table.column(GPU_SPAN_NS if on_gpu else DURATION_NS)[counted].tolist()
     median, mad = median_mad(times)
     threshold = tail_threshold(median, mad)
     typical = _median_step(table, counted, on_gpu)
@@ -107,16 +115,16 @@ def _median_step(table: StepTable, counted: Any, on_gpu: bool) -> dict[str, floa
     import numpy as np
 
     out = {k: statistics.median(table.column(k)[counted].tolist())
-           for k in ("kernel_count", "launch_api_count", "gpu_busy_ns", "gpu_idle_ns")}  # fmt: skip
+           for k in (KERNEL_COUNT, LAUNCH_API_COUNT, GPU_BUSY_NS, GPU_IDLE_NS)}  # fmt: skip
     in_counted = np.zeros(len(table), bool)
     in_counted[counted] = True
     step_of = table.phase_step()
     for name, rows in table.phases.groups(np.flatnonzero(in_counted[step_of])).items():
         if on_gpu:
-            times = table.phase_column("gpu_span_ns")[rows][table.phases.launched[rows]].tolist()
+            times = table.phase_column(GPU_SPAN_NS)[rows][table.phases.launched[rows]].tolist()
         else:
-            per_step = np.zeros(len(table), table.phase_column("duration_ns").dtype)
-            np.add.at(per_step, step_of[rows], table.phase_column("duration_ns")[rows])
+            per_step = np.zeros(len(table), table.phase_column(DURATION_NS).dtype)
+            np.add.at(per_step, step_of[rows], table.phase_column(DURATION_NS)[rows])
             times = per_step[counted].tolist()
         if times:
             out[f"phase:{name}"] = statistics.median(times)
@@ -165,9 +173,9 @@ def _outlier(
         excess_ns=excess,
         phase=phase,
         phase_delta_ns=phase_delta,
-        kernel_count_delta=s.metrics.kernel_count - typical["kernel_count"],
-        launch_count_delta=s.metrics.launch_api_count - typical["launch_api_count"],
-        gpu_busy_delta_ns=s.gpu_busy_ns - typical["gpu_busy_ns"],
-        gpu_idle_delta_ns=s.gpu_idle_ns - typical["gpu_idle_ns"],
+        kernel_count_delta=s.metrics.kernel_count - typical[KERNEL_COUNT],
+        launch_count_delta=s.metrics.launch_api_count - typical[LAUNCH_API_COUNT],
+        gpu_busy_delta_ns=s.gpu_busy_ns - typical[GPU_BUSY_NS],
+        gpu_idle_delta_ns=s.gpu_idle_ns - typical[GPU_IDLE_NS],
         gpu_span_ns=s.gpu_span_ns,
     )

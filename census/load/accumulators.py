@@ -56,7 +56,15 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load.figures import Columns, Sums, add_rows, fit_rows, named
 from census.load.intervals import INT_NULL, NO_STEP, add_into, add_sums, distinct, unique
-from census.metrics import COPY_COLUMNS, COPY_KEYS, MEMSET_KEYS
+from census.metrics import (
+    COPY_COLUMNS,
+    COPY_KEYS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
+    MEMSET_KEYS,
+    NCCL_KERNEL_COUNT,
+    NCCL_KERNEL_TIME_NS,
+)
 
 Batch = Columns  # a batch of rows: named columns, as the key table the accumulators finish into
 B = TypeVar("B", contravariant=True)
@@ -193,7 +201,7 @@ class KernelSums(KeySums):
     figure is a name here and its column in `batch_values` (and its Metric in
     census/metrics.py)."""
 
-    NAMES = ("kernel_count", "kernel_time_ns", "nccl_kernel_count", "nccl_kernel_time_ns")
+    NAMES = (KERNEL_COUNT, KERNEL_TIME_NS, NCCL_KERNEL_COUNT, NCCL_KERNEL_TIME_NS)
 
     def batch_values(self, batch: Batch) -> tuple[np.ndarray, ...]:
         """count, time_ns, NCCL count, NCCL time_ns of each kernel."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from census.load.accumulators import finish_declared
 from census.load.figures import Columns, sum_keys
+from census.metrics import GPU_BUSY_NS
 from census.sources import schema as sc
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class Aggregates:
     @property
     def busy_ns(self) -> dict[int, int]:
         """key -> the GPU busy time in it."""
-        return dict(enumerate(self.by_key["gpu_busy_ns"].tolist()))
+        return dict(enumerate(self.by_key[GPU_BUSY_NS].tolist()))
 
 
 def finish_aggregates(

@@ -17,6 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from census.metrics import (
+    GRAPH_LAUNCH_COUNT,
+    LAUNCH_API_COUNT,
+    LAUNCH_API_TIME_NS,
+    NON_NCCL_UNION_NS,
+)
+
 # Named columns of equal length: a batch of a table's rows (census.sqlite.read_batches'), or the
 # key table, one row per key (a step's or phase segment's idx).
 Columns = dict[str, np.ndarray]
@@ -25,8 +32,8 @@ Columns = dict[str, np.ndarray]
 # census.load.swept, name their own): the launch calls, the unions (summed over devices) and
 # the GPU span (Spans) of the work launched in each key, in the table census.load.aggregates
 # makes (key_table).
-LAUNCH_SUMS = ("launch_api_count", "launch_api_time_ns", "graph_launch_count")
-UNIONS = ("non_nccl_union_ns", "nccl_union_ns", "all_union_ns")
+LAUNCH_SUMS = (LAUNCH_API_COUNT, LAUNCH_API_TIME_NS, GRAPH_LAUNCH_COUNT)
+UNIONS = (NON_NCCL_UNION_NS, "nccl_union_ns", "all_union_ns")
 SPAN = ("first_start_ns", "last_end_ns")  # NO_START, NO_END: no GPU work
 
 NO_START, NO_END = int(np.iinfo(np.int64).max), int(np.iinfo(np.int64).min)  # no GPU work

@@ -20,11 +20,24 @@ from census.definitions import (
 )
 from census.heap import collector_paused
 from census.load.aggregates import Aggregates
-from census.load.figures import Columns, add_rows, gpu_spans, key_count, rows, sum_keys
+from census.load.figures import add_rows, gpu_spans, rows, sum_keys
 from census.load.intervals import unique
 from census.load.phases import Segments
 from census.load.profile import Profile
-from census.metrics import METRIC_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    IDLE_KEYS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
+    METRIC_KEYS,
+    NCCL_KERNEL_COUNT,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_KERNEL_COUNT,
+    NON_NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+)
 from census.model.census import (
     ApiStat,
     Census,
@@ -38,7 +51,7 @@ from census.model.census import (
 )
 from census.model.ranks import merge_records
 from census.model.step import Metrics
-from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array, rows_of
+from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array
 
 
 def compute_census(profile: Profile) -> Census:
@@ -72,7 +85,7 @@ def _census(profile: Profile) -> Census:
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=nccl_overlap_ns(
-            agg, *(agg.totals[k] for k in ("nccl_union_ns", "non_nccl_union_ns", "all_union_ns"))
+            agg, *(agg.totals[k] for k in ("nccl_union_ns", NON_NCCL_UNION_NS, "all_union_ns"))
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
         nccl=nccl_record(profile, steps),
@@ -96,30 +109,44 @@ def _totals(agg: Aggregates) -> Metrics:
 def _derived(col: dict[str, Any]) -> dict[str, Any]:
     """The keys made of others (numbers or columns alike): the non-NCCL kernels' count and
     time."""
-    col["non_nccl_kernel_count"] = col["kernel_count"] - col["nccl_kernel_count"]
-    col["non_nccl_kernel_time_ns"] = col["kernel_time_ns"] - col["nccl_kernel_time_ns"]
+    col[NON_NCCL_KERNEL_COUNT] = col[KERNEL_COUNT] - col[NCCL_KERNEL_COUNT]
+    col[NON_NCCL_KERNEL_TIME_NS] = col[KERNEL_TIME_NS] - col[NCCL_KERNEL_TIME_NS]
     return col
 
 
 def _steps(profile: Profile) -> StepTable:
-    """The steps as columns, straight from the steps' key table (row s.idx of each step s)."""
+    """The steps as columns: the steps' key table's own columns (row s.idx of each step s), not
+    copied, beside the steps' bounds and NCCL overlap."""
     import numpy as np
 
     agg = profile.aggregates
     col = _derived(dict(agg.by_key))
-    n = key_count(agg.by_key)
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
-    overlap = nccl_overlap_ns(agg, col["nccl_union_ns"], col["non_nccl_union_ns"],
-                              col["all_union_ns"])  # fmt: skip
-    bounds_ns = int_array([(s.start_ns, s.end_ns) for s in by_idx]).reshape(n, 2)
-    ints = _side_by_side([bounds_ns, col["gpu_busy_ns"][:, None], overlap[:, None],
-                          *_metric_columns(col)])  # fmt: skip
+    gpu, launched = gpu_spans(col)
     idle = None if profile.idle is None else profile.idle.steps
-    steps = rows_of([s.name for s in by_idx], ints, *gpu_spans(col), idle)
-    phases, bounds = _phases(profile, col["non_nccl_union_ns"])
+    columns = {"start_ns": int_array([s.start_ns for s in by_idx]),
+               "end_ns": int_array([s.end_ns for s in by_idx]),
+               GPU_BUSY_NS: col[GPU_BUSY_NS],
+               "nccl_overlap_ns": nccl_overlap_ns(agg, col["nccl_union_ns"],
+                                                  col[NON_NCCL_UNION_NS], col["all_union_ns"]),
+               **{k: col[k] for k in METRIC_KEYS}}  # fmt: skip
+    steps = _rows([s.name for s in by_idx], columns, gpu, launched, idle)
+    phases, bounds = _phases(profile, col[NON_NCCL_UNION_NS])
     table = StepTable(steps, phases, bounds)
     order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
-    return table if np.array_equal(order, np.arange(n)) else table.take(order)
+    return table if np.array_equal(order, np.arange(len(by_idx))) else table.take(order)
+
+
+def _rows(names: list[str], columns: dict[str, Any], gpu: Any, launched: Any,
+          idle: Any | None) -> Rows:  # fmt: skip
+    """Rows of the key table's columns (gpu_spans gives the GPU's two; idle None: not
+    computed)."""
+    import numpy as np
+
+    n = len(names)
+    return Rows(names, columns, gpu, launched,
+                np.zeros((n, len(IDLE_KEYS)), np.int64) if idle is None else idle,
+                np.full(n, idle is not None))  # fmt: skip
 
 
 def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
@@ -128,19 +155,6 @@ def _api_stats(agg: Aggregates) -> tuple[ApiStat, ...]:
     return tuple(
         ApiStat(api, v.count, v.time_ns, v.step_count, v.step_time_ns) for api, v in by_time
     )
-
-
-def _side_by_side(columns: list[Any]) -> Any:
-    """(rows, k) columns side by side (object where one is: exact past int64)."""
-    import numpy as np
-
-    return np.concatenate(columns, axis=1)
-
-
-def _metric_columns(col: Columns) -> list[Any]:
-    """Per key of `col` (a key table with _derived's keys), its METRIC_KEYS values, as
-    (keys, 1) columns (views of col's: one array is made of them, side by side with others)."""
-    return [col[k][:, None] for k in METRIC_KEYS]
 
 
 @dataclass(frozen=True)
@@ -181,24 +195,30 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     n = len(profile.steps)
     agg = profile.segment_aggregates
     if agg is None:
-        empty = rows_of([], np.zeros((0, len(PHASE_INTS)), np.int64), np.zeros((0, 2), np.int64),
+        none = np.zeros(0, np.int64)
+        empty = _rows([], dict.fromkeys(PHASE_INTS, none), np.zeros((0, 2), np.int64),
                         np.zeros(0, bool), None)  # fmt: skip
         return empty, np.zeros(n + 1, np.int64)
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
     col = sum_keys(agg.by_key, cells.of_segment, size)
-    union = col["non_nccl_union_ns"]
+    union = col[NON_NCCL_UNION_NS]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
     rest = steps_union - phases_union
-    col["non_nccl_union_ns"] = np.where(cells.outside, rest[cells.step], union)
-    duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))
-    ints = _side_by_side([*_metric_columns(_derived(col)), duration,
-                          col["gpu_busy_ns"][:, None]])  # fmt: skip
+    col[NON_NCCL_UNION_NS] = np.where(cells.outside, rest[cells.step], union)
+    duration = add_rows(cells.of_segment, size, rows(segments.duration_ns(), 1))[:, 0]
+    gpu, launched = gpu_spans(col)
     idle = None if profile.idle is None else add_rows(cells.of_segment, size,
                                                       profile.idle.segments)  # fmt: skip
-    phases = rows_of(cells.name, ints, *gpu_spans(col), idle)
+    col = _derived(col)
+    columns = {
+        **{k: col[k] for k in METRIC_KEYS},
+        DURATION_NS: duration,
+        GPU_BUSY_NS: col[GPU_BUSY_NS],
+    }  # the order of PHASE_INTS
+    phases = _rows(cells.name, columns, gpu, launched, idle)
     bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
     return phases, bounds.astype(np.int64)
 
@@ -216,7 +236,7 @@ def nccl_overlap_ns(agg: Aggregates, nccl: Any, non_nccl: Any, every: Any) -> An
 
 
 # The sums a kernel group, a KernelStat, a ClassStat and a CollectiveStat all carry.
-STAT_SUMS = ("count", "time_ns", "step_count", "step_time_ns")
+STAT_SUMS = ("count", "time_ns", "step_count", STEP_TIME_NS)
 
 
 def _sums_by(items: Iterable, key_of: Callable[[Any], str | None]) -> dict[str, list[int]]:

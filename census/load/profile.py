@@ -125,8 +125,8 @@ def _load(
 ) -> Profile:
     from census.load.idle_pass import threads_early
 
-    schema = _read_schema(conn, path)
-    warnings = _schema_warnings(schema)
+    schema = sc.checked_schema(conn, path)
+    warnings = sc.schema_warnings(schema)
     progress("reading NVTX step ranges")
     steps, step_warnings = read_steps(conn, schema, steps_regex, skip_first)
     warnings += step_warnings
@@ -201,38 +201,6 @@ def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs,
     except BaseException:
         gathered.close()
         raise
-
-
-def _read_schema(conn: sqlite3.Connection, path: Path) -> sc.Schema:
-    """The export's schema, refused when it is not nsys's or lacks a column census reads."""
-    schema = sc.read_schema(conn)
-    if not sc.looks_like_nsys(schema):
-        raise InputError(
-            f"{path}: a SQLite database but not an nsys export "
-            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
-        )
-    for table in sc.REQUIRED_COLUMNS:
-        missing = schema.missing_columns(table) if schema.has(table) else []
-        if missing:
-            raise InputError(
-                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
-                "unsupported nsys schema"
-            )
-    return schema
-
-
-def _schema_warnings(schema: sc.Schema) -> list[str]:
-    out = []
-    major = schema.major_version
-    if major is not None and major not in sc.KNOWN_MAJOR_VERSIONS:
-        out.append(
-            f"export schema {schema.schema_version} is newer than census knows "
-            f"(2.x, 3.x): figures may be incomplete"
-        )
-    for table in (sc.KERNEL, sc.RUNTIME, sc.MEMCPY, sc.MEMSET, sc.NVTX, sc.STRINGS):
-        if not schema.has(table):
-            out.append(f"no {table} table: {sc.MISSING_TABLE_HINTS[table]}")
-    return out
 
 
 def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:

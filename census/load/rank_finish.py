@@ -17,6 +17,7 @@ import numpy as np
 from census.definitions import kernel_name, nccl_collective
 from census.load.figures import add_rows
 from census.load.intervals import INT_NULL
+from census.metrics import NON_NCCL_UNION_NS
 from census.model.ranks import NcclRecord, RankInfo
 
 if TYPE_CHECKING:
@@ -119,14 +120,14 @@ def _exposed(profile: Profile, table: StepTable) -> tuple[Any, Any]:
     if not agg.any_nccl:
         return np.zeros(len(rows), np.int64), np.zeros(n_phases, np.int64)
     fig = agg.by_key
-    per_idx = fig["all_union_ns"] - fig["non_nccl_union_ns"]
+    per_idx = fig["all_union_ns"] - fig[NON_NCCL_UNION_NS]
     steps = np.zeros(len(rows), per_idx.dtype)
     steps[rows] = per_idx[: len(rows)]
     seg = profile.segment_aggregates
     if seg is None or not n_phases:
         return steps, np.zeros(n_phases, np.int64)
     segments = profile.segments
-    per_segment = seg.by_key["all_union_ns"] - seg.by_key["non_nccl_union_ns"]
+    per_segment = seg.by_key["all_union_ns"] - seg.by_key[NON_NCCL_UNION_NS]
     row = _phase_rows(table, segments.names, rows[segments.step], segments.code)
     keep = row >= 0
     return steps, add_rows(row[keep], n_phases, per_segment[keep, None])[:, 0]

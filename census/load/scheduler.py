@@ -1,6 +1,6 @@
 """Where the exports of a rank folder are read: in a process pool on this machine (the default,
 census.load.pool.map_processes), or on a Dask cluster when a scheduler's address is given
-(`--scheduler ADDRESS`, else $DASK_SCHEDULER_ADDRESS; `pip install 'census[dask]'`).
+(`--scheduler ADDRESS`, else $DASK_SCHEDULER_ADDRESS; `pip install 'torch-census[dask]'`).
 
 Each task reads one export where it lies (the cluster's workers see the same paths: a shared
 filesystem) and returns that export's Census, which is small; the caller merges them
@@ -25,7 +25,7 @@ from census.sources.export import Progress
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 CONNECT_S = 10  # an address that answers nothing is said in seconds, not after Dask's 30 s
-INSTALL_HINT = "pip install 'census[dask]'"
+INSTALL_HINT = "pip install 'torch-census[dask]'"
 
 # fn(export, arg, cores) -> the export's Census: a module-level function (it is pickled)
 RankFn = Callable[..., Census]

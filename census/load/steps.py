@@ -89,8 +89,10 @@ def read_steps(
         if seen[proc] > skip_first:
             kept.append((name, start, end, proc, tid))
     steps = [StepRange(i, n, p, s, e, t) for i, (n, s, e, p, t) in enumerate(kept)]
-    if not steps and schema.has(sc.NVTX):
-        warnings.append(_no_steps_hint(conn, steps_regex))
+    if not steps and seen:
+        warnings.append(_all_skipped(seen, steps_regex, skip_first))
+    elif not steps and schema.has(sc.NVTX):
+        warnings.append(_no_steps_hint(conn, schema, steps_regex))
     if _overlapping(steps):
         warnings.append(
             "step ranges overlap within a process: work in an overlap counts in the later step only"
@@ -98,7 +100,15 @@ def read_steps(
     return steps, warnings
 
 
-def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
+def _all_skipped(seen: dict[int, int], steps_regex: str, skip_first: int) -> str:
+    """The warning for step ranges that matched but --skip-first skipped every one of."""
+    most = max(seen.values())
+    return (f"--skip-first {skip_first} skips every step: the {sum(seen.values())} range(s) "
+            f"matching --steps '{steps_regex}' are {most} at most in one process; per-step "
+            f"figures are unavailable (skip fewer than {most})")  # fmt: skip
+
+
+def _no_steps_hint(conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str) -> str:
     """The warning for a capture whose NVTX ranges match no step: its most frequent range
     texts, and a --steps that would select the most frequent leading word (`iteration` of
     `iteration 0`, `iteration 1`, ...) among those whose ranges hold GPU work launches."""
@@ -115,7 +125,7 @@ def _no_steps_hint(conn: sqlite3.Connection, steps_regex: str) -> str:
     if not counts:
         return message + " (the capture has no NVTX ranges with text)"
     listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
-    suggestion = _steps_suggestion(counts, lambda pattern: _launches_in(conn, pattern))
+    suggestion = _steps_suggestion(counts, lambda pattern: _launches_in(conn, schema, pattern))
     return f"{message}; its most frequent ranges: {listed}; {suggestion}"
 
 
@@ -148,7 +158,7 @@ def _steps_suggestion(counts: list[tuple[str, int]], launching: Callable[[str], 
     return f"the numbered ranges ({named}) hold no GPU work launches: {MARK_STEPS}"
 
 
-def _launches_in(conn: sqlite3.Connection, pattern: str) -> bool:
+def _launches_in(conn: sqlite3.Connection, schema: sc.Schema, pattern: str) -> bool:
     """Whether a range `pattern` selects holds a CUDA call that issues GPU work (a launch, a
     memcpy or a memset) in its process, as a step counts the work launched in it: the calls are
     read once, a batch at a time, and looked up in the ranges' union per process."""
@@ -156,7 +166,6 @@ def _launches_in(conn: sqlite3.Connection, pattern: str) -> bool:
 
     from census.load.api_names import read_api_names
 
-    schema = sc.read_schema(conn)
     ranges = [r for r in matching_ranges(conn, schema, pattern, "hint_texts") if _usable(r)]
     if not ranges or not schema.has(sc.RUNTIME):
         return False

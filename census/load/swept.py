@@ -19,6 +19,7 @@ import numpy as np
 from census.load.accumulators import Maxima
 from census.load.figures import UNIONS, Columns, Sums, fit_rows, named
 from census.load.intervals import INT_NULL, Members, StepIndex, Swept, covered_ns, sweep
+from census.metrics import GPU_BUSY_NS
 
 NON_NCCL, NCCL_CLASS, ALL_CLASS = 0, 1, 2  # the union classes, in UNIONS' order
 Column = tuple[Sums, np.ndarray]  # (lengths, running maximum ends), one row per scope + 1
@@ -130,7 +131,7 @@ class BusyTime:
     the key's window; and per process the latest end its busy intervals reached. Added to a
     batch's busy Members at a time (code: a process, decoded by `key`), with the key index."""
 
-    NAMES = ("gpu_busy_ns",)
+    NAMES = (GPU_BUSY_NS,)
 
     def __init__(self, keys: int) -> None:
         self.sums = Sums(keys, 1)

@@ -8,11 +8,22 @@ census.render.json_docs's.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from census.definitions import HOST_AHEAD_SHARE, OUTSIDE_PHASES
-from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    PHASE_KEYS,
+    STEP_TIME_NS,
+)
 from census.model.ranks import NcclRecord
 from census.model.record import Column, Record, as_given, listed
 from census.model.shown import shown
@@ -153,6 +164,15 @@ class Census(Record):
         census.__dict__["_memo_values"] = dict(data["means"])
         return census
 
+    def read_through(self, path: str) -> Census:
+        """This census as read through `path` (its source's path): the cache keys an export by
+        its resolved path, so a census read through a symlink serves the file's other names."""
+        if path == self.source.path:
+            return self
+        census = replace(self, source=replace(self.source, path=path))
+        census.__dict__["_memo_values"] = dict(self.__dict__.get("_memo_values", {}))
+        return census
+
     @property
     def step_count(self) -> int:
         """The number of selected steps."""
@@ -195,7 +215,7 @@ class Census(Record):
         and its share of the steps' GPU idle time; None when not computed or without steps."""
         if self.idle_by_range is None or not self.steps:
             return None
-        idle = int_sum(self.steps.column("gpu_idle_ns"))
+        idle = int_sum(self.steps.column(GPU_IDLE_NS))
         return [{"range": r.range, "idle_ns_per_step": self.mean(r.idle_ns),
                  "share": r.idle_ns / idle if idle else None}
                 for r in self.idle_by_range]  # fmt: skip
@@ -223,10 +243,10 @@ class Census(Record):
             sums = [int_sum(table.phase_column(k)[rows]) for k in PHASE_KEYS[: -len(IDLE_KEYS)]]
             idle = [int_sum(table.phase_column(k)[rows]) if split[rows].all() else None
                     for k in IDLE_KEYS]  # fmt: skip
-            spans = table.phase_column("gpu_span_ns")[rows][launched[rows]]
+            spans = table.phase_column(GPU_SPAN_NS)[rows][launched[rows]]
             out[name] = {**dict(zip(PHASE_KEYS, (None if v is None else self.mean(v)
                                                  for v in sums + idle), strict=True)),
-                         "gpu_span_ns": per_step_mean(int_sum(spans), len(spans)) if len(spans)
+                         GPU_SPAN_NS: per_step_mean(int_sum(spans), len(spans)) if len(spans)
                          else None}  # fmt: skip
         return out
 
@@ -234,8 +254,8 @@ class Census(Record):
         launched = self.steps.launched
         if not launched.any():
             return None
-        leads = self.steps.column("host_lead_ns")[launched].tolist()
-        step_time = statistics.median(self.steps.column("duration_ns").tolist())
+        leads = self.steps.column(HOST_LEAD_NS)[launched].tolist()
+        step_time = statistics.median(self.steps.column(DURATION_NS).tolist())
         return statistics.median(leads) > HOST_AHEAD_SHARE * step_time
 
     def _per_step_timing(self) -> dict[str, float] | None:
@@ -243,19 +263,19 @@ class Census(Record):
         if not steps:
             return None
         duration = int_sum(steps.column("end_ns")) - int_sum(steps.column("start_ns"))
-        busy = int_sum(steps.column("gpu_busy_ns"))
+        busy = int_sum(steps.column(GPU_BUSY_NS))
         idle = [self.mean(int_sum(steps.column(k))) if steps.split else None for k in IDLE_KEYS]
         launched = steps.launched
-        spans = int_sum(steps.column("gpu_span_ns")[launched])
-        ends = int_sum(steps.column("gpu_start_ns")[launched]) + spans
+        spans = int_sum(steps.column(GPU_SPAN_NS)[launched])
+        ends = int_sum(steps.column(GPU_START_NS)[launched]) + spans
         leads = ends - int_sum(steps.column("end_ns")[launched])
         count = int(launched.sum())
         return {
-            "step_time_ns": self.mean(duration),
-            "gpu_busy_ns": self.mean(busy),
-            "gpu_idle_ns": self.mean(duration - busy),
+            STEP_TIME_NS: self.mean(duration),
+            GPU_BUSY_NS: self.mean(busy),
+            GPU_IDLE_NS: self.mean(duration - busy),
             # over the steps that launched GPU work: one without has no span, not a span of 0
-            "gpu_span_ns": per_step_mean(spans, count),
-            "host_lead_ns": per_step_mean(leads, count),
+            GPU_SPAN_NS: per_step_mean(spans, count),
+            HOST_LEAD_NS: per_step_mean(leads, count),
             **dict(zip(IDLE_KEYS, idle, strict=True)),
         }

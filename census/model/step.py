@@ -8,7 +8,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, make_dataclass
 
-from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.metrics import DURATION_NS, GPU_BUSY_NS, IDLE_KEYS, METRIC_KEYS
 from census.model.record import Record
 
 
@@ -83,8 +83,8 @@ class Phase(Record):
     def as_dict(self) -> dict[str, int | None]:
         """Its census keys, duration_ns, gpu_busy_ns and idle keys (None each when not split) by
         name."""
-        return {**self.metrics.as_dict(), "duration_ns": self.duration_ns,
-                "gpu_busy_ns": self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
+        return {**self.metrics.as_dict(), DURATION_NS: self.duration_ns,
+                GPU_BUSY_NS: self.gpu_busy_ns, **idle_values(self.idle)}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from census.metrics import IDLE_KEYS, METRIC_KEYS
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+)
 from census.model.record import Column, as_given, listed
 from census.model.step import METRIC_VALUES, IdleSplit, Metrics, Phase, Step
 
 # the int columns of a step, and of a phase (the optional GPU span and idle split apart)
-STEP_INTS = ("start_ns", "end_ns", "gpu_busy_ns", "nccl_overlap_ns", *METRIC_KEYS)
-PHASE_INTS = (*METRIC_KEYS, "duration_ns", "gpu_busy_ns")
-_ROW_ARRAYS = ("ints", "gpu", "launched", "idle", "split")  # Rows' arrays, in its record's order
+STEP_INTS = ("start_ns", "end_ns", GPU_BUSY_NS, "nccl_overlap_ns", *METRIC_KEYS)
+PHASE_INTS = (*METRIC_KEYS, DURATION_NS, GPU_BUSY_NS)
+_ROW_ARRAYS = ("gpu", "launched", "idle", "split")  # Rows' other arrays, in its record's order
 _CHUNK = 4096  # steps made into objects at a time while iterating
 _INT64 = 2**63
 
@@ -54,12 +63,13 @@ def int_sum(column: Any) -> int:
 
 @dataclass(frozen=True, eq=False)
 class Rows:
-    """Rows of one kind (steps, or phases): a name each, the kind's int columns, the GPU span
-    (start, span; 0 where `launched` is False) and the idle split (IDLE_KEYS; 0 where `split` is
-    False: not computed)."""
+    """Rows of one kind (steps, or phases): a name each, the kind's int columns by key (the
+    key table's own arrays where the engine made them: not copied), the GPU span (start, span;
+    0 where `launched` is False) and the idle split (IDLE_KEYS; 0 where `split` is False: not
+    computed)."""
 
     names: list[str]
-    ints: Any  # (n, len of the kind's ints)
+    columns: dict[str, Any]  # the kind's ints (STEP_INTS or PHASE_INTS), each (n,), in order
     gpu: Any  # (n, 2)
     launched: Any  # (n,) bool
     idle: Any  # (n, len(IDLE_KEYS))
@@ -69,8 +79,8 @@ class Rows:
         return len(self.names)
 
     def to_record(self, column: Column = listed) -> dict[str, Any]:
-        """Its names, its width and each array as `column` writes it (flat)."""
-        return {"names": self.names, "width": self.ints.shape[1],
+        """Its names, each int column by key and each other array as `column` writes it."""
+        return {"names": self.names, "columns": {k: column(v) for k, v in self.columns.items()},
                 **{k: column(getattr(self, k)) for k in _ROW_ARRAYS}}  # fmt: skip
 
     @classmethod
@@ -78,16 +88,22 @@ class Rows:
         """The Rows to_record wrote `data` of (each array read back by `column`)."""
         import numpy as np
 
-        n, arrays = len(data["names"]), {k: column(data[k]) for k in _ROW_ARRAYS}
-        return cls(data["names"], int_array(arrays["ints"]).reshape(n, data["width"]),
-                   int_array(arrays["gpu"]).reshape(n, 2), np.array(arrays["launched"], bool),
+        columns = {k: int_array(column(v)) for k, v in data["columns"].items()}  # in the order
+        n, arrays = len(data["names"]), {k: column(data[k]) for k in _ROW_ARRAYS}  # written
+        return cls(data["names"], columns, int_array(arrays["gpu"]).reshape(n, 2), np.array(arrays["launched"], bool),
                    int_array(arrays["idle"]).reshape(n, len(IDLE_KEYS)),
                    np.array(arrays["split"], bool))  # fmt: skip
 
+    def _each(self, pick: Any) -> Rows:
+        """The rows `pick` (an index or a slice) of every column."""
+        return Rows(self.names[pick] if isinstance(pick, slice)
+                    else [self.names[i] for i in pick.tolist()],
+                    {k: v[pick] for k, v in self.columns.items()}, self.gpu[pick],
+                    self.launched[pick], self.idle[pick], self.split[pick])  # fmt: skip
+
     def take(self, index: Any) -> Rows:
         """The rows at `index` (an int64 array), in its order."""
-        return Rows([self.names[i] for i in index.tolist()], self.ints[index], self.gpu[index],
-                    self.launched[index], self.idle[index], self.split[index])  # fmt: skip
+        return self._each(index)
 
     def groups(self, rows: Any = None) -> dict[str, Any]:
         """Per name, its rows (all, or those of the int array `rows`), names by first
@@ -101,22 +117,29 @@ class Rows:
 
     def part(self, lo: int, hi: int) -> Rows:
         """Rows lo:hi (views of the columns)."""
-        return Rows(self.names[lo:hi], self.ints[lo:hi], self.gpu[lo:hi], self.launched[lo:hi],
-                    self.idle[lo:hi], self.split[lo:hi])  # fmt: skip
+        return self._each(slice(lo, hi))
 
     def renamed(self, prefix: str) -> Rows:
         """The same rows, each name prefixed with `prefix`."""
-        return Rows([prefix + n for n in self.names], self.ints, self.gpu, self.launched,
+        return Rows([prefix + n for n in self.names], self.columns, self.gpu, self.launched,
                     self.idle, self.split)  # fmt: skip
 
     def equals(self, other: Rows) -> bool:
         """Whether `other` has the same names and the same values in every column."""
         import numpy as np
 
-        return self.names == other.names and all(
-            np.array_equal(getattr(self, k), getattr(other, k))
-            for k in ("ints", "gpu", "launched", "idle", "split")
-        )
+        return (self.names == other.names and list(self.columns) == list(other.columns)
+                and all(np.array_equal(v, other.columns[k]) for k, v in self.columns.items())
+                and all(np.array_equal(getattr(self, k), getattr(other, k)) for k in _ROW_ARRAYS))  # fmt: skip
+
+    def stacked(self, keys: Sequence[str]) -> Any:
+        """The columns `keys`, side by side: an (n, len(keys)) array (object where one is)."""
+        import numpy as np
+
+        parts = [self.columns[k] for k in keys]
+        if any(p.dtype == object for p in parts):
+            parts = [p.astype(object) for p in parts]
+        return np.stack(parts, axis=1) if parts else np.zeros((len(self), 0), np.int64)
 
     def values(self, lo: int, hi: int) -> Iterator[tuple]:
         """Rows lo:hi as (name, ints, gpu start or None, gpu span or None, IdleSplit or None)."""
@@ -125,26 +148,16 @@ class Rows:
                    None if idle is None else _frozen(IdleSplit, zip(IDLE_KEYS, idle, strict=True)))  # fmt: skip
 
     def plain(self, lo: int, hi: int) -> Iterator[tuple]:
-        """Rows lo:hi as (name, ints, gpu start or None, gpu span or None, idle values or
-        None): lists and ints, no object."""
+        """Rows lo:hi as (name, ints in the columns' order, gpu start or None, gpu span or
+        None, idle values or None): lists, tuples and ints, no object."""
         gpu, launched = self.gpu[lo:hi].tolist(), self.launched[lo:hi].tolist()
         idle, split = self.idle[lo:hi].tolist(), self.split[lo:hi].tolist()
-        for name, ints, (start, span), has_gpu, parts, has_idle in zip(
-            self.names[lo:hi], self.ints[lo:hi].tolist(), gpu, launched, idle, split, strict=True
+        ints = zip(*(v[lo:hi].tolist() for v in self.columns.values()), strict=True)
+        for name, row, (start, span), has_gpu, parts, has_idle in zip(
+            self.names[lo:hi], ints, gpu, launched, idle, split, strict=True
         ):
-            yield (name, ints, start if has_gpu else None, span if has_gpu else None,
+            yield (name, row, start if has_gpu else None, span if has_gpu else None,
                    parts if has_idle else None)  # fmt: skip
-
-
-def rows_of(names: list[str], ints: Any, gpu: Any, launched: Any, idle: Any | None) -> Rows:
-    """Rows from their columns (Rows'; census.load.figures.gpu_spans gives the GPU's two);
-    idle None: not computed."""
-    import numpy as np
-
-    n = len(names)
-    return Rows(names, ints, gpu, launched,
-                np.zeros((n, len(IDLE_KEYS)), np.int64) if idle is None else idle,
-                np.full(n, idle is not None))  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,10 +275,10 @@ class StepTable(Sequence):
         return bool(self.steps.split.all())
 
 
-_STEP_FIELDS = ("name", "start_ns", "end_ns", "metrics", "gpu_busy_ns", "nccl_overlap_ns",
-                "phases", "idle", "gpu_start_ns", "gpu_span_ns")  # fmt: skip
-_PHASE_FIELDS = ("name", "duration_ns", "metrics", "gpu_busy_ns", "idle", "gpu_start_ns",
-                 "gpu_span_ns")  # fmt: skip
+_STEP_FIELDS = ("name", "start_ns", "end_ns", "metrics", GPU_BUSY_NS, "nccl_overlap_ns",
+                "phases", "idle", GPU_START_NS, GPU_SPAN_NS)  # fmt: skip
+_PHASE_FIELDS = ("name", DURATION_NS, "metrics", GPU_BUSY_NS, "idle", GPU_START_NS,
+                 GPU_SPAN_NS)  # fmt: skip
 _N_METRICS = len(METRIC_KEYS)
 
 
@@ -278,22 +291,22 @@ def _phase(name: str, ints: list[int], start: int | None, span: int | None,
 
 
 def _column(rows: Rows, ints: tuple[str, ...], key: str) -> Any:
-    if key in ints:
-        return rows.ints[:, ints.index(key)]
+    if key in rows.columns:
+        return rows.columns[key]
     if key in IDLE_KEYS:
         return rows.idle[:, IDLE_KEYS.index(key)]
-    if key == "gpu_start_ns":
+    if key == GPU_START_NS:
         return rows.gpu[:, 0]
-    if key == "gpu_span_ns":
+    if key == GPU_SPAN_NS:
         return rows.gpu[:, 1]
     if ints is STEP_INTS:
-        duration = rows.ints[:, 1] - rows.ints[:, 0]
-        if key == "duration_ns":
-            return duration
-        if key == "gpu_idle_ns":
-            return duration - rows.ints[:, 2]
-        if key == "host_lead_ns":
-            return rows.gpu[:, 0] + rows.gpu[:, 1] - rows.ints[:, 1]
+        start, end = rows.columns["start_ns"], rows.columns["end_ns"]
+        if key == DURATION_NS:
+            return end - start
+        if key == GPU_IDLE_NS:
+            return end - start - rows.columns[GPU_BUSY_NS]
+        if key == HOST_LEAD_NS:
+            return rows.gpu[:, 0] + rows.gpu[:, 1] - end
     raise KeyError(key)
 
 
@@ -316,18 +329,22 @@ def from_steps(steps: Sequence[Step]) -> StepTable:
                   *METRIC_VALUES(s.metrics)) for s in steps]  # fmt: skip
     phase_ints = [(*METRIC_VALUES(p.metrics), p.duration_ns, p.gpu_busy_ns) for p in phases]
     bounds = np.concatenate([[0], np.cumsum([len(s.phases) for s in steps])]).astype(np.int64)
-    return StepTable(_rows(steps, step_ints, len(STEP_INTS)),
-                     _rows(phases, phase_ints, len(PHASE_INTS)), bounds)  # fmt: skip
+    return StepTable(_rows(steps, step_ints, STEP_INTS), _rows(phases, phase_ints, PHASE_INTS),
+                     bounds)  # fmt: skip
 
 
-def _rows(items: Sequence[Step] | Sequence[Phase], ints: list[tuple], width: int) -> Rows:
+def _rows(
+    items: Sequence[Step] | Sequence[Phase], ints: list[tuple], keys: tuple[str, ...]
+) -> Rows:
     import numpy as np
 
     n = len(items)
     idle = [(0,) * len(IDLE_KEYS) if x.idle is None else tuple(x.idle.__dict__.values())
             for x in items]  # fmt: skip
     gpu = [(x.gpu_start_ns or 0, x.gpu_span_ns or 0) for x in items]
-    return Rows([x.name for x in items], int_array(ints).reshape(n, width),
+    columns = zip(*ints, strict=True) if n else ([] for _ in keys)
+    return Rows([x.name for x in items],
+                {k: int_array(list(c)) for k, c in zip(keys, columns, strict=True)},
                 int_array(gpu).reshape(n, 2),
                 np.fromiter((x.gpu_start_ns is not None for x in items), bool, n),
                 int_array(idle).reshape(n, len(IDLE_KEYS)),
@@ -340,8 +357,8 @@ def concat(tables: Sequence[StepTable], prefixes: Sequence[str]) -> StepTable:
 
     def joined(parts: list[Rows]) -> Rows:
         return Rows([n for p in parts for n in p.names],
-                    *(_stacked([getattr(p, k) for p in parts]) for k in
-                      ("ints", "gpu", "launched", "idle", "split")))  # fmt: skip
+                    {k: _stacked([p.columns[k] for p in parts]) for k in parts[0].columns},
+                    *(_stacked([getattr(p, k) for p in parts]) for k in _ROW_ARRAYS))  # fmt: skip
 
     offsets = np.cumsum([0] + [len(t.phases) for t in tables])
     bounds = np.concatenate(

@@ -11,7 +11,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from census.compare.diff import CensusDiff
-from census.metrics import COUNTED_COPIES, LABELS, MEMCPY_KINDS
+from census.metrics import (
+    COUNTED_COPIES,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    LABELS,
+    MEMCPY_KINDS,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+)
 from census.model.census import Census
 from census.render.fit import short_names
 from census.render.views import SummaryView
@@ -108,7 +119,7 @@ def _capture_charts(census: Census) -> list[Chart]:
         )
     )
     t = census.totals
-    keys = ("nccl_kernel_time_ns", "non_nccl_kernel_time_ns", "non_nccl_union_ns")
+    keys = (NCCL_KERNEL_TIME_NS, NON_NCCL_KERNEL_TIME_NS, NON_NCCL_UNION_NS)
     nccl_fig = go.Figure(go.Bar(x=[LABELS[k] for k in keys], y=[getattr(t, k) / 1e6 for k in keys]))
     return [
         Chart("Launch API time by API (ms, whole capture)", api_fig if apis else None,
@@ -129,14 +140,14 @@ def _step_charts(census: Census) -> list[Chart]:
 
     step_fig = go.Figure(
         [
-            go.Bar(name=LABELS["gpu_busy_ns"], x=names, y=column("gpu_busy_ns", 1e6)),
-            go.Bar(name=LABELS["gpu_idle_ns"], x=names, y=column("gpu_idle_ns", 1e6)),
+            go.Bar(name=LABELS[GPU_BUSY_NS], x=names, y=column(GPU_BUSY_NS, 1e6)),
+            go.Bar(name=LABELS[GPU_IDLE_NS], x=names, y=column(GPU_IDLE_NS, 1e6)),
         ]
     )
     step_fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.15})
     charts = [Chart("Step time = GPU busy + GPU idle, in each step's window (ms)", step_fig)]
     if census.host_ran_ahead():  # the windows time the host: the steps as the GPU ran them
-        span_fig = go.Figure(go.Bar(x=names, y=column("gpu_span_ns", 1e6)))  # 0: launched none
+        span_fig = go.Figure(go.Bar(x=names, y=column(GPU_SPAN_NS, 1e6)))  # 0: launched none
         charts = [
             Chart("GPU span of each step: its work as the GPU ran it (ms)", span_fig),
             Chart("Host windows: GPU busy + GPU idle in each step's NVTX range (ms)", step_fig),
@@ -181,7 +192,7 @@ def diff_charts(d: CensusDiff) -> list[Chart]:
             f"Largest kernel changes, Δ time {unit} (ms)", _change_figure(d), "no kernel changed"
         ),
     ]
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    step, busy, idle = (d.metrics[k] for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS))
     if step.delta is not None:
         wf = go.Figure(
             go.Waterfall(
@@ -252,7 +263,7 @@ def rank_chart(view: SummaryView) -> list[Chart]:
     if ranks is None:
         return []
     per_step = bool(view.census.steps)
-    compute = view.census.steps.column("non_nccl_kernel_time_ns")
+    compute = view.census.steps.column(NON_NCCL_KERNEL_TIME_NS)
     parts: dict[str, list[float]] = {"compute": [], "NCCL transfer": [], "NCCL wait": [],
                                      "NCCL unmatched": []}  # fmt: skip
     for r, row in enumerate(ranks.ranks):

@@ -4,8 +4,22 @@ from __future__ import annotations
 
 from census.compare.diff import CensusDiff
 from census.metrics import (
+    D2D_BYTES,
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
     HIDDEN_WHEN_ZERO,
+    HOST_LEAD_NS,
+    IDLE_AFTER_SYNC_NS,
+    IDLE_LAUNCH_NS,
+    IDLE_OTHER_NS,
+    KERNEL_COUNT,
     LABELS,
+    LAUNCH_API_COUNT,
+    STEP_TIME_NS,
+    SYNC_COUNT,
+    SYNC_TIME_NS,
     VIEW_DIFF,
     WINDOW_TITLE,
     launched_title,
@@ -15,14 +29,14 @@ from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
 # census.metrics: LAUNCHED_TITLE, WINDOW_TITLE).
-WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
-               "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
-LAUNCHED_KEYS = ("gpu_span_ns", *(m.name for m in shown_in(VIEW_DIFF)))
+WINDOW_KEYS = (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, IDLE_AFTER_SYNC_NS,
+               IDLE_LAUNCH_NS, IDLE_OTHER_NS, SYNC_COUNT, SYNC_TIME_NS)  # fmt: skip
+LAUNCHED_KEYS = (GPU_SPAN_NS, *(m.name for m in shown_in(VIEW_DIFF)))
 
 
 def headline_groups(d: CensusDiff) -> list[tuple[str, list[list[str]]]]:
     """(title, rows) of the step-window metrics, then of the launched-work metrics."""
-    launched = (*LAUNCHED_KEYS[:1], "host_lead_ns", *LAUNCHED_KEYS[1:]) if d.clock == "gpu" \
+    launched = (*LAUNCHED_KEYS[:1], HOST_LEAD_NS, *LAUNCHED_KEYS[1:]) if d.clock == "gpu" \
         else LAUNCHED_KEYS  # fmt: skip
     groups = [(WINDOW_TITLE, _metric_rows(d, WINDOW_KEYS)),
               (launched_title(d.per_step), _metric_rows(d, launched))]  # fmt: skip
@@ -43,7 +57,7 @@ def _metric_rows(d: CensusDiff, keys: tuple[str, ...]) -> list[list[str]]:
 
 def accounting_rows(d: CensusDiff) -> list[list[str]]:
     """Δ step time = Δ GPU busy + Δ GPU idle, shown term by term."""
-    step, busy, idle = (d.metrics[k] for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns"))
+    step, busy, idle = (d.metrics[k] for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS))
     if step.delta is None:
         return []
     return [
@@ -57,14 +71,14 @@ def phase_rows(d: CensusDiff) -> list[list[str]]:
     """Per phase (the remainder last): its time per step on each side and the changes in it."""
     rows = []
     for name, m in d.phases.items():
-        dur = m["duration_ns"]
+        dur = m[DURATION_NS]
         rows.append([
             name, fmt_ns(dur.a), fmt_ns(dur.b), fmt_ns(dur.delta, signed=True),
-            fmt_ns(m["gpu_span_ns"].delta, signed=True),
-            fmt_ns(m["gpu_busy_ns"].delta, signed=True),
-            fmt_count(m["kernel_count"].delta, signed=True),
-            fmt_count(m["launch_api_count"].delta, signed=True),
-            fmt_bytes(m["d2d_bytes"].delta, signed=True),
+            fmt_ns(m[GPU_SPAN_NS].delta, signed=True),
+            fmt_ns(m[GPU_BUSY_NS].delta, signed=True),
+            fmt_count(m[KERNEL_COUNT].delta, signed=True),
+            fmt_count(m[LAUNCH_API_COUNT].delta, signed=True),
+            fmt_bytes(m[D2D_BYTES].delta, signed=True),
         ])  # fmt: skip
     return rows
 

@@ -13,7 +13,21 @@ import json
 from typing import Any
 
 from census.compare.diff import CensusDiff
-from census.metrics import HIDDEN_WHEN_ZERO, LABELS, VIEW_CARDS, shown_in
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    HIDDEN_WHEN_ZERO,
+    HOST_LEAD_NS,
+    IDLE_AFTER_SYNC_NS,
+    IDLE_LAUNCH_NS,
+    IDLE_OTHER_NS,
+    LABELS,
+    STEP_TIME_NS,
+    VIEW_CARDS,
+    shown_in,
+)
 from census.model.census import Census
 from census.render.charts import Chart, diff_charts, esc, rank_chart, summary_charts
 from census.render.diffrows import IDLE_RANGES_TITLE as DIFF_RANGES_TITLE
@@ -279,12 +293,12 @@ def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[st
     """The step's cards: its window's, then its GPU span; when the host ran ahead of the GPU,
     the GPU span and the host's lead first, and the step time named as the host's."""
     window = [(f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
-              for k in ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")]  # fmt: skip
-    span = ("GPU span (per step)", fmt_metric("gpu_span_ns", timing["gpu_span_ns"]))
+              for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS)]  # fmt: skip
+    span = ("GPU span (per step)", fmt_metric(GPU_SPAN_NS, timing[GPU_SPAN_NS]))
     if not ahead:
         return [*window, span]
     lead = ("host lead: GPU end after the step's range (per step)",
-            fmt_metric("host_lead_ns", timing["host_lead_ns"], signed=True))  # fmt: skip
+            fmt_metric(HOST_LEAD_NS, timing[HOST_LEAD_NS], signed=True))  # fmt: skip
     host = ("step time: the host's NVTX range (per step)", window[0][1])
     return [span, lead, host, *window[1:]]
 
@@ -304,18 +318,18 @@ def _phase_table(census: Census) -> str:
     keys = phase_keys(census)
     head = ["phase", "time", "GPU busy", "idle after syncs", "idle launching", "idle other",
             *(k.column or k.label for k in keys)]  # fmt: skip
-    rows = [[name, fmt_metric("duration_ns", m["duration_ns"]), fmt_metric("x_ns", m["gpu_busy_ns"]),
-             fmt_metric("x_ns", m["idle_after_sync_ns"]), fmt_metric("x_ns", m["idle_launch_ns"]),
-             fmt_metric("x_ns", m["idle_other_ns"]), *(fmt_metric(k.name, m[k.name]) for k in keys)]
+    rows = [[name, fmt_metric(DURATION_NS, m[DURATION_NS]), fmt_metric("x_ns", m[GPU_BUSY_NS]),
+             fmt_metric("x_ns", m[IDLE_AFTER_SYNC_NS]), fmt_metric("x_ns", m[IDLE_LAUNCH_NS]),
+             fmt_metric("x_ns", m[IDLE_OTHER_NS]), *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in per.items()]  # fmt: skip
-    spans = [fmt_metric("gpu_span_ns", m["gpu_span_ns"]) for m in per.values()]
+    spans = [fmt_metric(GPU_SPAN_NS, m[GPU_SPAN_NS]) for m in per.values()]
     if census.host_ran_ahead():
         head = ["phase", "GPU span", "host time", *head[2:]]
         rows = [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
     else:
         head = [*head, "GPU span"]
         rows = [[*r, span] for r, span in zip(rows, spans, strict=True)]
-    if all(m["idle_other_ns"] is None for m in per.values()):  # no idle split: no empty columns
+    if all(m[IDLE_OTHER_NS] is None for m in per.values()):  # no idle split: no empty columns
         keep = [i for i, h in enumerate(head) if not h.startswith("idle ")]
         head, rows = [head[i] for i in keep], [[r[i] for i in keep] for r in rows]
     return "<h2>Phases (per step, mean; GPU span: unclipped)</h2>" + html_table(head, rows)

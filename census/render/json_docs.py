@@ -16,7 +16,18 @@ from census.definitions import (
     IDLE_BY_RANGE_RULE,
     LIMITER_RULE,
 )
-from census.metrics import DEFINITIONS, METRIC_KEYS, PHASE_METRICS, PHASE_SPAN_METRIC
+from census.metrics import (
+    DEFINITIONS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    METRIC_KEYS,
+    PHASE_METRICS,
+    PHASE_SPAN_METRIC,
+    STEP_TIME_NS,
+)
 from census.model.ab import Arm
 from census.model.census import Census, Source
 from census.model.step import METRIC_VALUES, Phase, Step, idle_values
@@ -84,7 +95,7 @@ def _graph_trace(census: Census) -> dict[str, Any] | None:
     whole-graph rows count in and those that cannot know the graphs' kernels."""
     if not census.graph_trace_mode:
         return None
-    counted = ["gpu_busy_ns", "gpu_idle_ns", "idle_split", "gpu_span_ns", "limiter"]
+    counted = [GPU_BUSY_NS, GPU_IDLE_NS, "idle_split", GPU_SPAN_NS, "limiter"]
     return {"mode": "graph", "counted_in": counted, "unknown": list(GRAPH_TRACE_UNKNOWN)}
 
 
@@ -115,12 +126,12 @@ def _step(s: Step) -> dict[str, Any]:
 def _step_timing(s: Step) -> dict[str, Any]:
     return {
         "name": s.name,
-        "step_time_ns": s.duration_ns,
-        "gpu_busy_ns": s.gpu_busy_ns,
-        "gpu_idle_ns": s.gpu_idle_ns,
-        "gpu_start_ns": s.gpu_start_ns,
-        "gpu_span_ns": s.gpu_span_ns,
-        "host_lead_ns": s.host_lead_ns,
+        STEP_TIME_NS: s.duration_ns,
+        GPU_BUSY_NS: s.gpu_busy_ns,
+        GPU_IDLE_NS: s.gpu_idle_ns,
+        GPU_START_NS: s.gpu_start_ns,
+        GPU_SPAN_NS: s.gpu_span_ns,
+        HOST_LEAD_NS: s.host_lead_ns,
         **idle_values(s.idle),
     }
 
@@ -160,8 +171,8 @@ def _tables(census: Census, top: int) -> dict[str, Any]:
 
 
 def _phase(p: Phase) -> dict[str, Any]:
-    return {"name": p.name, **p.as_dict(), "gpu_start_ns": p.gpu_start_ns,
-            "gpu_span_ns": p.gpu_span_ns}  # fmt: skip
+    return {"name": p.name, **p.as_dict(), GPU_START_NS: p.gpu_start_ns,
+            GPU_SPAN_NS: p.gpu_span_ns}  # fmt: skip
 
 
 def _tail(tail: Tail) -> dict[str, Any]:
@@ -258,7 +269,7 @@ def _arm(arm: Arm, disturbed: str | None) -> dict[str, Any]:
         "discarded": arm.discarded,
         "disturbed": disturbed is not None,
         "disturbed_reason": disturbed,
-        "step_time_ns": list(arm.step_time_ns),
+        STEP_TIME_NS: list(arm.step_time_ns),
         "median_ns": arm.median_ns,
         "p95_ns": arm.p95_ns,
         "steps": len(arm.step_time_ns),  # the values p95_ns rests on (under 20: the two largest)
@@ -288,7 +299,7 @@ def _rank_row(row: RankRow) -> dict[str, Any]:
 
 
 def _arm_tail(t: ArmTail) -> dict[str, Any]:
-    return {"arm": t.arm_index, "side": t.side, "step": t.step, "step_time_ns": t.step_time_ns,
+    return {"arm": t.arm_index, "side": t.side, "step": t.step, STEP_TIME_NS: t.step_time_ns,
             "median_ns": t.median_ns, "threshold_ns": t.threshold_ns, "excess_ns": t.excess_ns,
             "phase": t.phase, "phase_delta_ns": t.phase_delta_ns,
             "phase_deltas_ns": dict(t.phase_deltas_ns)}  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from census.findings.nccl_ranks import STEP_COLUMNS
+from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS, STEP_TIME_NS
 
 if TYPE_CHECKING:
     from census.findings.nccl_ranks import NcclRanks
@@ -27,11 +28,11 @@ def report_ranks_json(view: SummaryView) -> dict[str, Any]:
         means = ranks.rank_means(r)
         out.append({"rank": row.label, "host": row.host, "pid": row.pid,
                     "gpus": list(row.devices),
-                    "summary": {"totals": {"kernel_count": row.kernel_count,
-                                           "kernel_time_ns": row.kernel_time_ns},
+                    "summary": {"totals": {KERNEL_COUNT: row.kernel_count,
+                                           KERNEL_TIME_NS: row.kernel_time_ns},
                                 "step_count": len(row.step_rows),
                                 "per_step": None if means is None else
-                                {"step_time_ns": means["step_time_ns"]},
+                                {STEP_TIME_NS: means[STEP_TIME_NS]},
                                 "nccl": rank_nccl_json(view.census, ranks, r)}})  # fmt: skip
     return {"ranks": out, "nccl_ranks": nccl_ranks_json(ranks)}
 
@@ -43,7 +44,7 @@ def rank_nccl_json(census: Census, ranks: NcclRanks, r: int, prefix: str = "") -
     row = ranks.ranks[r]
     means = ranks.rank_means(r)
     return {
-        "kernel_count": row.nccl_kernel_count, "time_ns": row.nccl_time_ns,
+        KERNEL_COUNT: row.nccl_kernel_count, "time_ns": row.nccl_time_ns,
         "wait_ns": row.wait_ns, "transfer_ns": row.transfer_ns, "unmatched_ns": row.unmatched_ns,
         "last_arrivals": row.last_arrivals, "caused_wait_ns": row.caused_wait_ns,
         "exposed_ns": row.exposed_ns,

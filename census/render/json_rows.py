@@ -15,11 +15,21 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any
 
-from census.metrics import IDLE_KEYS, METRIC_KEYS, PHASE_KEYS
-from census.model.step_table import Rows, StepTable
+from census.metrics import (
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    GPU_START_NS,
+    HOST_LEAD_NS,
+    IDLE_KEYS,
+    METRIC_KEYS,
+    PHASE_KEYS,
+    STEP_TIME_NS,
+)
+from census.model.step_table import PHASE_INTS, Rows, StepTable
 
 # Phase.as_dict's keys, then its GPU span: a phase's numbers
-PHASE_ROW_KEYS = (*PHASE_KEYS, "gpu_start_ns", "gpu_span_ns")
+PHASE_ROW_KEYS = (*PHASE_KEYS, GPU_START_NS, GPU_SPAN_NS)
 
 
 class Raw:
@@ -43,10 +53,11 @@ def _template(keys: tuple[str, ...]) -> str:
     return "".join(f", {json.dumps(k)}: %s" for k in keys)
 
 
-_STEP = _template(("start_ns", "end_ns", *METRIC_KEYS))
+_STEP_KEYS = ("start_ns", "end_ns", *METRIC_KEYS)
+_STEP = _template(_STEP_KEYS)
 _PHASE = _template(PHASE_ROW_KEYS)
-_TIMING = _template(("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "gpu_start_ns", "gpu_span_ns",
-                     "host_lead_ns", *IDLE_KEYS))  # fmt: skip
+_TIMING = _template((STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, GPU_START_NS, GPU_SPAN_NS,
+                     HOST_LEAD_NS, *IDLE_KEYS))  # fmt: skip
 
 
 _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
@@ -61,9 +72,9 @@ def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
     """Steps lo:hi, with their phases, as one %-template of all their values."""
     bounds = steps.bounds[lo : hi + 1].tolist()
     phase_rows = steps.phases.part(bounds[0], bounds[-1])
-    phases = _cells(phase_rows, phase_rows.ints, True).ravel().tolist()
-    own = steps.steps.ints[lo:hi]
-    rows = _cells(steps.steps.part(lo, hi), own[:, [0, 1, *range(4, own.shape[1])]], False)
+    phases = _cells(phase_rows, phase_rows.stacked(PHASE_INTS), True).ravel().tolist()
+    own = steps.steps.part(lo, hi)
+    rows = _cells(own, own.stacked(_STEP_KEYS), False)
     width = len(PHASE_ROW_KEYS) + 1
     values, templates = [], []
     for row, a, b in zip(rows.tolist(), bounds, bounds[1:], strict=False):
@@ -111,11 +122,10 @@ def _timing_chunk(steps: StepTable, lo: int, hi: int) -> str:
     import numpy as np
 
     rows = steps.steps.part(lo, hi)
-    ints = rows.ints
-    duration = ints[:, 1] - ints[:, 0]
-    lead = rows.gpu[:, :1] + rows.gpu[:, 1:] - ints[:, 1:2]
+    start, end, busy = (rows.columns[k] for k in ("start_ns", "end_ns", GPU_BUSY_NS))
+    lead = rows.gpu[:, :1] + rows.gpu[:, 1:] - end[:, None]
     gpu = _or_null(np.concatenate([rows.gpu, lead], axis=1), rows.launched)
-    columns = np.stack([duration, ints[:, 2], duration - ints[:, 2]], axis=1)
+    columns = np.stack([end - start, busy, end - start - busy], axis=1)
     values = np.concatenate([_cells(rows, columns, False), gpu,
                              _or_null(rows.idle, rows.split)], axis=1)  # fmt: skip
     return ", ".join([_ROW + _TIMING + "}"] * len(rows)) % tuple(values.ravel().tolist())

@@ -18,7 +18,17 @@ import html
 from typing import Any
 
 from census.findings.limiter import limiter_sentence, steps_ahead
-from census.metrics import LABELS, METRIC_KEYS, WINDOW_TITLE, launched_title
+from census.metrics import (
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    KERNEL_COUNT,
+    LABELS,
+    METRIC_KEYS,
+    STEP_TIME_NS,
+    WINDOW_TITLE,
+    launched_title,
+)
 from census.paths import shown_path
 from census.render.views import DiffView, ExperimentView, SummaryView
 from census.units import (
@@ -33,7 +43,7 @@ from census.units import (
 )
 
 REPR_CHARS = 300
-WINDOW_KEYS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns")
+WINDOW_KEYS = (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS)
 
 
 def census_repr(view: SummaryView) -> str:
@@ -48,14 +58,12 @@ def census_repr(view: SummaryView) -> str:
         per_step = census.per_step() or {}
         if census.host_ran_ahead():
             n = steps_ahead(census)
-            time = (f"GPU span {fmt_ns(timing['gpu_span_ns'])} (the host ran ahead by ~{n} "
+            time = (f"GPU span {fmt_ns(timing[GPU_SPAN_NS])} (the host ran ahead by ~{n} "
                     f"step{'s' if n > 1 else ''})")  # fmt: skip
         else:
-            time = (
-                f"step {fmt_ns(timing['step_time_ns'])}, GPU busy {fmt_ns(timing['gpu_busy_ns'])}"
-            )
+            time = f"step {fmt_ns(timing[STEP_TIME_NS])}, GPU busy {fmt_ns(timing[GPU_BUSY_NS])}"
         bound = f"; {limiter_sentence(view.limiter)}" if view.limiter else ""
-        body = (f"{census.step_count} steps, {fmt_count(per_step['kernel_count'])} kernels/step, "
+        body = (f"{census.step_count} steps, {fmt_count(per_step[KERNEL_COUNT])} kernels/step, "
                 f"{time}{bound}")  # fmt: skip
     warned = f", {len(census.warnings)} warnings" if census.warnings else ""
     return _bounded("Census", shown_path(census.source.path), f"{body}{warned}")
@@ -70,11 +78,11 @@ def diff_repr(view: DiffView) -> str:
 
     d = view.diff
     verdict = headline(d)
-    kernels = d.metrics["kernel_count"]
+    kernels = d.metrics[KERNEL_COUNT]
     if verdict:
         body = first_clause(one_line(verdict))
     else:
-        step = d.metrics["step_time_ns"]
+        step = d.metrics[STEP_TIME_NS]
         body = f"step {fmt_ns(step.delta, signed=True)} ({fmt_pct(step.pct)})"
         body += ", step within noise" if d.within_noise else ""
     body += f", kernels{'/step' if d.per_step else ''} {fmt_count(kernels.delta, signed=True)}"
@@ -114,8 +122,8 @@ def census_html(view: SummaryView) -> str:
     if timing is not None:
         parts.append(_table(WINDOW_TITLE, ["metric", column],
                             [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_KEYS]))  # fmt: skip
-        launched = {**launched, "gpu_span_ns": timing["gpu_span_ns"]}
-    keys = _launched_keys(bool(census.host_ran_ahead()), "gpu_span_ns" in launched)
+        launched = {**launched, GPU_SPAN_NS: timing[GPU_SPAN_NS]}
+    keys = _launched_keys(bool(census.host_ran_ahead()), GPU_SPAN_NS in launched)
     parts.append(_table(launched_title(means is not None), ["metric", column],
                         [[LABELS[k], fmt_metric(k, launched[k])] for k in keys]))  # fmt: skip
     return "<div>" + "".join(parts) + "</div>"
@@ -126,7 +134,7 @@ def _launched_keys(ahead: bool, span: bool) -> tuple[str, ...]:
     the GPU's clock), last otherwise; none without steps."""
     if not span:
         return METRIC_KEYS
-    return ("gpu_span_ns", *METRIC_KEYS) if ahead else (*METRIC_KEYS, "gpu_span_ns")
+    return (GPU_SPAN_NS, *METRIC_KEYS) if ahead else (*METRIC_KEYS, GPU_SPAN_NS)
 
 
 def diff_html(view: DiffView) -> str:

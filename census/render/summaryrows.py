@@ -5,15 +5,35 @@ from __future__ import annotations
 
 from census.definitions import P95_MIN_VALUES
 from census.findings.tails import GPU_SPAN, Tail
-from census.metrics import HIDDEN_WHEN_ZERO, LABELS, METRIC_KEYS, VIEW_PHASES, Metric, shown_in
+from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    HIDDEN_WHEN_ZERO,
+    HOST_LEAD_NS,
+    IDLE_AFTER_SYNC_NS,
+    IDLE_LAUNCH_NS,
+    IDLE_OTHER_NS,
+    LABELS,
+    METRIC_KEYS,
+    NCCL_KERNEL_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+    SYNC_COUNT,
+    SYNC_TIME_NS,
+    VIEW_PHASES,
+    Metric,
+    shown_in,
+)
 from census.model.census import Census
 from census.render.views import RanksView, SummaryView
 from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, one_line
 
 Table = tuple[list[str], list[list[str]]]
 
-WINDOW_ROWS = ("step_time_ns", "gpu_busy_ns", "gpu_idle_ns", "idle_after_sync_ns",
-               "idle_launch_ns", "idle_other_ns", "sync_count", "sync_time_ns")  # fmt: skip
+WINDOW_ROWS = (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, IDLE_AFTER_SYNC_NS,
+               IDLE_LAUNCH_NS, IDLE_OTHER_NS, SYNC_COUNT, SYNC_TIME_NS)  # fmt: skip
 SPAN_ROW = "GPU span (first to last GPU op)"
 LEAD_ROW = "host lead (GPU end − step end)"
 
@@ -38,7 +58,7 @@ def window_rows(census: Census) -> Table | None:
     timing = census.per_step_timing()
     if not timing:
         return None
-    labels = {**LABELS, "step_time_ns": step_time_label(bool(census.host_ran_ahead()))}
+    labels = {**LABELS, STEP_TIME_NS: step_time_label(bool(census.host_ran_ahead()))}
     rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
     return ["metric", "per step (mean)"], rows
 
@@ -57,7 +77,7 @@ def idle_range_rows(census: Census, top: int = 10) -> Table | None:
     timing = census.per_step_timing()
     if not ranges or not timing:
         return None
-    idle = timing["gpu_idle_ns"]
+    idle = timing[GPU_IDLE_NS]
     rows = [[one_line(r["range"]), fmt_ns(r["idle_ns_per_step"]), _share(r["share"])]
             for r in ranges[:top]]  # fmt: skip
     if len(ranges) > top:
@@ -83,8 +103,8 @@ def census_rows(census: Census) -> Table:
             for k in METRIC_KEYS]  # fmt: skip
     timing = census.per_step_timing()
     if timing:
-        rows += [[SPAN_ROW, "", fmt_ns(timing["gpu_span_ns"])],
-                 [LEAD_ROW, "", fmt_ns(timing["host_lead_ns"], signed=True)]]  # fmt: skip
+        rows += [[SPAN_ROW, "", fmt_ns(timing[GPU_SPAN_NS])],
+                 [LEAD_ROW, "", fmt_ns(timing[HOST_LEAD_NS], signed=True)]]  # fmt: skip
     return ["metric", "total", "per step (mean)"], rows
 
 
@@ -136,10 +156,10 @@ def phase_rows(census: Census) -> Table:
     (the phase's time is then the host's)."""
     keys = phase_keys(census)
     head = ["phase", "time", "GPU busy", *(m.column or m.label for m in keys)]
-    rows = [[name, fmt_ns(m["duration_ns"]), fmt_ns(m["gpu_busy_ns"]),
+    rows = [[name, fmt_ns(m[DURATION_NS]), fmt_ns(m[GPU_BUSY_NS]),
              *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in census.per_phase().items()]  # fmt: skip
-    spans = [fmt_ns(m["gpu_span_ns"]) for m in census.per_phase().values()]
+    spans = [fmt_ns(m[GPU_SPAN_NS]) for m in census.per_phase().values()]
     if census.host_ran_ahead():
         head = ["phase", "GPU span", "host time", *head[2:]]
         return head, [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
@@ -184,9 +204,9 @@ def rank_rows(view: RanksView) -> Table:
     for label, rank in zip(view.labels, view.ranks, strict=True):
         c = rank.census
         per = {**(c.per_step() or c.totals.as_dict()), **(c.per_step_timing() or {})}
-        rows.append([label, str(c.step_count), fmt_ns(per.get("step_time_ns")),
-                     fmt_ns(per.get("gpu_busy_ns")), fmt_ns(per["nccl_kernel_time_ns"]),
-                     fmt_ns(per["non_nccl_union_ns"])])  # fmt: skip
+        rows.append([label, str(c.step_count), fmt_ns(per.get(STEP_TIME_NS)),
+                     fmt_ns(per.get(GPU_BUSY_NS)), fmt_ns(per[NCCL_KERNEL_TIME_NS]),
+                     fmt_ns(per[NON_NCCL_UNION_NS])])  # fmt: skip
     head = ["rank", "steps", "step time", "GPU busy in step window", "NCCL kernel time",
             "non-NCCL union (unclipped)"]  # fmt: skip
     if view.host_count < 2:

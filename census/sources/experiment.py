@@ -15,6 +15,7 @@ from typing import Any
 
 from census.capture.ab import RECORD
 from census.errors import InputError
+from census.metrics import STEP_TIME_NS
 from census.model.ab import Arm, AutoArms, RankRecord
 
 
@@ -117,7 +118,7 @@ def _arm_from(rec: Any, position: int) -> Arm:
     # fields ab.json did not keep yet when it was written: none, not zeros
     phases = {str(k): tuple(v) for k, v in (record["phase_time_ns"] or {}).items()}
     values = {str(k): tuple(v) for k, v in (record["values"] or {}).items()}
-    return Arm(side, index, discarded, tuple(record["step_time_ns"]),
+    return Arm(side, index, discarded, tuple(record[STEP_TIME_NS]),
                record["peak_allocated_bytes"], record["peak_reserved_bytes"],
                rec.get("recompiles"), rec.get("graph_breaks"), record["clock"],
                phases, values, counts, arm_env(record["env"]), ranks,
@@ -139,7 +140,7 @@ def _checked_record(rec: dict) -> dict:
     ab.json's names in the error."""
     from census.capture.records import check_record
 
-    record = {key: rec.get(key) for key in ("clock", "step_time_ns", "peak_allocated_bytes",
+    record = {key: rec.get(key) for key in ("clock", STEP_TIME_NS, "peak_allocated_bytes",
                                             "peak_reserved_bytes", "phase_time_ns", "values",
                                             "env")}  # fmt: skip
     dynamo = {"frames_compiled": rec.get("recompiles"), "graph_breaks": rec.get("graph_breaks")}
@@ -152,7 +153,7 @@ def _checked_record(rec: dict) -> dict:
             if why.startswith(name):
                 why = ours + why[len(name) :]
         raise ValueError(why) from None
-    if not record["step_time_ns"]:
+    if not record[STEP_TIME_NS]:
         raise ValueError("no step times")
     return record
 

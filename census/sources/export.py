@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from census.capture.nsys import find_nsys
-from census.errors import CaptureError, InputError
+from census.errors import CaptureError, InputError, ToolMissingError
 from census.paths import atomic_target, cache_dir
 
 # progress(stage) or progress(stage, rows_done, rows_total): how long work reports itself
@@ -66,11 +66,29 @@ def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None)
     if not sqlites and len(reports) == 1:
         return export_report(reports[0], progress, nsys)
     if not sqlites and not reports:
-        raise InputError(f"{folder}: a directory with no .sqlite or .nsys-rep export in it")
+        raise _no_export(folder)
     raise InputError(
         f"{folder}: holds several exports ({', '.join(p.name for p in sqlites or reports)}); "
         "name one file"
     )
+
+
+def _no_export(folder: Path) -> InputError:
+    """A folder without an export: what it holds instead (its first entries), and a capture
+    folder inside it to name instead, where there is one."""
+    try:
+        held = sorted(folder.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        return InputError(f"{folder} holds no .sqlite or .nsys-rep export (and cannot be listed: "
+                          f"{exc.strerror})")  # fmt: skip
+    names = [p.name + ("/" if p.is_dir() else "") for p in held[:6]]
+    what = (
+        f"it holds {', '.join(names)}{' ...' if len(held) > 6 else ''}" if held else "it is empty"
+    )
+    inside = next((p for p in held if p.is_dir() and (any(p.glob("*.sqlite")) or any(
+        p.glob("*.nsys-rep")))), None)  # fmt: skip
+    hint = f"; name the capture folder inside it, {inside}" if inside else ""
+    return InputError(f"{folder} holds no .sqlite or .nsys-rep export: {what}{hint}")
 
 
 def export_target(report: Path) -> Path:
@@ -91,7 +109,14 @@ def export_report(report: Path, progress: Progress | None = None, nsys: str | No
     target = export_target(report)
     if target.exists() and target.stat().st_mtime_ns >= report.stat().st_mtime_ns:
         return target
-    exe = find_nsys(nsys, option=None)  # summary, diff and dashboard take no --nsys
+    try:
+        exe = find_nsys(nsys, option=None)  # summary, diff and dashboard take no --nsys
+    except ToolMissingError as exc:
+        raise ToolMissingError(
+            f"{report}: census reads a report through its SQLite export, which nsys makes: where "
+            f"nsys is, run `nsys export --type sqlite {report.name}` and give census the "
+            f"{report.stem}.sqlite it writes (it can be copied here); or, to export it here: {exc}"
+        ) from None
     if progress:
         progress(f"exporting {report.name} to SQLite with nsys")
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
+
+from census.errors import InputError
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -38,13 +41,14 @@ REQUIRED_COLUMNS: dict[str, tuple[str, ...]] = {
 # export) has no rowids to read in ranges, and must not read as missing (a silent zero).
 READ_TABLES = (*REQUIRED_COLUMNS, GRAPH_TRACE, GPU_INFO, SYSTEM_ENV, *META_TABLES)
 
-# Why a missing table matters, shown as a warning with the zero it causes.
+# Why a missing table matters, shown as a warning with the zero it causes. No MEMSET entry: nsys
+# writes that table only when memsets ran, so a capture without one simply had none (zero memsets,
+# said by nothing; a capture without `-t cuda` is already warned by its missing kernel table).
 MISSING_TABLE_HINTS: dict[str, str] = {
     KERNEL: "no GPU kernels were captured: was nsys run with `-t cuda`?",
     RUNTIME: "no CUDA API calls were captured: launch API time is zero and no GPU work "
     "can be assigned to steps",
     MEMCPY: "no memory copies were captured: D2D copies and bytes are zero",
-    MEMSET: "no memsets were captured",
     NVTX: "no NVTX ranges were captured (was nsys run with `-t nvtx`?): no per-step figures",
     STRINGS: "no StringIds table: kernel and API names cannot be resolved",
 }
@@ -105,6 +109,40 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
     )
+
+
+def checked_schema(conn: sqlite3.Connection, path: Path) -> Schema:
+    """The export's schema, refused when it is not nsys's or lacks a column census reads."""
+    schema = read_schema(conn)
+    if not looks_like_nsys(schema):
+        raise InputError(
+            f"{path}: a SQLite database but not an nsys export "
+            "(no META_DATA_EXPORT/EXPORT_META_DATA or StringIds table)"
+        )
+    for table in REQUIRED_COLUMNS:
+        missing = schema.missing_columns(table) if schema.has(table) else []
+        if missing:
+            raise InputError(
+                f"{path}: table {table} lacks column(s) {', '.join(missing)}: "
+                "unsupported nsys schema"
+            )
+    return schema
+
+
+def schema_warnings(schema: Schema) -> list[str]:
+    """What an export's schema leaves out or may not hold: a schema newer than census knows, a
+    table the capture did not write (each with its hint)."""
+    out = []
+    major = schema.major_version
+    if major is not None and major not in KNOWN_MAJOR_VERSIONS:
+        out.append(
+            f"export schema {schema.schema_version} is newer than census knows "
+            f"(2.x, 3.x): figures may be incomplete"
+        )
+    for table in MISSING_TABLE_HINTS:
+        if not schema.has(table):
+            out.append(f"no {table} table: {MISSING_TABLE_HINTS[table]}")
+    return out
 
 
 def read_views(conn: sqlite3.Connection) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,6 @@ def without_rowid(source: Path, target: Path, keys: dict[str, str]) -> Path:
     """A copy of `source` in which each table of `keys` is a table WITHOUT ROWID whose primary
     key is the given one (`"correlationId, start DESC"`), with the same rows."""
     import shutil
-    import sqlite3
 
     shutil.copy(source, target)
     conn = sqlite3.connect(target)
@@ -81,9 +81,9 @@ def launch_bound(name: str) -> Path:
 
 
 def real_exports() -> list[Path]:
-    """Every real export at hand: the shared fixtures (when present), the bundled samples, our
+    """Every real export at hand: the fixtures (../shared's or their copies), the bundled samples, our
     own engine captures and the launch-bound demo's."""
-    found = sorted(FIXTURES.glob("*.sqlite")) if FIXTURES.is_dir() else []
+    found = sorted(FIXTURES.glob("*.sqlite"))
     ours = [unpacked(DATA / "engine" / f"{n}.sqlite.xz") for n in ("eager", "compiled")]
     bound = [launch_bound(n) / "capture.sqlite" for n in ("eager", "compiled")]
     return found + [sample_path(n) / "capture.sqlite" for n in ("eager", "compiled")] + ours + bound
@@ -115,3 +115,12 @@ def rank_folder(tmp_path: Path, *names: str) -> Path:
     ranks = {str(i): f"rank{i}.sqlite" for i in range(len(names))}
     (folder / "run.json").write_text(json.dumps({"calibration": None, "ranks": ranks}), "utf-8")
     return folder
+
+
+def query(path: Path, sql: str) -> list[tuple]:
+    """The rows `sql` reads from the export at `path`, opened read-only."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()

@@ -24,6 +24,7 @@ from census.compare.ab.stats import (
 from census.compare.diff import CensusDiff, Delta
 from census.compare.explain import HOST_BOUND, explain_diff, non_gain
 from census.compare.gates import Amount
+from census.metrics import STEP_TIME_NS
 from census.model.ab import Arm, AutoArms
 from census.model.shown import shown
 from census.units import coverage_name, fmt_ci, fmt_ns, fmt_pct
@@ -224,7 +225,7 @@ def experiment_warnings(exp: Experiment) -> list[str]:
 
 
 def _captured_delta(d: CensusDiff | None) -> float | None:
-    return None if d is None else d.metrics["step_time_ns"].delta
+    return None if d is None else d.metrics[STEP_TIME_NS].delta
 
 
 def phase_sentence(st: ABStats, labels: tuple[str, str]) -> str | None:
@@ -360,7 +361,7 @@ def explain_parts(exp: Experiment) -> Explanation:
         return Explanation(verdict, warnings, note if exp.capture_note else [], phases, eq, notes,
                            stop, ranks)  # fmt: skip
     census_lines = explain_diff(exp.diff)
-    step = exp.diff.metrics["step_time_ns"]
+    step = exp.diff.metrics[STEP_TIME_NS]
     if step.delta is not None and census_lines:
         # the census headline is about captured steps: say so, never as the verdict
         census_lines[0] = (
