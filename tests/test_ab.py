@@ -84,7 +84,7 @@ def test_diff_of_an_experiment_folder_shows_the_same(tmp_path: Path) -> None:
     if doc["verdict"] == "no difference":
         assert "arms would resolve" in first or "no practical number" in first
     page = tmp_path / "exp.html"
-    shown = runner.invoke(app, ["dashboard", str(tmp_path / "exp"), "-o", str(page)])
+    shown = runner.invoke(app, ["dashboard", str(tmp_path / "exp"), "--html", str(page)])
     assert shown.exit_code == 0, shown.output
     assert "Step time of every arm, in run order" in page.read_text(encoding="utf-8")
 

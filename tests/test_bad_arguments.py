@@ -45,7 +45,7 @@ def test_a_folder_of_unrelated_exports_is_refused_naming_them(mixed: Path) -> No
         "of one run, or give one export"
     )
     for args in (["summary", str(mixed)], ["diff", str(mixed), str(mixed)],
-                 ["dashboard", str(mixed), "-o", str(mixed.parent / "d.html")]):  # fmt: skip
+                 ["dashboard", str(mixed), "--html", str(mixed.parent / "d.html")]):  # fmt: skip
         r = runner.invoke(app, args)
         assert r.exit_code == 1 and r.stderr.strip() == expected, args
     assert not (mixed.parent / "d.html").exists()
@@ -80,7 +80,7 @@ def test_a_file_name_that_is_not_utf8_is_read_and_shown(tmp_path: Path, monkeypa
     assert r.returncode == 0, r.stderr
     assert b"bad\\udcff.sqlite" in r.stdout
     out = tmp_path / os.fsdecode(b"report\xfe.html")
-    r = census_process("dashboard", str(path), "-o", str(out), capture_output=True)
+    r = census_process("dashboard", str(path), "--html", str(out), capture_output=True)
     assert r.returncode == 0 and out.is_file()
     missing = tmp_path / os.fsdecode(b"gone\xff.sqlite")
     r = census_process("summary", str(missing), capture_output=True)
@@ -105,18 +105,18 @@ def test_names_too_long_are_one_line_never_exit_70(tmp_path: Path) -> None:
     r = runner.invoke(app, ["summary", str(long_input)])
     assert r.exit_code == 1 and r.stderr.strip() == f"Error: {long_input}: File name too long"
     long_output = tmp_path / ("b" * 300 + ".html")
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(long_output)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(long_output)])
     assert r.exit_code == 2
     assert r.stderr.strip() == (
         f"Error: {long_output}: file name too long (305 bytes; this file system allows 255); "
         "choose a shorter output name"
     )
     in_long_folder = tmp_path / ("d" * 300) / "x.html"
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(in_long_folder)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(in_long_folder)])
     assert r.exit_code == 2
     assert r.stderr.strip() == f"Error: {in_long_folder}: cannot write there (File name too long)"
     near_limit = tmp_path / ("c" * 250 + ".html")  # fits; its temporary name must fit too
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(near_limit)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(near_limit)])
     assert r.exit_code == 0 and near_limit.is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".part")] == []
 

@@ -81,7 +81,7 @@ def test_demo_falls_back_to_bundled_captures(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("CENSUS_NSYS", raising=False)
     report = tmp_path / "demo.html"
-    r = runner.invoke(app, ["demo", "--report", str(report)])
+    r = runner.invoke(app, ["demo", "--html", str(report)])
     assert r.exit_code == 0, r.output
     assert "nsys is not installed; using the bundled H200 captures instead" in r.stderr
     assert "compiled is faster than eager" in r.stdout

@@ -54,7 +54,7 @@ def test_options_that_belong_together_are_taken_together() -> None:
         assert ("--format" in names) == ("--json" in names), command
     for command in ("summary", "diff", "dashboard"):  # those that read captures
         assert taken[command] >= SELECTION, command
-    for command in ("summary", "dashboard"):  # those that take one capture
+    for command in ("summary", "diff", "dashboard"):  # those that read captures
         assert "--sample" in taken[command], command
     for command in ("diff", "dashboard", "ab"):  # those that compare two sides
         assert "--labels" in taken[command], command
@@ -68,7 +68,7 @@ def test_usage_lines_name_arguments_plainly(command: str) -> None:
     out = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"}).stdout
     usage = next(line for line in out.splitlines() if "Usage:" in line)
     assert "{" not in usage and "}" not in usage, usage
-    expected = {"diff": "diff [OPTIONS] A [B]", "dashboard": "dashboard [OPTIONS] [A] [B]",
+    expected = {"diff": "diff [OPTIONS] [A] [B]", "dashboard": "dashboard [OPTIONS] [A] [B]",
                 "capture": "capture [OPTIONS] NAME -- COMMAND...", "ab": "ab [OPTIONS] NAME"}  # fmt: skip
     if command in expected:
         assert usage.strip().endswith(expected[command]), usage
@@ -86,7 +86,7 @@ def test_descriptions_do_not_break_mid_sentence() -> None:
     assert "or show a `census ab` experiment folder (its arms' verdict" in out
     assert "one capture per side explains why." in out
     help_text = runner.invoke(app, ["dashboard", "--help"], env={"COLUMNS": "200"}).stdout
-    assert "HTML file to write (default: reports/LABEL.html; a diff's reports/A-vs-B.html" in (
+    assert "experiment folder (--html FILE, else reports/LABEL.html; a diff's reports/A-vs-B" in (
         help_text
     )
 
@@ -95,7 +95,7 @@ def test_descriptions_do_not_break_mid_sentence() -> None:
     ("args", "message"),
     [
         (["diff", "a", "b", "--jsn"], "Error: No such option: --jsn (Possible options: --json) "
-         "(usage: census diff [OPTIONS] A [B]; census diff --help for more)"),
+         "(usage: census diff [OPTIONS] [A] [B]; census diff --help for more)"),
         (["ab", "--demo", "eager,compiled"], "Error: Missing argument 'NAME'. (usage: census ab "
          "[OPTIONS] NAME; census ab --help for more)"),
         (["summary", "--top", "x"], "Error: Invalid value for '--top': "),
@@ -128,10 +128,10 @@ def test_diff_takes_json_as_summary_and_ab_do() -> None:
 
 def test_dashboard_takes_a_sample_as_summary_does(tmp_path: Path) -> None:
     out = tmp_path / "e.html"
-    r = runner.invoke(app, ["dashboard", "--sample", "eager", "-o", str(out)])
+    r = runner.invoke(app, ["dashboard", "--sample", "eager", "--html", str(out)])
     assert r.exit_code == 0, r.output
     assert "sample:eager · nsys" in out.read_text("utf-8")
-    r = runner.invoke(app, ["dashboard", "x.sqlite", "--sample", "eager", "-o", str(out)])
+    r = runner.invoke(app, ["dashboard", "x.sqlite", "--sample", "eager", "--html", str(out)])
     assert r.exit_code == 2
     assert r.stderr.strip() == "Error: give either x.sqlite or --sample eager, not both"
 
@@ -146,7 +146,7 @@ def test_a_report_without_nsys_names_no_option_the_command_lacks(
     for args in (
         ["summary", str(rep)],
         ["diff", str(rep), str(rep)],
-        ["dashboard", str(rep), "-o", str(tmp_path / "r.html")],
+        ["dashboard", str(rep), "--html", str(tmp_path / "r.html")],
     ):
         r = runner.invoke(app, args)
         assert r.exit_code == 3

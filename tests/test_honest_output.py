@@ -230,7 +230,7 @@ def test_the_terminal_summary_names_what_the_user_gave() -> None:
 
 def test_dashboard_subtitles_name_what_the_user_gave(tmp_path: Path) -> None:
     out = tmp_path / "s.html"
-    r = runner.invoke(app, ["dashboard", "sample:eager", "-o", str(out)])
+    r = runner.invoke(app, ["dashboard", "sample:eager", "--html", str(out)])
     assert r.exit_code == 0, r.stderr
     sub = out.read_text("utf-8").split("<div class='sub'>", 1)[1].split("</div>", 1)[0]
     assert sub.startswith("sample:eager · nsys 2025.3.2.0") and ".cache" not in sub

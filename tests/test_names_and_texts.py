@@ -142,7 +142,7 @@ def test_rich_styles_are_the_only_escapes_on_a_colour_terminal(evil: Path) -> No
 
 def test_a_dashboard_holds_no_control_character(evil: Path, tmp_path: Path) -> None:
     out = tmp_path / "d.html"
-    r = runner.invoke(app, ["dashboard", str(evil), str(evil), "--labels", "a\x1b[2J,b", "-o",
+    r = runner.invoke(app, ["dashboard", str(evil), str(evil), "--labels", "a\x1b[2J,b", "--html",
                             str(out)])  # fmt: skip
     assert r.exit_code == 0, r.output
     page = out.read_text(encoding="utf-8")

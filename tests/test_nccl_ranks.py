@@ -269,7 +269,7 @@ def test_one_process_gains_nothing_and_the_record_is_cached(tmp_path: Path) -> N
 def test_the_dashboard_draws_each_rank_s_compute_transfer_and_wait(tmp_path: Path) -> None:
     path = build_report(tmp_path / "r.sqlite", 8, 5)
     page = tmp_path / "page.html"
-    run("dashboard", str(path), "-o", str(page))
+    run("dashboard", str(path), "--html", str(page))
     text = page.read_text("utf-8")
     assert "Ranks: compute, NCCL transfer and NCCL wait (per step, ms)" in text
     assert "<h2>Ranks: NCCL time = wait + transfer (per step)</h2>" in text

@@ -87,7 +87,7 @@ def fake_capture(out: Path, name: str, *args: object, mode: str = "copy"):
 
 def test_a_report_never_replaces_an_input(export: Path) -> None:
     before = digest(export)
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(export)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(export)])
     assert r.exit_code == 2
     assert (
         r.stderr.strip() == f"Error: {export}: is an input of this command; choose another output"
@@ -98,16 +98,16 @@ def test_a_report_never_replaces_an_input(export: Path) -> None:
 
 
 def test_a_report_never_replaces_a_directory_or_a_device(export: Path, tmp_path: Path) -> None:
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(tmp_path)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(tmp_path)])
     assert r.exit_code == 2 and "is a directory" in r.stderr
-    r = runner.invoke(app, ["dashboard", str(export), "-o", os.devnull])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", os.devnull])
     assert r.exit_code == 2 and "not a regular file" in r.stderr
     assert Path(os.devnull).is_char_device()
 
 
 def test_an_unwritable_target_is_one_line_naming_it(export: Path) -> None:
     target = export / "sub" / "x.html"  # under a regular file: no directory can be made there
-    r = runner.invoke(app, ["dashboard", str(export), "-o", str(target)])
+    r = runner.invoke(app, ["dashboard", str(export), "--html", str(target)])
     assert r.exit_code == 2
     assert r.stderr.strip() == (
         f"Error: {target}: cannot write there ({export} is not a writable directory)"
@@ -184,7 +184,7 @@ def test_dashboard_default_target_is_checked_before_any_work(tmp_path: Path) -> 
 def test_demo_report_is_checked_before_any_work(tmp_path: Path) -> None:
     (tmp_path / "somefile").write_text("the user's")
     cache = tmp_path / "cache"
-    r = census("demo", "--report", tmp_path / "somefile" / "demo.html", "--nsys", "/no/nsys",
+    r = census("demo", "--html", tmp_path / "somefile" / "demo.html", "--nsys", "/no/nsys",
                CENSUS_CACHE_DIR=str(cache))  # fmt: skip
     assert r.returncode == 2 and "somefile is not a writable directory" in r.stderr
     assert not cache.exists()  # the bundled samples were not even unpacked
@@ -199,7 +199,7 @@ def test_a_report_through_a_link_to_a_file_lands_in_that_file(tmp_path: Path) ->
     real.write_text("old")
     link = tmp_path / "latest.html"
     link.symlink_to(real)
-    r = census("dashboard", export, "-o", link)
+    r = census("dashboard", export, "--html", link)
     assert r.returncode == 0, r.stderr
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert "<html" in real.read_text()
@@ -208,7 +208,7 @@ def test_a_report_through_a_link_to_a_file_lands_in_that_file(tmp_path: Path) ->
 
 def test_a_link_to_standard_output_that_is_a_pipe_is_refused(tmp_path: Path) -> None:
     export = small_export(tmp_path)
-    r = census("dashboard", export, "-o", "/proc/self/fd/1")
+    r = census("dashboard", export, "--html", "/proc/self/fd/1")
     assert r.returncode == 2 and r.stdout == ""
     line = r.stderr.strip()
     assert line.startswith("Error: /proc/self/fd/1: is a symbolic link to /proc/")
@@ -220,7 +220,7 @@ def test_a_link_to_standard_output_that_is_a_file_writes_that_file(tmp_path: Pat
     export = small_export(tmp_path)
     out = tmp_path / "out.html"
     with out.open("w") as stdout:
-        r = subprocess.run([sys.executable, "-m", "census", "dashboard", str(export), "-o",
+        r = subprocess.run([sys.executable, "-m", "census", "dashboard", str(export), "--html",
                             "/proc/self/fd/1"], stdout=stdout, stderr=subprocess.PIPE, text=True,
                            check=False)  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -233,7 +233,7 @@ def test_a_link_to_anything_but_a_file_is_refused_and_kept(tmp_path: Path, point
     link = tmp_path / "report.html"
     link.symlink_to(points_to)
     marker = tmp_path / "arm-ran"
-    for args in (["dashboard", export, "-o", link], ["diff", export, export, "--html", link],
+    for args in (["dashboard", export, "--html", link], ["diff", export, export, "--html", link],
                  ["ab", "exp", "-o", tmp_path, "--no-capture", "--a", marking(marker), "--b",
                   ARM, "--html", link]):  # fmt: skip
         r = census(*args)
@@ -395,7 +395,7 @@ def test_a_killed_report_write_is_swept_by_the_next_one(tmp_path: Path) -> None:
     export = small_export(tmp_path)
     part = _killed_writing(tmp_path / "report.html")
     other = _killed_writing(tmp_path / "other.html")  # another target's: left for its own write
-    assert census("dashboard", export, "-o", tmp_path / "report.html").returncode == 0
+    assert census("dashboard", export, "--html", tmp_path / "report.html").returncode == 0
     assert not part.exists() and other.exists()
 
 

@@ -141,7 +141,7 @@ def test_a_full_temporary_folder_is_one_line_and_exit_73(big: Path, tmp_path: Pa
 def test_a_report_on_a_full_disk_is_one_line_and_exit_73(tmp_path: Path) -> None:
     (tmp_path / "tmp").mkdir()
     with small_tmpfs(tmp_path / "disk", "256k") as disk:
-        run = census("dashboard", "sample:eager", "-o", str(disk / "report.html"),
+        run = census("dashboard", "sample:eager", "--html", str(disk / "report.html"),
                      tmp=tmp_path / "tmp")  # fmt: skip
         line = assert_one_line(run, 73, f"Error: no space left on the disk at {disk} (256.00 KiB, ")
         assert f"(writing {disk}/report.html); free space there (the report takes " in line

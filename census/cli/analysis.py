@@ -11,6 +11,7 @@ import typer
 
 from census.cli.common import (
     PHASES_DEFAULT,
+    PROFILE_HELP,
     STEPS_DEFAULT,
     EquivalenceOpt,
     FailIfOpt,
@@ -28,6 +29,7 @@ from census.cli.common import (
     TopOpt,
     app,
     check_count,
+    deprecated,
     diff_shown,
     enforce,
     handle_errors,
@@ -50,13 +52,27 @@ if TYPE_CHECKING:
 
 def _named(profile: str | None, sample: str | None) -> str:
     """What the user named: PROFILE, or `sample:NAME` for --sample NAME (one of them)."""
-    if sample is not None and profile is not None:
-        raise UsageError(f"give either {profile} or --sample {sample}, not both")
-    if sample is not None:
-        return f"sample:{sample}"
-    if not profile:
-        raise UsageError("name a profile (.sqlite, .nsys-rep or capture folder) or --sample")
-    return profile
+    return _sides(profile, None, sample, most=1)[0]
+
+
+def _sides(
+    a: str | None, b: str | None, sample: str | None, most: int = 2
+) -> tuple[str, str | None]:
+    """The sides named: A and B as given, or `sample:NAME` for each of --sample's names (up to
+    `most`; not with A or B)."""
+    given = [p for p in (a, b) if p is not None]
+    if sample is None:
+        if not given:
+            raise UsageError("name a profile (.sqlite, .nsys-rep or capture folder) or --sample")
+        return given[0], b
+    if given:
+        raise UsageError(f"give either {' '.join(given)} or --sample {sample}, not both")
+    names = [n.strip() for n in sample.split(",")]
+    if len(names) > most:
+        raise UsageError(
+            f"--sample {sample!r}: give {'one name' if most == 1 else 'one or two names'}"
+        )
+    return f"sample:{names[0]}", f"sample:{names[1]}" if len(names) > 1 else None
 
 
 def _metric_help() -> str:
@@ -69,9 +85,7 @@ def _metric_help() -> str:
 @app.command(epilog=_metric_help())
 @handle_errors
 def summary(
-    profile: Annotated[
-        str | None, typer.Argument(help=".sqlite, .nsys-rep or capture folder")
-    ] = None,
+    profile: Annotated[str | None, typer.Argument(help=PROFILE_HELP)] = None,
     sample: SampleOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
@@ -123,12 +137,12 @@ def _summary_options(fmt: str, all_steps: bool) -> dict:
 @app.command()
 @handle_errors
 def diff(
-    a: Annotated[
-        str, typer.Argument(help="Baseline: .sqlite, .nsys-rep, capture folder, or sample:NAME")
-    ],
+    a: Annotated[str | None, typer.Argument(help=f"Baseline: {PROFILE_HELP}")] = None,
     b: Annotated[
-        str | None, typer.Argument(help="Candidate, as A (none when A is a `census ab` folder)")
+        str | None,
+        typer.Argument(help=f"Candidate: {PROFILE_HELP} (none when A is a `census ab` folder)"),
     ] = None,
+    sample: SampleOpt = None,
     labels: LabelsOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
@@ -151,8 +165,7 @@ def diff(
 
     fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
-    if html:
-        check_output(html, [Path(a), *([Path(b)] if b else [])])
+    a, b = _diff_sides(a, b, sample, html)
     gates = parse_gates(fail_if)
     if b is None:
         return _diff_experiment(Path(a), fmt, html, gates, equivalence, scheduler)
@@ -172,6 +185,15 @@ def diff(
     if html:
         write_report(render(view, "html"), html)
     enforce(check_diff(gates, view.diff))
+
+
+def _diff_sides(a: str | None, b: str | None, sample: str | None,
+                html: Path | None) -> tuple[str, str | None]:  # fmt: skip
+    """The sides of `census diff` (_sides), its --html target checked against them first."""
+    a, b = _sides(a, b, sample)
+    if html:
+        check_output(html, [Path(a), *([Path(b)] if b else [])])
+    return a, b
 
 
 def _same_side(pa: Path, pb: Path) -> list[str]:
@@ -210,21 +232,18 @@ def dashboard(
     a: Annotated[
         str | None,
         typer.Argument(
-            help="A capture, a `census ab` folder, or the baseline of a diff "
-            "(.sqlite, .nsys-rep, capture folder, or sample:NAME)"
+            help=f"A capture, a `census ab` folder, or the baseline of a diff: {PROFILE_HELP}"
         ),
     ] = None,
-    b: Annotated[str | None, typer.Argument(help="Optional second capture to diff against")] = None,
+    b: Annotated[
+        str | None, typer.Argument(help=f"Optional second capture to diff against: {PROFILE_HELP}")
+    ] = None,
     sample: SampleOpt = None,
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "-o",
-            "--output",
-            help="HTML file to write (default: reports/LABEL.html; "
-            "a diff's reports/A-vs-B.html, from its labels).",
-        ),
-    ] = None,
+    html: HtmlOpt = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", hidden=True)] = None,
+    open_page: Annotated[
+        bool, typer.Option("--open", help="Open the written file in the web browser.")
+    ] = False,
     labels: LabelsOpt = None,
     steps: StepsOpt = STEPS_DEFAULT,
     skip_first: SkipOpt = 0,
@@ -234,17 +253,20 @@ def dashboard(
     scheduler: SchedulerOpt = None,
 ) -> None:
     """Write a self-contained HTML dashboard for one capture, a diff of two, or a `census ab`
-    experiment folder."""
+    experiment folder (--html FILE, else reports/LABEL.html; a diff's reports/A-vs-B.html)."""
     from census.api import default_label, experiment_view, load_experiment, resolve_input
     from census.render import render
     from census.sources.experiment import is_experiment
 
+    html = deprecated(
+        "-o/--output (a file here; -o names a folder elsewhere)", output, "--html FILE", html
+    )
     options = Options(steps, skip_first, phases, idle, ranks, scheduler)
-    a = _named(a, sample)
+    a, b = _sides(a, b, sample)
     pa, pb = resolve_input(a), resolve_input(b) if b else None
     names = parse_labels(labels) if pb else None
     named = names or (default_label(pa), *([default_label(pb)] if pb else []))
-    out = output or Path("reports") / f"{'-vs-'.join(named)}.html"
+    out = html or Path("reports") / f"{'-vs-'.join(named)}.html"
     check_output(out, [pa, *([pb] if pb else [])])  # the default target too, before any work
     if pb is not None:
         view = diff_shown(pa, pb, names, options, sources=(a, b))
@@ -252,7 +274,17 @@ def dashboard(
         view = experiment_view(load_experiment(pa, scheduler))
     else:
         view = summary_shown(pa, options, shown=a)
-    write_report(render(view, "html"), out)
+    write_page(render(view, "html"), out, open_page)
+
+
+def write_page(html: str, target: Path, open_page: bool = False) -> None:
+    """Write the HTML page to `target` (write_report) and, with --open, open it in the web
+    browser."""
+    write_report(html, target)
+    if open_page:
+        import webbrowser
+
+        webbrowser.open(target.resolve().as_uri())
 
 
 def show_experiment(view: ExperimentView, fmt: str, html: Path | None) -> None:

@@ -22,9 +22,8 @@ METAVARS = {
     "fail_if": "GATE",
     "labels": "A,B",
     "fmt": "table|markdown|json",
-    "html": "PATH",
-    "output": "PATH",
-    "report": "PATH",
+    "html": "FILE",
+    "output": "FOLDER",
     "nsys": "PATH",
     "trace": "LIST",
     "sample": "NAME",
@@ -143,11 +142,20 @@ def name_metavar(param: Any) -> None:
         param.metavar = "TEXT"
 
 
+# Why census has no --install-completion (said in `census --help`): typer's completion answers
+# each Tab by starting census in full (typer, click and every command built), and it installs
+# by editing the user's shell start-up file.
+COMPLETION_OFF = (
+    "No shell completion: typer's would start census in full at every Tab and edit your shell's "
+    "start-up file; `census COMMAND --help` lists every option."
+)
+
 app = typer.Typer(
     cls=CommandGroup,
-    add_completion=False,
+    add_completion=False,  # see COMPLETION_OFF
     no_args_is_help=True,
-    help="Explain why one PyTorch training run is faster than another, from Nsight Systems.",
+    help="Explain why one PyTorch training run is faster than another, from Nsight Systems."
+    f"\n\n{COMPLETION_OFF}",
     pretty_exceptions_enable=False,
 )
 _state = {"debug": False}
@@ -244,10 +252,29 @@ FailIfOpt = Annotated[
 LabelsOpt = Annotated[str | None, typer.Option(help="Two labels, e.g. eager,compiled.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table, markdown or json (--json: json).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON on stdout (= --format json).")]
-HtmlOpt = Annotated[Path | None, typer.Option(help="Also write the HTML dashboard here.")]
-SampleOpt = Annotated[
-    str | None, typer.Option(help="A bundled capture, eager or compiled (= sample:NAME).")
+HtmlOpt = Annotated[
+    Path | None, typer.Option("--html", help="Write the HTML dashboard to this file.")
 ]
+SampleOpt = Annotated[
+    str | None,
+    typer.Option(help="A bundled capture, eager or compiled (= sample:NAME); diff and dashboard "
+                 "take two, eager,compiled."),
+]  # fmt: skip
+# Where an input is named: a file, a folder, or a bundled capture (every PROFILE's help says so).
+PROFILE_HELP = ".sqlite, .nsys-rep, capture folder, or sample:NAME"
+
+
+def deprecated(old: str, value: Any, new: str, given: Any = None) -> Any:
+    """The value of an option given by its old spelling `old` (kept, hidden, for users' scripts):
+    one warning line on stderr naming `new`; both given is a usage error. `given`, else."""
+    from census.errors import UsageError
+
+    if value is None:
+        return given
+    if given is not None:
+        raise UsageError(f"give {new} alone ({old} is its old spelling)")
+    print(f"warning: {old} is deprecated: use {new}", file=sys.stderr)
+    return value
 
 
 def parse_gates(texts: list[str] | None) -> list:

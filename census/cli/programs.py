@@ -18,6 +18,7 @@ from census.cli.common import (
     NsysOpt,
     OutputDirOpt,
     app,
+    deprecated,
     diff_shown,
     handle_errors,
     output_format,
@@ -129,7 +130,11 @@ def demo(
     active: Annotated[int, typer.Option("--active", help="Measured steps per capture.")] = 20,
     warmup: Annotated[int, typer.Option(help="Warm-up steps (compilation happens here).")] = 5,
     output: OutputDirOpt = Path("profiles"),
-    report: Annotated[Path, typer.Option(help="Dashboard to write.")] = Path("reports/demo.html"),
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Write the HTML dashboard to this file (reports/demo.html)."),
+    ] = None,
+    report: Annotated[Path | None, typer.Option("--report", hidden=True)] = None,
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace existing demo captures.")] = True,
     steps: StepsRefusedOpt = None,
@@ -147,6 +152,7 @@ def demo(
 
     refuse_steps(steps)
     _check_counts(warmup, active)
+    report = deprecated("--report", report, "--html FILE", html) or Path("reports/demo.html")
     check_output(report)  # every output target before any work
     reason = cannot_capture(nsys)
     if reason:
@@ -177,13 +183,25 @@ def _check_counts(warmup: int | None, active: int | None, nproc: int | None = No
 
 @app.command()
 @handle_errors
-def doctor(nsys: NsysOpt = None, output: OutputDirOpt = Path("profiles")) -> None:
-    """Check that this machine can capture: nsys, GPU, torch, CUDA, profiles/."""
+def doctor(
+    nsys: NsysOpt = None,
+    output: OutputDirOpt = Path("profiles"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON on stdout: {ok, checks: [{name, ok, detail}]}.")
+    ] = False,
+) -> None:
+    """Check that this machine can capture: nsys, GPU, torch, CUDA, profiles/ (exit 3 if not)."""
     from census.capture.doctor import run_checks
 
     checks = run_checks(nsys, output)
-    for c in checks:
-        print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+    if as_json:
+        import json
+
+        found = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]
+        print(json.dumps({"ok": all(c.ok for c in checks), "checks": found}))
+    else:
+        for c in checks:
+            print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
     if not all(c.ok for c in checks):
         raise typer.Exit(EXIT_TOOL_MISSING)
 
