@@ -63,4 +63,9 @@ def __getattr__(name: str) -> Any:
         return value
     if name == "frames":
         return import_module("census.frames")
-    raise AttributeError(name)
+    if name.startswith("__"):  # a protocol's probe (copy, pickle, inspect): the usual answer
+        raise AttributeError(name)
+    from importlib.util import find_spec
+
+    stage = name.isidentifier() and find_spec(f"{__name__}.{name}") is not None
+    raise import_module("census.errors").NoSuchName(name, sorted(__all__), stage)

@@ -52,6 +52,19 @@ class UsageError(CensusError):
     exit_code = EXIT_USAGE
 
 
+class NoSuchName(CensusError, AttributeError):
+    """A name `census` does not have (`census.load` in a fresh interpreter): an AttributeError,
+    so that `hasattr` and `getattr(census, name, default)` work, whose message names the API."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, name: str, public: list[str], stage: bool) -> None:
+        why = (f"census.{name} is an internal stage, not the API (import census.{name} to use it)"
+               if stage else f"census has no attribute {name!r}")  # fmt: skip
+        super().__init__(f"{why}; the public API is census.{', census.'.join(public)}")
+        self.name = name
+
+
 class OutputError(CensusError):
     """Standard output is closed or full, or failed while census wrote to it."""
 

@@ -107,5 +107,24 @@ def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
     if unknown:
         raise UsageError(f"unknown keyword {unknown[0]!r}: the step selection is one of "
                          f"{', '.join(SELECTION)} (or options=census.Options(...))")  # fmt: skip
+    _check_keywords(selection)
     given = {SELECTION[k]: v for k, v in selection.items() if v is not None}
     return replace(options or Options(), **given)
+
+
+def _check_keywords(selection: dict[str, Any]) -> None:
+    """A UsageError in the API's words (`steps=`, not the CLI's `--steps`) for a keyword of
+    SELECTION that Options would refuse."""
+    from census.load.patterns import check_pattern
+
+    for key in ("steps", "phases"):
+        value = selection.get(key)
+        if value is not None and not isinstance(value, str):
+            raise UsageError(
+                f"{key}= takes a regular expression (a str), not {type(value).__name__}"
+            )
+        if value is not None:
+            check_pattern(f"{key}=", value)
+    skip = selection.get("skip_first")
+    if skip is not None and (not isinstance(skip, int) or isinstance(skip, bool) or skip < 0):
+        raise UsageError(f"skip_first= takes a whole number 0 or more, not {skip!r}")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from census.definitions import DEFAULT_STEPS_REGEX
-from census.errors import CaptureError, UsageError
+from census.errors import CaptureError, InputError, UsageError
 from census.options import (
     Options,
     PathLike,
@@ -169,7 +169,12 @@ def uncaptured_step_ns(path: Path, clock: str = "host") -> float | None:
 
 def explain(d: CensusDiff) -> list[str]:
     """The explanation of a diff, one sentence a line, the headline first."""
+    from census.compare.diff import CensusDiff
     from census.compare.explain import explain_diff
+
+    if not isinstance(d, CensusDiff):
+        raise UsageError(f"census.explain takes the CensusDiff that census.diff(a, b) returns, not "
+                         f"a {type(d).__name__}: compare two captures first")  # fmt: skip
 
     return explain_diff(d)
 
@@ -340,6 +345,10 @@ def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experimen
     from census.sources.experiment import not_a_record, read_experiment
 
     folder = resolve_input(folder)  # a path; anything else is a UsageError
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise InputError(f"{folder}: {what}; census.load_experiment reads the folder that "
+                         "`census ab` wrote (its ab.json beside the a/ and b/ captures)")  # fmt: skip
     record = read_experiment(folder)
     try:
         stats = decided(analyze(list(record.arms)), list(record.arms), record.sequential)

@@ -38,7 +38,8 @@ def compile_pattern(option: str, pattern: str):
     try:
         return regex.compile(pattern)
     except (regex.error, ValueError) as exc:
-        raise UsageError(f"{option} {pattern!r} is not a valid regular expression: {exc}") from None
+        named = option if option.endswith("=") else f"{option} "  # `steps=` or `--steps`
+        raise UsageError(f"{named}{pattern!r} is not a valid regular expression: {exc}") from None
 
 
 def matching(option: str, pattern: str, texts: Iterable[str]) -> list[str]:
