@@ -35,6 +35,39 @@ def run_checks(nsys: str | None, profiles: Path) -> list[Check]:
     return [*_check_nsys(nsys), *check_torch(), _check_driver(), _check_profiles(profiles)]
 
 
+ANALYSIS_WORKS = (
+    "Analysis works here: census summary, diff and dashboard read nsys exports (.sqlite) and "
+    "torch.profiler traces (.json, .json.gz) on any machine."
+)
+# What capturing needs, by the check that finds it missing
+_NEEDS = {
+    "nsys": "nsys (Nsight Systems)",
+    "torch": "torch built with CUDA",
+    "GPU visible to torch": "a CUDA GPU that torch sees",
+    "NVIDIA driver": "the NVIDIA driver",
+}
+
+
+def capture_needs(checks: list[Check]) -> list[str]:
+    """What capturing needs that the failed `checks` found missing, in their order."""
+    folder = "a folder it can write captures to (-o)"
+    needs = [_NEEDS.get(c.name, folder if c.name.endswith(" writable") else c.name)
+             for c in checks if not c.ok and c.name != "nsys status -e"]  # fmt: skip
+    return list(dict.fromkeys(needs))
+
+
+def verdict(checks: list[Check]) -> list[str]:
+    """The lines `census doctor` prints before its checks when one failed: that analysis works
+    here, then what capturing would need."""
+    needs = capture_needs(checks)
+    if not needs and all(c.ok for c in checks):
+        return []
+    lacking = f"; it lacks {', '.join(needs)}" if needs else ""
+    return [ANALYSIS_WORKS,
+            f"Capturing needs nsys, a CUDA GPU and torch with CUDA{lacking} (the checks below "
+            "say what to do)."]  # fmt: skip
+
+
 def _check_nsys(nsys: str | None) -> list[Check]:
     """nsys found and its version, then `nsys status -e` (whether this machine can profile)."""
     try:

@@ -191,7 +191,7 @@ def doctor(
     ] = False,
 ) -> None:
     """Check that this machine can capture: nsys, GPU, torch, CUDA, profiles/ (exit 3 if not)."""
-    from census.capture.doctor import run_checks
+    from census.capture.doctor import run_checks, verdict
 
     checks = run_checks(nsys, output)
     if as_json:
@@ -200,6 +200,8 @@ def doctor(
         found = [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]
         print(json.dumps({"ok": all(c.ok for c in checks), "checks": found}))
     else:
+        for line in verdict(checks):
+            print(line)
         for c in checks:
             print(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}")
     if not all(c.ok for c in checks):
