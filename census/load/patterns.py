@@ -67,11 +67,11 @@ def matching(option: str, pattern: str, texts: Iterable[str]) -> list[str]:
         except TimeoutError:
             if limit < MATCH_SECONDS:  # the total ran out: name the slowest text seen
                 raise UsageError(f"{option} {pattern!r} took over {TOTAL_SECONDS:g} s on the "
-                                 f"export's NVTX texts (the slowest: {_shown(slowest)}): "
+                                 f"export's NVTX texts (the slowest: {quoted(slowest)}): "
                                  "simplify the pattern") from None  # fmt: skip
             raise UsageError(
                 f"{option} {pattern!r} took over {MATCH_SECONDS:g} s on the NVTX text "
-                f"{_shown(text)} (catastrophic backtracking): simplify the pattern"
+                f"{quoted(text)} (catastrophic backtracking): simplify the pattern"
             ) from None
         took = time.monotonic() - started
         if took > slowest_s:
@@ -79,5 +79,7 @@ def matching(option: str, pattern: str, texts: Iterable[str]) -> list[str]:
     return out
 
 
-def _shown(text: str) -> str:
+def quoted(text: str) -> str:
+    """An NVTX text as a warning or an error quotes it: one line (repr escapes newlines and other
+    controls), cut to 60 characters (a range's text can be a long payload: a path, a config)."""
     return repr(clip(text, 60))

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from census.load.patterns import matching as matching_texts
+from census.load.patterns import quoted
 from census.sources import schema as sc
 from census.sources.readonly import open_readonly
+from census.units import clip
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def _no_steps_hint(conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str
     )
     if not counts:
         return message + " (the capture has no NVTX ranges with text)"
-    listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
+    listed = ", ".join(f"{quoted(t)} ×{n}" for t, n in counts[:5])
     suggestion = _steps_suggestion(counts, lambda pattern: _launches_in(conn, schema, pattern))
     return f"{message}; its most frequent ranges: {listed}; {suggestion}"
 
@@ -154,7 +156,7 @@ def _steps_suggestion(counts: list[tuple[str, int]], launching: Callable[[str], 
         pattern = f"^{word}_?[0-9]" if word in underscored else f"^{word}\\b"
         if launching(pattern):
             return f"try --steps '{pattern}'"
-    named = ", ".join(f"'{w} N'" for w in sorted(words, key=lambda w: (-words[w], w))[:3])
+    named = ", ".join(f"'{clip(w, 40)} N'" for w in sorted(words, key=lambda w: (-words[w], w))[:3])
     return f"the numbered ranges ({named}) hold no GPU work launches: {MARK_STEPS}"
 
 
