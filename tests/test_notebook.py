@@ -215,3 +215,13 @@ def test_arm_frame_has_every_measured_step(ab_demo) -> None:
     assert rows["step_time_ns"].tolist() == list(first.step_time_ns)
     assert set(rows["label"]) == {exp.labels[first.side == "b"]}
     assert frame[frame.discarded]["arm"].unique().tolist() == [0]
+
+
+def test_a_diff_with_a_side_without_steps_has_a_whole_repr() -> None:
+    """Issue #59: no `step  ()` where a side has no step ranges; the problem is said instead."""
+    a = census.summarize("sample:eager")
+    b = census.summarize("sample:compiled", steps="^no such step$")
+    assert repr(census.diff(a, b)) == (
+        "<CensusDiff 'eager -> compiled': NOT COMPARABLE (1 problem); compiled has no step "
+        "ranges: whole captures are compared, not steps; kernels -440>"
+    )

@@ -73,19 +73,23 @@ def diff_repr(view: DiffView) -> str:
     """`<CensusDiff 'eager -> compiled': compiled is faster than eager on the GPU: GPU span -1.76
     ms/step (-11.5%) (beyond the ±166.9 µs spread of one capture each), kernels/step -22>`: the
     verdict sentence up to its first `;` (the diff's headline, census.compare.headline); without
-    one (a side with no steps), the step-time change."""
+    one, the step-time change, or where a side has no steps, the first comparability problem."""
     from census.compare.headline import headline
 
     d = view.diff
     verdict = headline(d)
     kernels = d.metrics[KERNEL_COUNT]
+    step = d.metrics[STEP_TIME_NS]
     if verdict:
         body = first_clause(one_line(verdict))
+    elif step.delta is None:  # a side without steps: what the comparison is, not `step  ()`
+        problems = d.comparability.problems
+        body = first_clause(one_line(problems[0])) if problems else "no step time on both sides"
     else:
-        step = d.metrics[STEP_TIME_NS]
         body = f"step {fmt_ns(step.delta, signed=True)} ({fmt_pct(step.pct)})"
         body += ", step within noise" if d.within_noise else ""
-    body += f", kernels{'/step' if d.per_step else ''} {fmt_count(kernels.delta, signed=True)}"
+    body += "; " if step.delta is None and not verdict else ", "
+    body += f"kernels{'/step' if d.per_step else ''} {fmt_count(kernels.delta, signed=True)}"
     if d.comparability.problems:
         n = len(d.comparability.problems)
         body = f"NOT COMPARABLE ({n} problem{'s' if n > 1 else ''}); " + body
