@@ -71,3 +71,26 @@ def test_the_summary_says_its_p95_rests_on_three_steps(fixture) -> None:
     out = runner.invoke(app, ["summary", "--sample", "eager"], env={"COLUMNS": "200"}).stdout
     assert ", p95 15.58 ms, max 15.66 ms;" in out  # 20 steps: nothing to say
     assert json.loads(runner.invoke(app, ["summary", path, "--json"]).stdout)["tail"]["steps"] == 3
+
+
+def _empty_columns(table: list[str]) -> list[int]:
+    """The columns of a terminal table with no text in any row (below the ┡ line)."""
+    body = [
+        cells(line) for line in table[next(i for i, t in enumerate(table) if t[0] == "┡") + 1 : -1]
+    ]
+    return [i for i in range(len(body[0])) if not any(row[i] for row in body)]
+
+
+def test_an_experiment_prints_no_column_empty_in_every_row(ab_demo) -> None:
+    """Issue #59: the demo's arms recorded no phases, so its tail steps have no phase that grew:
+    those columns are left out (in markdown too), not drawn empty."""
+    r = runner.invoke(app, ["diff", str(ab_demo)], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    tables = terminal_tables(r.stdout)
+    assert len(tables) >= 8
+    assert [_empty_columns(t) for t in tables] == [[] for _ in tables]
+    tails = next(t for t in tables if _head(t)[:3] == ["arm", "side", "step"])
+    assert _head(tails) == ["arm", "side", "step", "time", "arm median", "excess"]
+    md = render(experiment_view(ab_demo), "markdown")
+    assert "| arm | side | step | time | arm median | excess |" in md
+    assert "phase that grew" not in md and "CPU share" not in md

@@ -175,8 +175,9 @@ def render_experiment_table(
     return text
 
 
-def _filled(head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
-    """The columns that are not empty in every row (no torch: no memory, no recompilations)."""
+def filled(head: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """The columns that are not empty in every row (no torch: no memory, no recompilations; no
+    phases recorded: no phase that grew), the first always."""
     keep = [i for i in range(len(head)) if i == 0 or any(r[i] for r in rows)]
     return [head[i] for i in keep], [[r[i] for i in keep] for r in rows]
 
@@ -216,7 +217,7 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     for line in parts.phases:
         console.print(escape(one_line(line)))
     if exp.tails:
-        print_fit(console, TAIL_TITLE, TAIL_HEAD, tail_rows(exp))
+        print_fit(console, TAIL_TITLE, *filled(TAIL_HEAD, tail_rows(exp)))
     for line in parts.arm_notes:
         console.print(escape(one_line(line)))
     if exp.ranks:
@@ -224,7 +225,7 @@ def _draw(exp: Experiment, parts: Explanation, console: Console) -> None:
     for line in parts.ranks:
         console.print(escape(one_line(line)))
     # split over several tables when wider than the terminal, each led by the arm (# and side)
-    head, rows = _filled(ARM_HEAD, arm_rows(exp))
+    head, rows = filled(ARM_HEAD, arm_rows(exp))
     print_fit(console, "Arms in run order", ["arm", *head[2:]],
               [[f"{r[0]} {r[1]}", *r[2:]] for r in rows])  # fmt: skip
     if arms_note:
@@ -254,14 +255,14 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
                 markdown_table(phase_head(exp.stats), phase_rows(exp.stats)), ""]  # fmt: skip
     out += [x for line in parts.phases for x in (one_line(line), "")]
     if exp.tails:
-        out += [f"#### {TAIL_TITLE}", "", markdown_table(TAIL_HEAD, tail_rows(exp)), ""]
+        out += [f"#### {TAIL_TITLE}", "", markdown_table(*filled(TAIL_HEAD, tail_rows(exp))), ""]
     out += [x for line in parts.arm_notes for x in (one_line(line), "")]
     if exp.ranks:
         out += [one_line(f"#### {ranks_title(exp.labels)}"), "",
                 markdown_table(ranks_head(exp), ranks_rows(exp)), ""]  # fmt: skip
     out += [x for line in parts.ranks for x in (one_line(line), "")]
     out += ["<details><summary>Arms in run order</summary>", "",
-            markdown_table(ARM_HEAD, arm_rows(exp)), "", *([arms_note, ""] if arms_note else []),
+            markdown_table(*filled(ARM_HEAD, arm_rows(exp))), "", *([arms_note, ""] if arms_note else []),
             "</details>", ""]  # fmt: skip
     if view.diff is not None:
         out += [f"### {CAPTURES_TITLE}", "", render_diff_markdown(view.diff, top)]

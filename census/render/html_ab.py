@@ -12,6 +12,7 @@ from census.render.ab import (
     arm_rows,
     delta_line,
     e2e_rows,
+    filled,
     p95_notes,
     pairs_line,
     phase_head,
@@ -57,7 +58,7 @@ def render_experiment_html(view: ExperimentView) -> str:
         + f"<p>{esc(delta_line(exp))}</p>"
         + f"<p class='sub'>{esc(pairs_line(exp.stats, exp.labels))}</p>"
         + _phases(view)
-        + html_table(ARM_HEAD, arm_rows(exp))
+        + html_table(*filled(ARM_HEAD, arm_rows(exp)))
         + (f"<p class='sub'>{esc(arms_note)}</p>" if arms_note else "")
     )
     tail = ""
@@ -82,7 +83,7 @@ def _phases(view: ExperimentView) -> str:
         table = f"<h2>{esc(phase_title(exp.labels))}</h2>" + html_table(
             phase_head(exp.stats), phase_rows(exp.stats)
         )
-    tails = f"<h2>{esc(TAIL_TITLE)}</h2>" + html_table(TAIL_HEAD, tail_rows(exp))
+    tails = f"<h2>{esc(TAIL_TITLE)}</h2>" + html_table(*filled(TAIL_HEAD, tail_rows(exp)))
     lines = "".join(f"<p>{esc(line)}</p>" for line in view.explanation.phases)
     notes = "".join(f"<p>{esc(line)}</p>" for line in view.explanation.arm_notes)
     return table + lines + (tails if exp.tails else "") + notes
