@@ -129,7 +129,7 @@ def test_events_missing_fields_and_negative_durations(tmp_path: Path) -> None:
 
 
 BOMB = r"""
-import resource, sys, zlib
+import sys, zlib
 sys.path.insert(0, sys.argv[1])
 from census.errors import InputError
 from census.sources.kineto import read_kineto
@@ -138,7 +138,10 @@ try:
     read_kineto(sys.argv[2])
 except InputError as exc:
     print(str(exc).split(": ", 1)[1])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+# VmHWM: this program's own peak (ru_maxrss would also hold the forking test worker's size,
+# which exec does not reset: 407 MB in a full run for a 60 MB peak)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(int(hwm.split()[1]) // 1024)
 """
 
 
@@ -174,4 +177,4 @@ def test_gzip_bomb_in_bounded_memory(tmp_path: Path, head: bytes, fill: bytes, s
     )
     message, peak_mb = done.stdout.strip().splitlines()
     assert message.startswith(said)
-    assert int(peak_mb) < 400  # 160 MiB of text never held whole (the cap is 64 MiB)
+    assert int(peak_mb) < 160  # below the 160 MiB of text: never held whole (the cap is 64 MiB)
