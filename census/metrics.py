@@ -47,7 +47,7 @@ IDLE_OTHER_NS = "idle_other_ns"
 
 class Metric(NamedTuple):
     """One census key: its name (its unit as suffix), unit, definition, label, the views that show
-    it, its narrow-table heading and whether a view hides it at 0."""
+    it, its narrow-table heading, whether a view hides it at 0, and its source in a Kineto trace."""
 
     name: str
     unit: str  # "count", "ns" or "bytes"
@@ -57,6 +57,7 @@ class Metric(NamedTuple):
     shown: tuple[str, ...] = ()
     column: str = ""  # its heading in a narrow table (a phase table's column); "" : the label
     hidden_when_zero: bool = False  # left out of a view where it is 0 on every side
+    kineto: str = ""  # what it is read from in a torch.profiler (Kineto) trace (KINETO_SOURCES)
 
 
 # The views a census key can be shown in beside the full lists (JSON, frames, the summary's totals
@@ -114,8 +115,45 @@ def copy_metrics(copy: CopyKind, name: str) -> tuple[Metric, Metric]:
     )  # fmt: skip
 
 
+# Each key's source in a torch.profiler (Kineto) trace (census/sources/kineto/, docs/kineto.md):
+# `ts` and `dur` in exact integer ns from their decimal µs text; a GPU event's launching call is
+# the `cuda_runtime`/`cuda_driver` event of the same process with its `args.correlation`.
+_GPU_EVENTS = "the trace's `kernel`, `gpu_memcpy` and `gpu_memset` events"
+_STEP_RANGE = "the `ProfilerStep#N` or `step N` `user_annotation` range"
+# A copy kind's Kineto name from its short one: D2D -> `Memcpy DtoD (Device -> Device)`.
+KINETO_SOURCES: dict[str, str] = {
+    KERNEL_COUNT: "`X` events of category `kernel` (in a step: those whose launching call "
+    "starts in the step's range, on any thread of the process)",
+    KERNEL_TIME_NS: "Σ `dur` over those kernels",
+    NCCL_KERNEL_COUNT: "kernels whose event name contains `nccl` (any case)",
+    NCCL_KERNEL_TIME_NS: "Σ `dur` over NCCL kernels",
+    NON_NCCL_KERNEL_COUNT: "kernels that are not NCCL kernels",
+    NON_NCCL_KERNEL_TIME_NS: "Σ `dur` over non-NCCL kernels",
+    NON_NCCL_UNION_NS: "as for nsys, per `args.device`, over [ts, ts + dur)",
+    LAUNCH_API_COUNT: "`cuda_runtime`/`cuda_driver` events whose name is in the launch list, "
+    "one per `args.correlation`",
+    LAUNCH_API_TIME_NS: "Σ `dur` over those launch API events",
+    GRAPH_LAUNCH_COUNT: "launch API events named cudaGraphLaunch/cuGraphLaunch",
+    **{f"{c.key}_count": f"`gpu_memcpy` events named `Memcpy {c.short[0]}to{c.short[2]} ...` "
+       f"(the kind from the name)" for c in COUNTED_COPIES},
+    **{f"{c.key}_bytes": "Σ `args.bytes` over those copies" for c in COUNTED_COPIES},
+    MEMSET_COUNT: "`gpu_memset` events (in a step: as a copy's)",
+    MEMSET_BYTES: "Σ `args.bytes` over those memsets",
+    STEP_TIME_NS: f"`dur` of {_STEP_RANGE}",
+    GPU_BUSY_NS: f"as for nsys, over {_GPU_EVENTS}, clipped to {_STEP_RANGE}",
+    GPU_IDLE_NS: "step_time_ns − gpu_busy_ns",
+    GPU_SPAN_NS: f"as for nsys, over {_GPU_EVENTS} launched in the step",
+    HOST_LEAD_NS: f"as for nsys, against the end of {_STEP_RANGE}",
+}  # fmt: skip
+
+
+def _with_kineto(metrics: tuple[Metric, ...]) -> tuple[Metric, ...]:
+    """`metrics`, each with its KINETO_SOURCES entry."""
+    return tuple(m._replace(kineto=KINETO_SOURCES[m.name]) for m in metrics)
+
+
 # The census keys of `totals`, every step and `per_step`, in the order every output lists them.
-METRICS: tuple[Metric, ...] = (
+METRICS: tuple[Metric, ...] = _with_kineto((
     Metric(
         KERNEL_COUNT,
         "count",
@@ -187,7 +225,7 @@ METRICS: tuple[Metric, ...] = (
            hidden_when_zero=True),
     Metric(MEMSET_BYTES, "bytes", "Σ bytes over those memsets", "memset bytes", (VIEW_DIFF,),
            hidden_when_zero=True),
-)  # fmt: skip
+))  # fmt: skip
 # The two groups every output keeps apart, so that no table sets a clipped number beside an
 # unclipped one: the census keys count the work *launched* in a step, wherever it runs; the timing
 # keys measure the step's *window*, its NVTX range, whatever work falls into it.
@@ -220,19 +258,21 @@ GPU_SPAN_METRICS: tuple[Metric, ...] = (
 GPU_START_METRIC = Metric(GPU_START_NS, "ns", f"the earliest start of {_LAUNCHED}; null when "
                           "it launched none", "GPU start of the work launched in the step")  # fmt: skip
 # Step timing: per step, and their means.
-TIMING_METRICS: tuple[Metric, ...] = (
-    Metric(STEP_TIME_NS, "ns", "end − start of the step's NVTX range", "step time"),
-    Metric(
-        GPU_BUSY_NS,
-        "ns",
-        "the union of all kernels, memcpys, memsets and whole CUDA graphs (an export traced "
-        "with --cuda-graph-trace=graph) of the step's process, clipped to the step's range (its "
-        "window), whichever step launched them; not a superset of "
-        "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
-        "GPU busy in the step window",
-    ),
-    Metric(GPU_IDLE_NS, "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
-    *GPU_SPAN_METRICS,
+TIMING_METRICS: tuple[Metric, ...] = _with_kineto(
+    (
+        Metric(STEP_TIME_NS, "ns", "end − start of the step's NVTX range", "step time"),
+        Metric(
+            GPU_BUSY_NS,
+            "ns",
+            "the union of all kernels, memcpys, memsets and whole CUDA graphs (an export traced "
+            "with --cuda-graph-trace=graph) of the step's process, clipped to the step's range (its "
+            "window), whichever step launched them; not a superset of "
+            "non_nccl_union_ns, which counts the kernels launched in the step, unclipped",
+            "GPU busy in the step window",
+        ),
+        Metric(GPU_IDLE_NS, "ns", "step_time_ns − gpu_busy_ns", "GPU idle in the step window"),
+        *GPU_SPAN_METRICS,
+    )
 )
 # Per phase of a step: the census keys, plus these.
 PHASE_METRICS: tuple[Metric, ...] = (

@@ -31,7 +31,7 @@ def test_summary_json_contract() -> None:
         "top_kernels",
         "warnings",
     } <= set(doc)
-    assert set(doc["source"]) == {"path", "nsys_version", "schema_version", "gpus"}
+    assert set(doc["source"]) == {"path", "tracer", "nsys_version", "schema_version", "gpus"}
     assert doc["source"]["gpus"] == [{"id": 0, "name": "NVIDIA H200"}]
     assert set(doc["totals"]) == set(METRIC_KEYS)
     assert set(doc["per_step"]) == set(METRIC_KEYS)

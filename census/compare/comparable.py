@@ -1,7 +1,8 @@
 """Whether two captures can be compared: one check, made once per diff, whose findings every
 output states first (the explanation's first line, the JSON's `comparability`, the warnings).
 
-Problems void or qualify the comparison (different GPUs, step counts or tracing; a side without
+Problems void or qualify the comparison (different tracers, nsys against torch.profiler, said
+first; different GPUs, step counts or tracing; a side without
 steps; nsys slowing the sides differently or reversing the calibration runs' delta); notes are
 differences worth knowing that do not (nsys versions, step names, sliced exports). `hidden` names
 the kinds of explanation sentence a problem makes meaningless (`verdict`: the captured step
@@ -47,6 +48,7 @@ def check_comparable(
     sides = ((la, a), (lb, b))
     notes: list[str] = []
     problems, hidden = _tracing(sides)
+    problems[:0] = _tracers(a, b, labels)  # said first: every other figure is read through it
     missing = [label for label, c in sides if not c.steps]
     if missing:
         problems.append(f"{' and '.join(missing)} {'have' if len(missing) > 1 else 'has'} no "
@@ -67,12 +69,25 @@ def check_comparable(
     if len(ahead) == 1:
         notes.append(f"{ahead[0]}'s host ran ahead of its GPU and the other's did not: steps and "
                      "phases are compared by their GPU spans, not their NVTX ranges")  # fmt: skip
-    if a.source.nsys_version != b.source.nsys_version:
+    if a.source.nsys_version != b.source.nsys_version and not (a.source.tracer or b.source.tracer):
         notes.append(f"different nsys versions: {la} {a.source.nsys_version}, "
                      f"{lb} {b.source.nsys_version}")  # fmt: skip
     notes += [f"{label} is a sliced export: some kernels have no launching API row"
               for label, c in sides if c.sliced]  # fmt: skip
     return Comparability(tuple(problems), tuple(notes), frozenset(hidden))
+
+
+def _tracers(a: Census, b: Census, labels: tuple[str, str]) -> list[str]:
+    """The problem of two sides traced by different tracers (nsys, torch.profiler): the counts
+    stay comparable, the times carry each tracer's own overhead."""
+    ta, tb = a.source.traced_by, b.source.traced_by
+    if (a.source.tracer or "nsys") == (b.source.tracer or "nsys"):
+        return []
+    return [
+        f"{labels[0]} was traced by {ta}, {labels[1]} by {tb}: kernel, "
+        "launch and copy counts (and copy bytes) stay comparable; times differ by the two "
+        "tracers' overheads as well as by the runs"
+    ]
 
 
 def _tracing(sides: tuple[tuple[str, Census], ...]) -> tuple[list[str], set[str]]:

@@ -73,6 +73,7 @@ def _census(profile: Profile) -> Census:
             schema_version=profile.schema.schema_version,
             gpus=tuple(Gpu(i, n) for i, n in profile.gpus),
             read_with_sql=profile.read_with_sql,
+            tracer=profile.schema.tracer,
         ),
         totals=_totals(agg),
         steps=steps,
@@ -303,6 +304,8 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
                      key=lambda k: (-k.time_ns, k.name))  # fmt: skip
     gpus = tuple(g for c in ranks for g in c.source.gpus)
     versions = {c.source.nsys_version for c in ranks}
+    traced = {c.source.traced_by for c in ranks}  # a trace's tracer, named where any rank has one
+    tracer = ", ".join(sorted(traced)) if any(c.source.tracer for c in ranks) else None
     return Census(
         source=Source(
             str(folder),
@@ -310,6 +313,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
             ranks[0].source.schema_version,
             gpus,
             tuple(sorted(dict(t for c in reversed(ranks) for t in c.source.read_with_sql).items())),
+            tracer,
         ),
         totals=totals,
         steps=steps,

@@ -6,6 +6,7 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from census.load.patterns import matching as matching_texts
@@ -109,9 +110,10 @@ def _all_skipped(seen: dict[int, int], steps_regex: str, skip_first: int) -> str
 
 
 def _no_steps_hint(conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str) -> str:
-    """The warning for a capture whose NVTX ranges match no step: its most frequent range
-    texts, and a --steps that would select the most frequent leading word (`iteration` of
-    `iteration 0`, `iteration 1`, ...) among those whose ranges hold GPU work launches."""
+    """The warning for a capture whose NVTX ranges (a trace's `user_annotation` ranges) match no
+    step: its most frequent range texts, and a --steps that would select the most frequent
+    leading word (`iteration` of `iteration 0`, `iteration 1`, ...) among those whose ranges hold
+    GPU work launches."""
     text = "COALESCE(n.text, s.value)" if _has_text_ids(conn) else "n.text"
     join = f'LEFT JOIN "{sc.STRINGS}" s ON s.id = n.textId' if _has_text_ids(conn) else ""
     counts = conn.execute(
@@ -119,21 +121,29 @@ def _no_steps_hint(conn: sqlite3.Connection, schema: sc.Schema, steps_regex: str
             WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))}) AND t IS NOT NULL
             GROUP BY t ORDER BY 2 DESC, t LIMIT 200"""
     ).fetchall()
-    message = (
-        f"no NVTX step ranges matched --steps '{steps_regex}': per-step figures are unavailable"
+    ranges, none, mark = (
+        ("`ProfilerStep#N` or `step N` ranges", "user_annotation ranges", MARK_TRACE_STEPS)
+        if schema.tracer
+        else ("NVTX step ranges", "NVTX ranges with text", MARK_STEPS)
     )
+    message = f"no {ranges} matched --steps '{steps_regex}': per-step figures are unavailable"
     if not counts:
-        return message + " (the capture has no NVTX ranges with text)"
+        return f"{message} (the {'trace' if schema.tracer else 'capture'} has no {none})"
     listed = ", ".join(f"{t!r} ×{n}" for t, n in counts[:5])
-    suggestion = _steps_suggestion(counts, lambda pattern: _launches_in(conn, schema, pattern))
+    suggestion = _steps_suggestion(counts, partial(_launches_in, conn, schema), mark)
     return f"{message}; its most frequent ranges: {listed}; {suggestion}"
 
 
 NUMBERED_TEXT = re.compile(r"(?P<word>[A-Za-z][A-Za-z_]*?)(?P<sep>[ #_:-]*)[0-9]+", re.ASCII)
 MARK_STEPS = "mark the steps with census.steps() or NVTX ranges 'step N', or name them with --steps"
+# A torch.profiler trace's steps: `prof.step()` writes `ProfilerStep#N`; a user range `step N`.
+MARK_TRACE_STEPS = ("call prof.step() once per step (ranges `ProfilerStep#N`), wrap each step in "
+                    "torch.profiler.record_function('step N'), or name them with --steps")  # fmt: skip
 
 
-def _steps_suggestion(counts: list[tuple[str, int]], launching: Callable[[str], bool]) -> str:
+def _steps_suggestion(
+    counts: list[tuple[str, int]], launching: Callable[[str], bool], mark: str = MARK_STEPS
+) -> str:
     """A --steps for the texts that look like numbered steps (`iteration 0`, `iteration 1`, ...:
     one word, then a number, at least two different numbers) and whose ranges hold GPU work
     launches (`launching(pattern)`: a data loader's `batch 0`, `batch 1` on a thread of its own
@@ -149,13 +159,13 @@ def _steps_suggestion(counts: list[tuple[str, int]], launching: Callable[[str], 
                 underscored.add(m["word"])
     words = {w: len(texts) for w, texts in numbered.items() if len(texts) >= 2}
     if not words:
-        return f"none looks like a numbered step ('step 0', 'step 1', ...): {MARK_STEPS}"
+        return f"none looks like a numbered step ('step 0', 'step 1', ...): {mark}"
     for word in sorted(words, key=lambda w: (words[w], w), reverse=True):
         pattern = f"^{word}_?[0-9]" if word in underscored else f"^{word}\\b"
         if launching(pattern):
             return f"try --steps '{pattern}'"
     named = ", ".join(f"'{w} N'" for w in sorted(words, key=lambda w: (-words[w], w))[:3])
-    return f"the numbered ranges ({named}) hold no GPU work launches: {MARK_STEPS}"
+    return f"the numbered ranges ({named}) hold no GPU work launches: {mark}"
 
 
 def _launches_in(conn: sqlite3.Connection, schema: sc.Schema, pattern: str) -> bool:

@@ -111,7 +111,7 @@ class RangeIdle(Record):
 
 @dataclass(frozen=True)
 class Source(Record):
-    """The export a census was read from: its path, nsys and schema versions and GPUs."""
+    """The export a census was read from: its path, nsys and schema versions, GPUs and tracer."""
 
     path: str
     nsys_version: str | None
@@ -119,6 +119,13 @@ class Source(Record):
     gpus: tuple[Gpu, ...]
     # (table, why) of each table read with SQL, not from the file's pages: slower, said once
     read_with_sql: tuple[tuple[str, str], ...] = ()
+    # the tracer a trace's export names (`torch.profiler (Kineto)`); None for an nsys export
+    tracer: str | None = None
+
+    @property
+    def traced_by(self) -> str:
+        """Who traced it, as every output names it: `nsys 2025.3.2` or the trace's tracer."""
+        return self.tracer or f"nsys {self.nsys_version or '?'}"
 
 
 @dataclass(frozen=True, repr=False)

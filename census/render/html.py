@@ -234,7 +234,7 @@ def render_summary_html(view: SummaryView) -> str:
     src = census.source
     gpus = ", ".join(g.name or f"GPU {g.id}" for g in src.gpus) or "no GPU"
     steps = f"{census.step_count} step(s)"
-    sub = f"{view.shown or view.label} · nsys {src.nsys_version} · {gpus} · {steps}"
+    sub = f"{view.shown or view.label} · {src.traced_by} · {gpus} · {steps}"
     return page(f"census: {view.label}", sub, body, view.lead)
 
 

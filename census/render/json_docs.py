@@ -100,10 +100,12 @@ def _graph_trace(census: Census) -> dict[str, Any] | None:
 
 
 def _source(source: Source) -> dict[str, Any]:
-    """The export read: its path, versions and GPUs; and, only where there are any, the tables
-    read with SQL rather than from the file's pages, each with why (slower)."""
+    """The export read: its path, tracer (`nsys 2025.3.2`, `torch.profiler (Kineto)`), versions
+    and GPUs; and, only where there are any, the tables read with SQL rather than from the
+    file's pages, each with why (slower)."""
     out: dict[str, Any] = {
         "path": source.path,
+        "tracer": source.traced_by,
         "nsys_version": source.nsys_version,
         "schema_version": source.schema_version,
         "gpus": [{"id": g.id, "name": g.name} for g in source.gpus],

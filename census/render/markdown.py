@@ -128,10 +128,12 @@ def render_ranks_markdown(view: RanksView, top: int = 15) -> str:
 
 
 def render_metric_table() -> str:
-    """The table of every census key and step-timing key, from census.metrics."""
-    lines = ["| key | shown as | unit | definition |", "| --- | --- | --- | --- |"]
+    """The table of every census key and step-timing key, from census.metrics: its definition on
+    an nsys export, and its source in a torch.profiler (Kineto) trace."""
+    lines = ["| key | shown as | unit | definition (nsys export) | Kineto trace |",
+             "| --- | --- | --- | --- | --- |"]  # fmt: skip
     lines += [
-        f"| `{m.name}` | {m.label} | {m.unit} | {m.definition} |"
+        f"| `{m.name}` | {m.label} | {m.unit} | {m.definition} | {m.kineto} |"
         for m in (*METRICS, *TIMING_METRICS)
     ]
     return "\n".join(lines)

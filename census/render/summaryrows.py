@@ -39,13 +39,12 @@ LEAD_ROW = "host lead (GPU end − step end)"
 
 
 def about_line(census: Census) -> str:
-    """What the export says of itself: nsys and schema versions, GPUs, steps."""
+    """What the export says of itself: its tracer (nsys and schema versions; a trace's tracer,
+    whose export's schema is census's own, not said), GPUs, steps."""
     src = census.source
     gpus = ", ".join(f"{g.id}: {g.name or 'unknown'}" for g in src.gpus) or "none"
-    return (
-        f"nsys {src.nsys_version or '?'} · schema {src.schema_version or '?'} · GPUs {gpus} · "
-        f"{census.step_count} step(s)"
-    )
+    schema = "" if src.tracer else f" · schema {src.schema_version or '?'}"
+    return f"{src.traced_by}{schema} · GPUs {gpus} · {census.step_count} step(s)"
 
 
 def step_time_label(ahead: bool) -> str:

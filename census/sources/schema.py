@@ -65,6 +65,8 @@ class Schema:
     columns: dict[str, frozenset[str]]
     nsys_version: str | None
     schema_version: str | None
+    # META_DATA_EXPORT's TRACER, written for a trace (census/sources/kineto/export.py); None: nsys
+    tracer: str | None = None
 
     def has(self, table: str) -> bool:
         """Whether the export has `table`."""
@@ -108,6 +110,7 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
         columns=columns,
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
+        tracer=meta.get("TRACER"),
     )
 
 
