@@ -216,3 +216,18 @@ def test_batches_cut_anywhere_read_the_same(
                 col, mine = [usual.strings[i] for i in col], [small.strings[i] for i in mine]
             assert np.array_equal(mine, col), (table, name)
     assert len(usual.tables["kernels"]["start_ns"]) == 732
+
+
+def test_strings_texts_follow_ids_across_batches() -> None:
+    """Names grown batch by batch (a list name as its text): `texts` reads an id column as the
+    table does, without copying it per batch (the export's annotation text, #55)."""
+    from census.sources.kineto.tables import Strings
+
+    strings = Strings()
+    first = strings.column(["b", "a", "b"])
+    second = strings.column([["x", 1], "c", "a"])
+    assert strings.table() == ["a", "b", "['x', 1]", "c"]
+    assert first.tolist() == [1, 0, 1] and second.tolist() == [2, 3, 0]
+    assert strings.texts(np.concatenate([first, second])) == ["b", "a", "b", "['x', 1]", "c", "a"]
+    strings.table().append("not kept")  # the table handed out is a copy
+    assert strings.table() == ["a", "b", "['x', 1]", "c"]

@@ -28,6 +28,7 @@ import numpy as np
 from census.paths import atomic_target, cache_dir
 from census.sources.kineto.numbers import NO_VALUE
 from census.sources.kineto.reader import iter_batches
+from census.sources.kineto.tables import Strings
 
 TRACER = "torch.profiler (Kineto)"
 EXPORT_VERSION = 1  # in the export's name: a census that writes exports otherwise makes its own
@@ -86,7 +87,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
         if "api_calls" in tables:
             _insert_calls(conn, tables["api_calls"])
         if "annotations" in tables:
-            _insert_ranges(conn, tables["annotations"], batches.strings.table())
+            _insert_ranges(conn, tables["annotations"], batches.strings)
         for name in _GPU_TABLES:
             if name in tables:
                 _insert_gpu(conn, name, tables[name])
@@ -141,9 +142,9 @@ def _insert_calls(conn: sqlite3.Connection, c: dict[str, np.ndarray]) -> None:
     )
 
 
-def _insert_ranges(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: list[str]) -> None:
+def _insert_ranges(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: Strings) -> None:
     rows = zip(c["start_ns"].tolist(), c["end_ns"].tolist(),
-               [strings[i] for i in c["name"].tolist()], _thread(c["pid"], c["tid"]).tolist(),
+               strings.texts(c["name"]), _thread(c["pid"], c["tid"]).tolist(),
                strict=True)  # fmt: skip
     conn.executemany(
         "INSERT INTO NVTX_EVENTS (start, end, eventType, rangeId, text, globalTid, textId, "

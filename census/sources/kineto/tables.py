@@ -64,6 +64,7 @@ class Strings:
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
+        self.names: list[str] = []  # the names' text in id order, grown with `ids`
 
     def column(self, names: list[Any]) -> np.ndarray:
         """The names' ids (a new name gets the next id)."""
@@ -75,11 +76,17 @@ class Strings:
             new = set(names).difference(ids)
         for name in sorted(new, key=str):
             ids[name] = len(ids)
+            self.names.append(name if isinstance(name, str) else str(name))
         return np.fromiter(map(ids.__getitem__, names), dtype=np.int64, count=len(names))
 
     def table(self) -> list[str]:
         """The names in id order."""
-        return [n if isinstance(n, str) else str(n) for n in self.ids]
+        return list(self.names)
+
+    def texts(self, ids: np.ndarray) -> list[str]:
+        """The names of an id column, without copying the table."""
+        names = self.names
+        return [names[i] for i in ids.tolist()]
 
 
 def batch_tables(events: list, strings: Strings, labels: dict[str, int], counts: Counts) -> dict:
