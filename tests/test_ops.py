@@ -19,7 +19,7 @@ from census.findings.op_ranges import (
     normalize_op_name,
 )
 from census.findings.ops import OpKey, OpTable, group_kernels
-from tests.helpers.files import DATA, SHARED
+from tests.helpers.files import DATA
 from tests.helpers.kineto_ops import Trace, ns, read_events, read_trace
 
 KINETO = DATA / "kineto"
@@ -119,9 +119,9 @@ def test_rows_add_up_to_the_kernels_exactly(side: str) -> None:
 
 
 def test_rows_add_up_per_step_on_a_trace_with_profiler_steps() -> None:
-    path = SHARED / "fixtures" / "kineto" / "hta_nccl_parser_config__nccl_data.json.gz"
-    if not path.exists():
-        pytest.skip(f"shared fixture {path} is absent")
+    path = (
+        KINETO / "hta_nccl_parser_config__nccl_data.json.gz"
+    )  # HTA's (MIT), copied with its licence
     t = read_trace(path)
     steps = sorted(
         (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))

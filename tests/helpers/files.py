@@ -12,6 +12,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("CENSUS_SHARED", REPO.parent / "shared"))
+# What Python says when another user runs the checkout but cannot read it (a clone under /root)
+NO_CENSUS = "No module named 'census'"
 DATA = REPO / "tests" / "data"
 PACKED = DATA / "fixtures" / "nsys"  # the repository's copies, NAME.xz
 CHECKSUMS = DATA / "fixtures" / "SHA256SUMS"  # of the unpacked files, as `sha256sum` writes
