@@ -34,6 +34,13 @@ from census.metrics import (
 from census.model.step import idle_values
 from census.units import clip
 
+__all__ = ["arm_phases", "arms", "classes", "idle_by_range", "kernel_changes", "kernels",
+           "memory", "metrics", "phases", "steps"]  # fmt: skip
+
+# census.frames.steps and census.frames.phases share these columns: the step's position among
+# the selected steps and its name
+_STEP_KEY = ["step", "step_name"]
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -131,20 +138,21 @@ def memory(c: Census | PathLike) -> pd.DataFrame:
 
 
 def steps(c: Census | PathLike) -> pd.DataFrame:
-    """One row per selected step: name, start_ns, end_ns, the census keys, step_time_ns,
-    gpu_busy_ns, gpu_idle_ns, gpu_span_ns, host_lead_ns, gpu_start_ns (<NA> for a step without
-    GPU work), the idle split (sync_count ... idle_other_ns), nccl_overlap_ns;
-    `attrs["definitions"]` holds each key's rule."""
+    """One row per selected step: step (its position among the selected steps), step_name (the
+    JSON's step `name`; step and step_name join census.frames.phases), start_ns, end_ns, the
+    census keys, step_time_ns, gpu_busy_ns, gpu_idle_ns, gpu_span_ns, host_lead_ns, gpu_start_ns
+    (<NA> for a step without GPU work), the idle split (sync_count ... idle_other_ns),
+    nccl_overlap_ns; `attrs["definitions"]` holds each key's rule."""
     c = _census(c, "steps")
     rows = [
-        {"name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
+        {"step": i, "step_name": s.name, "start_ns": s.start_ns, "end_ns": s.end_ns, **s.metrics.as_dict(),
          STEP_TIME_NS: s.duration_ns, GPU_BUSY_NS: s.gpu_busy_ns,
          GPU_IDLE_NS: s.gpu_idle_ns, GPU_SPAN_NS: s.gpu_span_ns,
          HOST_LEAD_NS: s.host_lead_ns, GPU_START_NS: s.gpu_start_ns, **idle_values(s.idle),
          "nccl_overlap_ns": s.nccl_overlap_ns}
-        for s in c.steps
+        for i, s in enumerate(c.steps)
     ]  # fmt: skip
-    cols = ["name", "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, GPU_START_NS, *IDLE_KEYS,
+    cols = [*_STEP_KEY, "start_ns", "end_ns", *METRIC_KEYS, *TIMING_KEYS, GPU_START_NS, *IDLE_KEYS,
             "nccl_overlap_ns"]  # fmt: skip
     frame = _frame(rows, cols)
     # gpu_busy_ns is clipped to the step's window, non_nccl_union_ns is not: each column's rule.
@@ -155,16 +163,20 @@ def steps(c: Census | PathLike) -> pd.DataFrame:
 def phases(c: Census | PathLike) -> pd.DataFrame:
     """One row per (step, phase) the step holds, the `(outside phases)` remainder included:
     step (its position among the selected steps), step_name, phase, then the phase keys
-    (the census keys, duration_ns, gpu_busy_ns, the idle split). Summed over a step's rows, every
-    key but non_nccl_union_ns gives the step's own value; the mean over steps of a phase's
-    rows, a phase absent from a step counting 0, is `per_phase`."""
+    (the census keys, duration_ns, gpu_busy_ns, the idle split), gpu_start_ns and gpu_span_ns
+    (the GPU work the phase launched: earliest start, latest end − that; <NA> without any).
+    Summed over a step's rows, every phase key but non_nccl_union_ns gives the step's own value
+    (the spans do not add up); the mean over steps of a phase's rows, a phase absent from a step
+    counting 0, is `per_phase`. Joins census.frames.steps on step and step_name:
+    `steps(c).merge(phases(c), on=["step", "step_name"], suffixes=("", "_phase"))`."""
     c = _census(c, "phases")
     rows = [
-        {"step": i, "step_name": s.name, "phase": ph.name, **ph.as_dict()}
+        {"step": i, "step_name": s.name, "phase": ph.name, **ph.as_dict(),
+         GPU_START_NS: ph.gpu_start_ns, GPU_SPAN_NS: ph.gpu_span_ns}
         for i, s in enumerate(c.steps)
         for ph in s.phases
-    ]
-    return _frame(rows, ["step", "step_name", "phase", *PHASE_KEYS])
+    ]  # fmt: skip
+    return _frame(rows, [*_STEP_KEY, "phase", *PHASE_KEYS, GPU_START_NS, GPU_SPAN_NS])
 
 
 def idle_by_range(c: Census | PathLike) -> pd.DataFrame:
@@ -238,3 +250,8 @@ def _labelled(frame: pd.DataFrame, d: CensusDiff) -> pd.DataFrame:
     frame.attrs["labels"] = {"a": d.labels[0], "b": d.labels[1]}
     frame.attrs["basis"] = "per_step" if d.per_step else "capture"
     return frame
+
+
+def __dir__() -> list[str]:
+    """The frames only (what `dir(census.frames)` and tab completion show)."""
+    return sorted(__all__)

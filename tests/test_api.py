@@ -63,7 +63,9 @@ def test_frames_equal_the_summary_json() -> None:
     assert _records(census.frames.classes(c)) == doc["classes"]
     assert _records(census.frames.memory(c)) == doc["memory"]
     steps = census.frames.steps(c)
-    for key in (*METRIC_KEYS, "name", "start_ns", "end_ns"):
+    assert steps["step_name"].tolist() == [s["name"] for s in doc["steps"]]
+    assert steps["step"].tolist() == list(range(len(doc["steps"])))
+    for key in (*METRIC_KEYS, "start_ns", "end_ns"):
         assert steps[key].tolist() == [s[key] for s in doc["steps"]], key
     for key in TIMING_KEYS:
         assert steps[key].tolist() == [s[key] for s in doc["timing"]["steps"]], key
@@ -140,3 +142,26 @@ def test_summary_help_lists_every_key() -> None:
     out = CliRunner().invoke(app, ["summary", "--help"], env={"COLUMNS": "400"}).stdout
     for key in (*METRIC_KEYS, *TIMING_KEYS):
         assert key in out, key
+
+
+def test_frames_steps_and_phases_join_on_the_step() -> None:
+    c = census.summarize("sample:eager")
+    steps, phases = census.frames.steps(c), census.frames.phases(c)
+    assert list(steps.columns[:2]) == list(phases.columns[:2]) == ["step", "step_name"]
+    joined = steps.merge(phases, on=["step", "step_name"], suffixes=("", "_phase"))
+    assert len(joined) == len(phases) and joined["step"].nunique() == c.step_count
+    doc_steps = summary_json(census_view(c))["steps"]
+    for row in _records(joined):
+        step = doc_steps[row["step"]]
+        doc_phase = next(p for p in step["phases"] if p["name"] == row["phase"])
+        assert (row["step_name"], row["end_ns"]) == (step["name"], step["end_ns"])
+        assert row["gpu_span_ns_phase"] == doc_phase["gpu_span_ns"]
+        assert row["gpu_start_ns_phase"] == doc_phase["gpu_start_ns"]
+    assert phases["gpu_span_ns"].notna().any()
+
+
+def test_dir_of_frames_shows_only_the_frames() -> None:
+    assert [n for n in dir(census.frames) if not n.startswith("__")] == [
+        "arm_phases", "arms", "classes", "idle_by_range", "kernel_changes", "kernels",
+        "memory", "metrics", "phases", "steps",
+    ]  # fmt: skip
