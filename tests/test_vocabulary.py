@@ -138,3 +138,21 @@ def test_help_says_why_there_is_no_shell_completion() -> None:
     assert "No shell completion: typer's would start census in full at every Tab" in " ".join(
         out.split()
     )
+
+
+def test_demo_json_is_the_diff_json_of_the_bundled_captures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CENSUS_NSYS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["demo", "--json"])
+    assert r.exit_code == 0, r.output
+    diff = runner.invoke(app, ["diff", "--sample", "eager,compiled", "--json"])
+    assert json.loads(r.stdout) == json.loads(diff.stdout)
+    assert "using the bundled H200 captures instead" in r.stderr
+    assert list(tmp_path.iterdir()) == []  # no dashboard unless --html names one
+    page = tmp_path / "demo.html"
+    r = runner.invoke(app, ["demo", "--json", "--html", str(page)])
+    assert r.exit_code == 0 and json.loads(r.stdout) == json.loads(diff.stdout)
+    assert r.stderr.endswith(f"wrote {page}\n") and page.stat().st_size > 100_000

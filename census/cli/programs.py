@@ -138,22 +138,47 @@ def demo(
     nsys: NsysOpt = None,
     force: Annotated[bool, typer.Option(help="Replace existing demo captures.")] = True,
     steps: StepsRefusedOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="The diff's JSON on stdout (as `census diff --json`); the "
+            "dashboard only where --html names a file.",
+        ),
+    ] = False,
 ) -> None:
     """Capture eager and compiled runs of the built-in workload, diff them, write a dashboard.
 
     Without a GPU or nsys, uses the bundled real captures and says so."""
     from census.api import Options
-    from census.capture.demo import DEMO_MODES, demo_command
-    from census.capture.doctor import cannot_capture
-    from census.capture.run import check_capture_folder
+    from census.cli.common import shape
+    from census.cli.piped import TOP_DEFAULT
     from census.paths import check_output
     from census.render import render
-    from census.sources.samples import sample_path
 
     refuse_steps(steps)
     _check_counts(warmup, active)
-    report = deprecated("--report", report, "--html FILE", html) or Path("reports/demo.html")
-    check_output(report)  # every output target before any work
+    report = deprecated("--report", report, "--html FILE", html)
+    report = report or (None if as_json else Path("reports/demo.html"))
+    if report:
+        check_output(report)  # every output target before any work
+    paths, sources = _demo_captures(warmup, active, output, nsys, force)
+    view = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options(), sources)
+    fmt = "json" if as_json else "terminal"
+    show(render(view, fmt, top=TOP_DEFAULT, **shape(fmt)), fmt)
+    if report:
+        write_report(render(view, "html"), report)
+
+
+def _demo_captures(warmup: int, active: int, output: Path, nsys: str | None,
+                   force: bool) -> tuple[list[Path], tuple[str, str]]:  # fmt: skip
+    """`census demo`'s eager and compiled captures and how the diff names them: fresh ones
+    under `output`, or the bundled ones where this machine cannot capture (said on stderr)."""
+    from census.capture.demo import DEMO_MODES, demo_command
+    from census.capture.doctor import cannot_capture
+    from census.capture.run import check_capture_folder
+    from census.sources.samples import sample_path
+
     reason = cannot_capture(nsys)
     if reason:
         print(f"census demo: {reason}; using the bundled H200 captures instead", file=sys.stderr)
@@ -167,9 +192,7 @@ def demo(
             capture_shown(f"demo-{m}", demo_command(m, warmup, active), *run) for m in DEMO_MODES
         ]
         sources = (str(paths[0]), str(paths[1]))
-    view = diff_shown(paths[0], paths[1], ("eager", "compiled"), Options(), sources)
-    show(render(view, "terminal", **terminal()), "terminal")
-    write_report(render(view, "html"), report)
+    return paths, sources
 
 
 def _check_counts(warmup: int | None, active: int | None, nproc: int | None = None) -> None:
