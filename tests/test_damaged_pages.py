@@ -25,11 +25,17 @@ FUZZ_COPIES = int(os.environ.get("CENSUS_FUZZ_COPIES", "24"))  # 500 by hand: do
 
 
 @pytest.fixture(scope="module")
-def source() -> Path:
-    """The bundled eager sample: a real H200 export (5,020 kernels, 4 KiB pages)."""
-    from census.sources.samples import sample_path
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled eager sample: a real H200 export (5,020 kernels, 4 KiB pages), unpacked into
+    this module's own folder (a module fixture runs before the per-test cache folder is set, so
+    sample_path would unpack into the user's cache, which other processes share)."""
+    import lzma
 
-    return sample_path("eager") / "capture.sqlite"
+    from census.sources.samples import SAMPLES_DIR
+
+    path = tmp_path_factory.mktemp("sample") / "capture.sqlite"
+    path.write_bytes(lzma.decompress((SAMPLES_DIR / "eager.sqlite.xz").read_bytes()))
+    return path
 
 
 def kernel_pages(path: Path) -> tuple[int, list[int]]:
