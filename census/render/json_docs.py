@@ -30,6 +30,7 @@ from census.metrics import (
 )
 from census.model.ab import Arm
 from census.model.census import Census, Source
+from census.model.ops import OpRows
 from census.model.step import METRIC_VALUES, Phase, Step, idle_values
 from census.model.step_table import int_sum
 from census.render import json_rows
@@ -68,9 +69,9 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
         "definitions": KEY_DEFINITIONS,
         "source": _source(census.source),
         "totals": census.totals.as_dict(),
-        "steps": json_rows.steps_text(census.steps)
+        "steps": json_rows.steps_text(census.steps, census.ops)
         if rows_as_text
-        else [_step(s) for s in census.steps],
+        else [_step(s, census.ops, i) for i, s in enumerate(census.steps)],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
@@ -84,6 +85,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
             "per_step": census.per_step_timing(),
         },
         **_tables(census, top),
+        **({} if census.ops is None else {"ops": census.ops.entries()}),
         "graph_trace": _graph_trace(census),
         "warnings": list(census.warnings),
         **(report_ranks_json(view) if ranks else {}),
@@ -115,13 +117,14 @@ def _source(source: Source) -> dict[str, Any]:
     return out
 
 
-def _step(s: Step) -> dict[str, Any]:
+def _step(s: Step, ops: OpRows | None = None, at: int = 0) -> dict[str, Any]:  # at: its position
     return {
         "name": s.name,
         "start_ns": s.start_ns,
         "end_ns": s.end_ns,
         **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
         "phases": [_phase(p) for p in s.phases],
+        **({} if ops is None else {"ops": ops.entries(at)}),
     }
 
 
