@@ -241,3 +241,26 @@ def test_ops_frame_equals_the_summary_json() -> None:
     mean = frame["per_step_kernel_count"].sum()
     assert mean == doc["per_step"]["kernel_count"]
     assert census.frames.ops("sample:eager").empty
+
+
+def test_the_kineto_export_holds_every_cpu_op() -> None:
+    import sqlite3
+
+    from census.sources.kineto.export import export_kineto
+
+    events = read_events(PAIR["eager"])
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    conn = sqlite3.connect(export_kineto(PAIR["eager"]))
+    try:
+        rows = conn.execute(
+            "SELECT o.start, o.end, s.value, o.sequence, o.backward FROM KINETO_OP_RANGES o "
+            "JOIN StringIds s ON s.id = o.nameId ORDER BY o.rowid"
+        ).fetchall()
+    finally:
+        conn.close()
+    prefix = "autograd::engine::evaluate_function: "
+    want = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], e["args"].get("Sequence number"),
+             int(int(e["args"].get("Fwd thread id", 0)) > 0 or e["name"].startswith(prefix)))
+            for e in ops]  # fmt: skip
+    assert sorted(rows) == sorted(want) and len(rows) == 7182
+    assert sum(r[4] for r in rows) == 1446  # the backward nodes' ranges (144 AccumulateGrad calls)
