@@ -33,6 +33,7 @@ from census.model.census import Census, Source
 from census.model.step import METRIC_VALUES, Phase, Step, idle_values
 from census.model.step_table import int_sum
 from census.render import json_rows
+from census.render.json_ops import ops_json
 from census.render.json_ranks import folder_ranks_json, report_ranks_json
 from census.render.json_rows import Raw
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
@@ -240,6 +241,7 @@ def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict
             "within_noise": d.within_noise,
         },
         "uncaptured": {"a": d.uncaptured_ns[0], "b": d.uncaptured_ns[1]},
+        "ops": ops_json(d),
         "explanation": view.explanation,
         "warnings": list(d.warnings),
     }
