@@ -112,3 +112,34 @@ def profiler_steps(path: Path, t: Trace) -> tuple[list[tuple[int, int]], np.ndar
     for i, (s, e) in enumerate(steps):
         step[(t.kernel_launch >= 0) & (launch_at >= s) & (launch_at < e)] = i
     return steps, step
+
+
+def brute_op(path: Path) -> tuple[list[int], list[int]]:
+    """Each kernel's innermost `aten::` cpu_op and innermost backward node around its launch
+    (index in the trace's cpu_op order, -1 for none), by looking at every op of the thread."""
+    events = read_events(path)
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    calls = {
+        int(e["args"]["correlation"]): e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
+        and "correlation" in e.get("args", {})
+    }  # fmt: skip
+    by_thread: dict[int, list[tuple[int, int, int, dict]]] = {}
+    for i, e in enumerate(ops):
+        start = ns(e["ts"])
+        by_thread.setdefault(int(e["tid"]), []).append((start, start + ns(e["dur"]), i, e))
+    op_of, node_of = [], []
+    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"):
+        call = calls.get(int(k["args"]["correlation"]))
+        if call is None:
+            op_of.append(-1)
+            node_of.append(-1)
+            continue
+        t = ns(call["ts"])
+        around = [o for o in by_thread.get(int(call["tid"]), []) if o[0] <= t < o[1]]
+        aten = [o for o in around if o[3]["name"].startswith("aten::")]
+        node = [o for o in around if int(o[3]["args"].get("Fwd thread id", 0)) > 0]
+        op_of.append(max(aten, key=lambda o: (o[0], -o[1], o[2]))[2] if aten else -1)
+        node_of.append(max(node, key=lambda o: (o[0], -o[1], o[2]))[2] if node else -1)
+    return op_of, node_of
