@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,12 +18,14 @@ import census
 from census.api import diff_view
 from census.compare.op_diff import diff_ops, table_rows, total_scaled_ns, waterfall_bars
 from census.compare.op_match import change_sentence, changed, match_ops, operations_rows
-from census.findings.ops import OpTable
+from census.definitions import OUTSIDE_PHASES
+from census.findings.ops import OpKey, OpTable
 from census.metrics import KERNEL_TIME_NS
 from census.render import render
 from census.render.charts import ops_waterfall
 from tests.helpers.files import DATA
 from tests.helpers.kineto_ops import profiler_steps, read_trace, trace_table
+from tests.nsysdb import Export
 
 KINETO = DATA / "kineto"
 PAIR = {side: KINETO / f"h200_{side}_3steps.kineto.json.gz" for side in ("eager", "compiled")}
@@ -35,14 +38,19 @@ def _whole(side: str) -> OpTable:
 
 @pytest.fixture(scope="module")
 def pair() -> census.CensusDiff:
-    d = census.diff(str(PAIR["eager"]), str(PAIR["compiled"]))
-    return replace(d, ops=diff_ops(_whole("eager"), _whole("compiled"), d.labels, d.per_step))
+    return census.diff(str(PAIR["eager"]), str(PAIR["compiled"]))
 
 
 def test_operations_table_is_op_match_of_the_traces(pair: census.CensusDiff) -> None:
+    """The engine's operations (the Kineto reader, census/load/ops.py) against OpTables built
+    here from the traces' JSON alone: the same rows, the same integer sums."""
     expected = match_ops(_whole("eager"), _whole("compiled"))
     assert pair.ops is not None and pair.ops.missing is None and not pair.ops.phases
     assert operations_rows(list(pair.ops.rows)) == operations_rows(expected)
+    sums = [(m.a_keys, m.b_keys, m.a_count, m.b_count, m.a_launches, m.b_launches, m.a_time_ns,
+             m.b_time_ns) for m in pair.ops.rows]  # fmt: skip
+    assert sums == [(m.a_keys, m.b_keys, m.a_count, m.b_count, m.a_launches, m.b_launches,
+                     m.a_time_ns, m.b_time_ns) for m in expected]  # fmt: skip
     # the JSON document carries the same rows, integer sums included
     doc = json.loads(render(diff_view(pair), "json"))["ops"]
     assert doc["missing"] is None and doc["steps"] == {"a": 1, "b": 1}
@@ -128,8 +136,7 @@ def test_waterfall_is_exact_over_unequal_step_counts(
 def test_no_table_without_op_ranges() -> None:
     """nsys exports captured without op ranges: one line, no table of zeros, in every format."""
     d = census.diff("sample:eager", "sample:compiled", labels=("eager", "compiled"))
-    d = replace(d, ops=diff_ops(None, None, d.labels, d.per_step))
-    assert d.ops.rows == () and d.ops.phases == {}
+    assert d.ops is not None and d.ops.rows == () and d.ops.phases == {}
     line = ("no operation ranges in eager or compiled: capture with `census capture --ops` "
             "or a torch.profiler trace")  # fmt: skip
     assert d.ops.missing == line
@@ -149,10 +156,63 @@ def test_no_table_without_op_ranges() -> None:
 
 
 def test_one_side_without_op_ranges_is_named() -> None:
-    ops = diff_ops(_whole("eager"), None, ("kineto", "nsys"), per_step=False)
-    assert ops.rows == () and ops.missing == (
+    d = census.diff(str(PAIR["eager"]), "sample:compiled", labels=("kineto", "nsys"))
+    assert d.ops is not None and d.ops.rows == ()
+    assert d.ops.missing == (
         "no operation ranges in nsys: capture with `census capture --ops` or a torch.profiler trace"
     )
+    assert "Operations (" not in render(diff_view(d), "markdown")
     assert diff_ops(None, _whole("eager"), ("A", "B"), True).missing.startswith(
         "no operation ranges in A: "
     )
+
+
+def _export(path: Path, compiled: bool, steps: int) -> Path:
+    """Steps of a forward phase (a linear: its mm: one GEMM) then an add and a mul: two eager kernels
+    under their aten ranges, or (compiled) one Inductor kernel launched outside any."""
+    e = Export()
+    for s in range(steps):
+        t0 = 1_000 + 10_000 * s
+        e.range(f"step {s}", t0, t0 + 9_000)
+        e.range("forward", t0 + 50, t0 + 950)
+        e.range(f"aten::linear, seq = {s}, op_id = 1", t0 + 100, t0 + 900)
+        e.range(f"aten::mm, seq = {s}, op_id = 2", t0 + 200, t0 + 800)
+        e.launch("sm90_xmma_gemm", t0 + 300, t0 + 1_000, t0 + 1_400)
+        if compiled:
+            e.launch("triton_poi_fused_add_mul_0", t0 + 5_000, t0 + 5_100, t0 + 5_130)
+            continue
+        e.range("aten::add, op_id = 3", t0 + 5_000, t0 + 5_050)
+        e.launch("vectorized_elementwise_kernel", t0 + 5_010, t0 + 5_100, t0 + 5_140)
+        e.range("aten::mul, op_id = 4", t0 + 5_200, t0 + 5_250)
+        e.launch("vectorized_elementwise_kernel", t0 + 5_210, t0 + 5_300, t0 + 5_330)
+    return e.write(path)
+
+
+def test_operations_split_by_phase(tmp_path: Path) -> None:
+    """Both sides with phases: one table per phase, each row per-step means over each side's
+    steps (2 and 3 here), the phases' sums adding up to the steps' rows."""
+    a = _export(tmp_path / "eager.sqlite", compiled=False, steps=2)
+    b = _export(tmp_path / "compiled.sqlite", compiled=True, steps=3)
+    d = census.diff(a, b, labels=("eager", "compiled"), phases=r"^forward$")
+    assert list(d.ops.phases) == ["forward", OUTSIDE_PHASES]
+    linear, outside = d.ops.phases.values()
+    assert [(m.a_keys, m.b_keys, m.stayed) for m in linear if m.a_count] == [
+        ((OpKey("mm"),), (OpKey("mm"),), True)
+    ]
+    fused = next(m for m in outside if m.b_count)
+    assert fused.a_keys == (OpKey("add"), OpKey("mul"))
+    assert fused.b_keys == (OpKey("add + mul", fused=True),)
+    assert (fused.a_count, fused.b_count, fused.a_time_ns, fused.b_time_ns) == (4, 3, 140, 90)
+    assert fused.per_step("time_ns") == (70.0, 30.0, -40.0)
+    for side in "ab":  # the phases' rows add up to the steps'
+        for f in ("count", "time_ns"):
+            whole = sum(getattr(m, f"{side}_{f}") for m in d.ops.rows)
+            assert sum(getattr(m, f"{side}_{f}") for p in (linear, outside) for m in p) == whole
+    text = render(diff_view(d), "terminal", width=80)
+    assert "Operations: forward (per step, by |Δ time|)" in text
+    assert f"Operations: {OUTSIDE_PHASES} (per step, by |Δ time|)" in text
+    assert "│ add, mul " in text and "│ → add + mul " in text
+    assert "add, mul: 2 kernels (70 ns/step) became 1 Triton kernels (30 ns/step), -40 ns/step" \
+        in " ".join(census.explain(d))  # fmt: skip
+    doc = json.loads(render(diff_view(d), "json"))["ops"]
+    assert doc["steps"] == {"a": 2, "b": 3} and list(doc["phases"]) == list(d.ops.phases)

@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from census.compare.comparable import Comparability, check_comparable, step_clock
-from census.compare.op_diff import OpsDiff
+from census.compare.op_diff import OpsDiff, census_ops
 from census.compare.quantiles import t_975
 from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
 from census.metrics import (
@@ -201,6 +201,7 @@ def diff_census(
         phases=_phase_deltas(a, b) if per_step else {},
         clock=clock,
         idle_by_range=idle_range_deltas(a, b),
+        ops=census_ops(a, b, labels, per_step),
     )
 
 

@@ -101,8 +101,8 @@ def diff_ops(
 
 
 def census_ops(a: Census, b: Census, labels: tuple[str, str], per_step: bool) -> OpsDiff:
-    """diff_ops of two captures' operations (op_table, census/findings/ops.py), per phase name where
-    both have phases and the steps are compared."""
+    """diff_ops of two captures' operations (census.findings.ops.op_table), per phase name
+    where both have phases and the steps are compared."""
     from census.findings.ops import op_table
 
     ta, tb = op_table(a), op_table(b)
