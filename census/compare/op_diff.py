@@ -19,6 +19,7 @@ from census.compare.op_match import (
     OpMatch,
     change_sentence,
     changed,
+    group_label,
     match_ops,
     side_label,
     stayed_sentence,
@@ -183,8 +184,8 @@ def waterfall_bars(ops: OpsDiff, top: int = WATERFALL_BARS) -> list[Bar]:
     """Δ kernel time by operation group over the compared steps: the `top` groups by |Δ|, the
     other groups as one bar, the unattributed as its own; the bars add up to the total Δ
     kernel time exactly (scaled by ops.scale)."""
-    return [Bar(a if a == b else f"{a} → {b}", scaled_delta(m))
-            for a, b, m in table_rows(ops.rows, top)]  # fmt: skip
+    return [Bar(a if a == b else f"{a} → {group_label(m.b_keys) if m.b_keys else b}",
+                scaled_delta(m)) for a, b, m in table_rows(ops.rows, top)]  # fmt: skip
 
 
 def total_scaled_ns(ops: OpsDiff) -> int:
