@@ -4,15 +4,21 @@ of the definition, adding up to every step's kernels exactly; the record codec c
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
 import census
+from census import api
+from census.cli import app
 from census.definitions.triton_names import decode_triton
 from census.findings.ops import op_table
+from census.render import json_docs, json_rows
 from census.store.codec import dump_record, load_record
 from tests.helpers.files import DATA
 from tests.helpers.kineto_ops import brute_op, ns, read_events
@@ -152,3 +158,86 @@ def test_phases_split_the_operations(tmp_path: Path) -> None:
     assert ops.kernel_count.tolist() == [[1, 1], [1, 1], [1, 1], [0, 0]]
     assert np.array_equal(ops.phase_kernel_time_ns.sum(axis=0),
                           c.steps.phase_column("kernel_time_ns"))  # fmt: skip
+
+
+def _summary_json(path: Path | str, *args: str) -> dict:
+    r = CliRunner().invoke(app, ["summary", str(path), "--json", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _entry_sums(entries: list[dict]) -> tuple[int, int]:
+    return sum(e["kernel_count"] for e in entries), sum(e["kernel_time_ns"] for e in entries)
+
+
+def test_summary_json_ops_add_up_over_the_capture_and_each_step() -> None:
+    doc = _summary_json(KINETO / "hta_nccl_parser_config__nccl_data.json.gz")
+    keys = {"op", "fused", "backward", "forward", "kernel_count", "kernel_time_ns", "launch_count"}
+    assert all(set(e) == keys for e in doc["ops"])
+    totals = doc["totals"]
+    assert _entry_sums(doc["ops"]) == (totals["kernel_count"], totals["kernel_time_ns"])
+    assert doc["ops"][-1]["op"] is None and all(e["op"] for e in doc["ops"][:-1])
+    times = [e["kernel_time_ns"] for e in doc["ops"][:-1]]
+    assert times == sorted(times, reverse=True)
+    conv = next(e for e in doc["ops"] if e["op"] == "aten::convolution_backward")
+    assert conv["backward"] and conv["forward"] == ["conv2d"] and not conv["fused"]
+    assert len(doc["steps"]) == 3
+    for step in doc["steps"]:
+        assert _entry_sums(step["ops"]) == (step["kernel_count"], step["kernel_time_ns"])
+        assert all(e["kernel_count"] > 0 for e in step["ops"])
+
+
+def test_summary_json_names_a_fused_group_and_has_no_ops_without_op_ranges(
+    tmp_path: Path,
+) -> None:
+    doc = _summary_json(PAIR["compiled"])
+    fused = [e for e in doc["ops"] if e["fused"]]
+    assert len(fused) == 23 and not any(e["op"].startswith("aten::") for e in fused)
+    group = "_to_copy + add + native_layer_norm_backward + transpose + view"
+    assert any(e["op"] == group and e["backward"] and e["kernel_count"] == 9 for e in fused)
+    assert _entry_sums(doc["ops"]) == (732, doc["totals"]["kernel_time_ns"])
+    plain = _summary_json(_emit_nvtx_export(tmp_path / "plain.sqlite", with_ops=False))
+    assert "ops" not in plain and all("ops" not in s for s in plain["steps"])
+
+
+def test_rows_as_text_carry_the_steps_operations(tmp_path: Path) -> None:
+    for path in (KINETO / "hta_nccl_parser_config__nccl_data.json.gz",
+                 _emit_nvtx_export(tmp_path / "ops.sqlite")):  # fmt: skip
+        c = census.summarize(path, use_cache=False)
+        view = api.census_view(c)
+        whole = json_docs.summary_json(view, 5)
+        assert json_rows.dumps(json_docs.summary_json(view, 5, rows_as_text=True)) == json.dumps(
+            whole
+        )
+        assert "ops" in whole["steps"][0]
+
+
+def test_summary_ops_table_terminal_and_markdown(tmp_path: Path) -> None:
+    path = _emit_nvtx_export(tmp_path / "ops.sqlite")
+    r = CliRunner().invoke(app, ["summary", str(path), "--ops"], env={"COLUMNS": "160"})
+    assert r.exit_code == 0, r.output
+    assert "Top 15 operations by kernel time (per step, mean)" in r.stdout
+    lines = [line for line in r.stdout.splitlines() if "mm (backward)" in line]
+    assert len(lines) == 1 and "500 ns" in lines[0] and "53.8%" in lines[0]
+    r = CliRunner().invoke(app, ["summary", str(path), "--ops", "--format", "markdown"])
+    assert "| mm (backward) | 1 | 1 | 500 ns | 53.8% |" in r.stdout
+    assert "| mm | 1 | 1 | 400 ns | 43.0% |" in r.stdout
+    assert "| add + mul | 1 | 1 | 30 ns | 3.2% |" in r.stdout
+    plain = _emit_nvtx_export(tmp_path / "plain.sqlite", with_ops=False)
+    r = CliRunner().invoke(app, ["summary", str(plain), "--ops", "--format", "markdown"])
+    assert r.exit_code == 0 and "no operation ranges in this profile" in r.stdout
+    r = CliRunner().invoke(app, ["summary", str(path)])
+    assert "operations by kernel time" not in r.stdout  # only asked for
+
+
+def test_ops_frame_equals_the_summary_json() -> None:
+    path = KINETO / "hta_nccl_parser_config__nccl_data.json.gz"
+    frame = census.frames.ops(path)
+    doc = _summary_json(path)
+    got = frame[["op", "kernel_count", "kernel_time_ns", "launch_count"]].to_dict("records")
+    want = [{k: e[k] for k in ("op", "kernel_count", "kernel_time_ns", "launch_count")}
+            for e in doc["ops"]]  # fmt: skip
+    assert [{**g, "op": None if g["op"] is pd.NA else g["op"]} for g in got] == want
+    mean = frame["per_step_kernel_count"].sum()
+    assert mean == doc["per_step"]["kernel_count"]
+    assert census.frames.ops("sample:eager").empty

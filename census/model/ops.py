@@ -57,6 +57,27 @@ class OpRows:
         name = op.removeprefix("aten::") if not self.fused[row] else op
         return name + (" (backward)" if self.backward[row] else "")
 
+    def order(self, time_ns: list[int] | None = None) -> list[int]:
+        """The rows by kernel time (`time_ns`, one per row; else the whole capture's),
+        descending (ties by label), the unattributed last: the order outputs list them in."""
+        time = self.total_kernel_time_ns.tolist() if time_ns is None else time_ns
+        return sorted(range(len(self.op)),
+                      key=lambda r: (self.op[r] is None, -time[r], self.label(r)))  # fmt: skip
+
+    def entries(self, step: int | None = None) -> list[dict[str, Any]]:
+        """The rows as the JSON lists them (docs/json.md, `ops`): over the whole capture (every
+        row with kernels, and the unattributed always), or in the step at position `step`
+        (the rows with kernels there); in `order`, adding up to the kernel count and time."""
+        if step is None:
+            cols = (self.total_kernel_count, self.total_kernel_time_ns, self.total_launch_count)
+        else:
+            cols = tuple(getattr(self, k)[:, step] for k in STEP_ARRAYS)
+        count, time, launches = (c.tolist() for c in cols)
+        return [{"op": self.op[r], "fused": self.fused[r], "backward": self.backward[r],
+                 "forward": list(self.forward[r]), "kernel_count": count[r],
+                 "kernel_time_ns": time[r], "launch_count": launches[r]}
+                for r in self.order() if count[r] or (step is None and self.op[r] is None)]  # fmt: skip
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, OpRows):
             return NotImplemented

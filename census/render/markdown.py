@@ -95,9 +95,9 @@ def render_diff_markdown(view: DiffView, top: int = 15) -> str:
     return "\n".join(out)
 
 
-def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
+def render_summary_markdown(view: SummaryView, top: int = 15, ops: bool = False) -> str:
     """A compact summary: what limits the step, the step window, the work launched in it, the
-    phases, the top kernels and the warnings."""
+    phases, the top kernels, with `ops` the top operations, and the warnings."""
     census = view.census
     out = [f"**{_cell(view.lead)}**", ""] if view.lead else []
     shown = view.shown or census.source.path
@@ -119,6 +119,15 @@ def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
     head, rows = sr.kernel_rows(census, top)
     if rows:
         out += [f"#### Top {len(rows)} kernels by time", "", _kernel_table(head, rows, left=2), ""]
+    if ops and census.ops is None:
+        out += [_cell(sr.OPS_NONE), ""]
+    elif ops:
+        out += [
+            f"#### {sr.ops_title(census, top)}",
+            "",
+            _kernel_table(*sr.op_rows(census, top), left=1),
+            "",
+        ]
     if census.warnings:
         out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in census.warnings] + [""]
     return "\n".join(out)
