@@ -16,9 +16,10 @@ from census.findings.op_ranges import (
     normalize_names,
     normalize_op_name,
 )
-from census.findings.ops import OpKey, OpTable, group_kernels
+from census.findings.ops import OpKey
 from tests.helpers.files import DATA
-from tests.helpers.kineto_ops import Trace, brute_op, ns, read_events, read_trace
+from tests.helpers.kineto_ops import Trace, brute_op, ns, profiler_steps, read_trace
+from tests.helpers.kineto_ops import trace_table as _table
 
 KINETO = DATA / "kineto"
 PAIR = {side: KINETO / f"h200_{side}_3steps.kineto.json.gz" for side in ("eager", "compiled")}
@@ -64,13 +65,6 @@ def test_backward_work_names_its_forward_op() -> None:
         assert f == min(holding, key=lambda i: (start[i], -end[i], i))
 
 
-def _table(t: Trace, step: np.ndarray, n_steps: int) -> OpTable:
-    lo = attribute_launches(t.launch_start_ns, t.launch_thread, t.ranges)
-    names = list(dict.fromkeys(t.kernel_name))
-    ids = np.array([names.index(n) for n in t.kernel_name], dtype=np.int64)
-    return group_kernels(ids, names, t.kernel_ns, step, n_steps, t.kernel_launch, lo, t.ranges)
-
-
 @pytest.mark.parametrize("side", ["eager", "compiled"])
 def test_rows_add_up_to_the_kernels_exactly(side: str) -> None:
     t = read_trace(PAIR[side])
@@ -90,15 +84,8 @@ def test_rows_add_up_per_step_on_a_trace_with_profiler_steps() -> None:
         KINETO / "hta_nccl_parser_config__nccl_data.json.gz"
     )  # HTA's (MIT), copied with its licence
     t = read_trace(path)
-    steps = sorted(
-        (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
-        for e in read_events(path)
-        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-    )
+    steps, step = profiler_steps(path, t)
     launch_at = np.where(t.kernel_launch >= 0, t.launch_start_ns[t.kernel_launch], -1)
-    step = np.full(len(t.kernels), -1, dtype=np.int64)
-    for i, (s, e) in enumerate(steps):
-        step[(t.kernel_launch >= 0) & (launch_at >= s) & (launch_at < e)] = i
     table = _table(t, step, len(steps))
     for i, (s, e) in enumerate(steps):
         mine = [k for k, at in zip(t.kernels, launch_at, strict=True) if s <= at < e and at >= 0]

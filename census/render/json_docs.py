@@ -33,7 +33,7 @@ from census.model.census import Census, Source
 from census.model.ops import OpRows
 from census.model.step import METRIC_VALUES, Phase, Step, idle_values
 from census.model.step_table import int_sum
-from census.render import json_rows
+from census.render import json_ops, json_rows
 from census.render.json_ranks import folder_ranks_json, report_ranks_json
 from census.render.json_rows import Raw
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
@@ -205,12 +205,8 @@ def spread_json(view: RanksView) -> dict:
 
 
 def _kernel(k: KernelDelta) -> dict[str, Any]:
-    return {
-        "name": k.name,
-        "class": k.cls,
-        "count": k.count.as_dict(),
-        "time_ns": k.time_ns.as_dict(),
-    }
+    return {"name": k.name, "class": k.cls, "count": k.count.as_dict(),
+            "time_ns": k.time_ns.as_dict()}  # fmt: skip
 
 
 def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
@@ -243,6 +239,7 @@ def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict
             "within_noise": d.within_noise,
         },
         "uncaptured": {"a": d.uncaptured_ns[0], "b": d.uncaptured_ns[1]},
+        "ops": json_ops.ops_json(d),
         "explanation": view.explanation,
         "warnings": list(d.warnings),
     }

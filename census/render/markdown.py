@@ -14,6 +14,8 @@ from census.render.diffrows import (
     headline_groups,
     idle_range_rows,
     kernel_rows,
+    ops_missing,
+    ops_sections,
     phase_rows,
 )
 from census.render.fit import short_names
@@ -78,6 +80,10 @@ def render_diff_markdown(view: DiffView, top: int = 15) -> str:
     ranges = idle_range_rows(d)
     if ranges:
         out += [f"#### {IDLE_RANGES_TITLE}", "", markdown_table(h["idle_ranges"], ranges), ""]
+    missing = ops_missing(d)
+    out += [_cell(missing), ""] if missing else []
+    for title, rows in ops_sections(d, top):
+        out += [f"#### {_cell(title)}", "", markdown_table(h["ops"], rows, left=2), ""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top)
     if kernels:

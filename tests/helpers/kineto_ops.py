@@ -11,7 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from census.findings.op_ranges import BACKWARD_PREFIX, OpRanges, normalize_names
+from census.findings.op_ranges import (
+    BACKWARD_PREFIX,
+    OpRanges,
+    attribute_launches,
+    normalize_names,
+)
+from census.findings.ops import OpTable, group_kernels
 
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -82,6 +88,30 @@ def read_trace(path: Path) -> Trace:
         kernel_name=[k["name"] for k in kernels],
         kernel_ns=np.array([ns(k["dur"]) for k in kernels], dtype=np.int64),
     )
+
+
+def trace_table(t: Trace, step: np.ndarray, n_steps: int) -> OpTable:
+    """The OpTable of a trace's kernels (`step`: each kernel's step, -1 in none), from its
+    columns alone (attribute_launches, group_kernels), as tests/test_ops.py checks it."""
+    lo = attribute_launches(t.launch_start_ns, t.launch_thread, t.ranges)
+    names = list(dict.fromkeys(t.kernel_name))
+    ids = np.array([names.index(n) for n in t.kernel_name], dtype=np.int64)
+    return group_kernels(ids, names, t.kernel_ns, step, n_steps, t.kernel_launch, lo, t.ranges)
+
+
+def profiler_steps(path: Path, t: Trace) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The trace's `ProfilerStep#` ranges (start_ns, end_ns), in time order, and each kernel's
+    step among them by its launch call's start (-1: in none, or no launch)."""
+    steps = sorted(
+        (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+        for e in read_events(path)
+        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+    )
+    launch_at = np.where(t.kernel_launch >= 0, t.launch_start_ns[t.kernel_launch], -1)
+    step = np.full(len(t.kernels), -1, dtype=np.int64)
+    for i, (s, e) in enumerate(steps):
+        step[(t.kernel_launch >= 0) & (launch_at >= s) & (launch_at < e)] = i
+    return steps, step
 
 
 def brute_op(path: Path) -> tuple[list[int], list[int]]:
