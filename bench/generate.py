@@ -7,8 +7,9 @@ the source's census repeated. StringIds and metadata are copied once. A source t
 export of a Kineto trace (census.sources.kineto.export) has its op ranges replicated too.
 
     python bench/generate.py --kernels 1000000 -o bench/out/eager-1e6.sqlite [--source FILE]
-    python bench/generate.py --kernels 1000000 -o bench/out/ops-1e6.sqlite \
-        --source "$(python -c 'from census.sources.export import resolve_sqlite as r; print(r("tests/data/kineto/hta_nccl_parser_config__nccl_data.json.gz"))')"
+    python bench/generate.py --kernels 1000000 -o bench/out/ops-1e6.sqlite --source EXPORT
+        (EXPORT: census.sources.export.resolve_sqlite of a Kineto trace, e.g. HTA's NCCL
+        sample in tests/data/kineto: its op ranges come along; docs/performance.md)
 """
 
 from __future__ import annotations
