@@ -264,3 +264,18 @@ def test_the_kineto_export_holds_every_cpu_op() -> None:
             for e in ops]  # fmt: skip
     assert sorted(rows) == sorted(want) and len(rows) == 7182
     assert sum(r[4] for r in rows) == 1446  # the backward nodes' ranges (144 AccumulateGrad calls)
+
+
+def test_kernels_without_a_launching_call_are_unattributed(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 10_000)
+    e.range("aten::mm, seq = 1", 100, 900)
+    e.launch("sm90_gemm", 200, 1_000, 1_400)
+    e.launch("triton_poi_fused_add_0", 300, 1_500, 1_600)
+    e.kernels.append(dict(e.kernels[0], correlationId=None, start=2_000, end=2_100))
+    c = census.summarize(e.write(tmp_path / "calls.sqlite"))
+    assert (c.ops.op, c.ops.total_kernel_count.tolist()) == (("add", "aten::mm", None), [1, 1, 1])
+    assert c.ops.kernel_count.tolist() == [[1], [1], [0]]  # the NULL correlationId: no step
+    e.omit.add("CUPTI_ACTIVITY_KIND_RUNTIME")  # no calls at all: only the Triton group named
+    c = census.summarize(e.write(tmp_path / "no-calls.sqlite"))
+    assert (c.ops.op, c.ops.total_kernel_count.tolist()) == (("add", None), [1, 2])

@@ -43,7 +43,7 @@ def read_ops(
     launch = _launch_of(k["proc"], k["corr"], calls["proc"], calls["corr"])
     used, launch = _compact(launch, len(calls["proc"]))
     step = index.step_at(calls["proc"][used], calls["start"][used])
-    kernel_step = np.where(launch >= 0, step[np.maximum(launch, 0)], -1)
+    kernel_step = np.append(step, -1)[launch]  # -1 (no call) reads the last
     at, thread = calls["start"][used], calls["thread"][used]
     del calls
     ranges = read_op_ranges(conn, schema, Launches(at, thread))
@@ -101,9 +101,9 @@ def _compact(launch: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(the call rows that launched a kernel, ascending; each kernel's index among them, -1
     where none): by a count per row, not a sort or a hash."""
     used = np.flatnonzero(np.bincount(launch[launch >= 0], minlength=n))
-    new = np.full(n, -1, np.int64)
+    new = np.full(n + 1, -1, np.int64)  # row n: what a kernel without a call reads
     new[used] = np.arange(len(used))
-    return used, np.where(launch >= 0, new[np.maximum(launch, 0)], -1)
+    return used, new[np.where(launch >= 0, launch, n)]
 
 
 def _launch_of(k_proc: np.ndarray, k_corr: np.ndarray, c_proc: np.ndarray,
