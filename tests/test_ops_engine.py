@@ -279,3 +279,23 @@ def test_kernels_without_a_launching_call_are_unattributed(tmp_path: Path) -> No
     e.omit.add("CUPTI_ACTIVITY_KIND_RUNTIME")  # no calls at all: only the Triton group named
     c = census.summarize(e.write(tmp_path / "no-calls.sqlite"))
     assert (c.ops.op, c.ops.total_kernel_count.tolist()) == (("add", None), [1, 2])
+
+
+def test_a_rank_folders_operations_are_its_ranks_side_by_side(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _emit_nvtx_export(run / "rank0.sqlite")
+    _emit_nvtx_export(run / "rank1.sqlite")
+    c = census.summarize(run, ranks=True)
+    assert c.ops.op == ("add + mul", "aten::mm", "aten::mm", None) and len(c.steps) == 4
+    assert c.ops.kernel_count.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [0] * 4]
+    assert c.ops.total_kernel_count.tolist() == [4, 4, 4, 2]  # each rank's kernel in no step
+    assert c.ops.forward[2] == ("linear",)
+    for fmt in ("table", "markdown"):  # a rank folder's rendering takes --ops too
+        r = CliRunner().invoke(app, ["summary", str(run), "--ranks", "--ops", "--format", fmt])
+        assert r.exit_code == 0 and "operations by kernel time (per step, mean)" in r.stdout
+    mixed = tmp_path / "mixed"  # one rank without op ranges
+    mixed.mkdir()
+    _emit_nvtx_export(mixed / "rank0.sqlite")
+    _emit_nvtx_export(mixed / "rank1.sqlite", with_ops=False)
+    assert census.summarize(mixed, ranks=True).ops is None
