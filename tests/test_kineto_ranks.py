@@ -224,3 +224,34 @@ def test_summary_and_dashboard_take_a_folder_of_traces(tmp_path: Path) -> None:
     assert drawn.exit_code == 0, drawn.output
     html = page.read_text()
     assert "rank1" in html and "do not say their host" in html
+
+
+def test_traces_that_name_no_rank_are_ranks_only_with_the_ranks_option(tmp_path: Path) -> None:
+    """The H200 demo traces have no distributedInfo: refused as a rank folder unless --ranks,
+    which takes them by the rank number in their names, as exports."""
+    folder = tmp_path / "unnamed"
+    folder.mkdir()
+    shutil.copy(KINETO / "h200_eager_3steps.kineto.json.gz", folder / "a_rank10.json.gz")
+    shutil.copy(KINETO / "h200_compiled_3steps.kineto.json.gz", folder / "b_rank2.json.gz")
+    refused = runner.invoke(app, ["summary", str(folder)])
+    assert refused.exit_code == 1
+    assert refused.output == (
+        f"Error: {folder}: 2 PyTorch profiler traces, and a_rank10.json.gz, b_rank2.json.gz name "
+        "no rank (no distributedInfo.rank): pass --ranks to read them as the ranks of one run, "
+        "or give one trace\n"
+    )
+    _, labels, ranks, _ = summarize_ranks(folder, Options(ranks=True))
+    assert labels == ["b_rank2", "a_rank10"]
+    counts = [sum(e["cat"] == "kernel" for e in oracle_events(KINETO / name)[1])
+              for name in ("h200_compiled_3steps.kineto.json.gz", "h200_eager_3steps.kineto.json.gz")]  # fmt: skip
+    assert [c.totals.kernel_count for c in ranks] == counts
+
+
+def test_a_diff_of_a_folder_of_traces_with_itself_is_zero(tmp_path: Path) -> None:
+    a, b = _folder(tmp_path / "a"), _folder(tmp_path / "b")
+    result = runner.invoke(app, ["diff", str(a), str(b), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    assert all(m["delta"] == 0 for m in metrics.values() if m.get("delta") is not None)
+    merged = summarize_ranks(a, Options())[0]
+    assert metrics["kernel_count"]["a"] == merged.per_step()["kernel_count"]

@@ -57,9 +57,11 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
     recorded = _recorded_ranks(folder)
     if recorded is not None:
         return recorded
-    if traces:
-        return trace_rank_files(folder, traces, declared)
-    found = [checked_export(folder, p) for p in sqlites]
+    named = trace_rank_files(folder, traces, declared) if traces else None
+    if named is not None:
+        return named
+    # exports, or (--ranks) traces that name no rank: by the rank number in their names
+    found = traces or [checked_export(folder, p) for p in sqlites]
     if not declared:
         names = _names(found)
         differ = _differences(found)
@@ -73,7 +75,8 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
         m = _RANK.search(p.stem)
         return (int(m.group(1)) if m else 1 << 30, p.name)
 
-    return [(p.stem, p) for p in sorted(found, key=order)]
+    return [(p.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite"), p)
+            for p in sorted(found, key=order)]  # fmt: skip
 
 
 def _names(paths: list[Path]) -> str:

@@ -40,15 +40,17 @@ def folder_traces(folder: Path) -> list[Path]:
     return [p for p in entries if p.suffix not in NOT_TRACES and is_kineto(p)]
 
 
-def trace_rank_files(folder: Path, traces: list[Path], declared: bool) -> list[tuple[str, Path]]:
+def trace_rank_files(folder: Path, traces: list[Path],
+                     declared: bool) -> list[tuple[str, Path]] | None:  # fmt: skip
     """(label `rankN`, trace) for each rank, by rank: the ranks the traces' distributedInfo
     name. InputError (exit 1) where two traces say one rank or their world sizes differ, and,
-    unless `declared` (--ranks: then by name, as exports are), where one names no rank."""
+    unless `declared` (--ranks: then None, and they are taken as exports are), where one names
+    no rank."""
     said = {p: trace_rank(p) for p in traces}
     unnamed = [p.name for p, rank in said.items() if rank is None]
     if unnamed:
         if declared:
-            return [(_stem(p), p) for p in traces]
+            return None
         raise InputError(
             f"{folder}: {len(traces)} PyTorch profiler traces, and {_names(unnamed)} name no "
             "rank (no distributedInfo.rank): pass --ranks to read them as the ranks of one run, "
@@ -153,10 +155,6 @@ def _int(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else None
-
-
-def _stem(path: Path) -> str:
-    return path.name.removesuffix(".gz").removesuffix(".json")
 
 
 def _names(names: list[str]) -> str:
