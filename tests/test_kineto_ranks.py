@@ -36,6 +36,21 @@ def _folder(tmp_path: Path, names: tuple[str, str] = PAIR) -> Path:
     return folder
 
 
+def _refused(tmp_path: Path, files: dict[str, Path | None]) -> tuple[Path, str]:
+    """(the folder holding `files`, name -> trace copied, or None: an empty SQLite database; what
+    `census summary` of it said), once it exited 1."""
+    folder = tmp_path / "refused"
+    folder.mkdir()
+    for name, source in files.items():
+        if source is None:
+            sqlite3.connect(folder / name).close()
+        else:
+            shutil.copy(source, folder / name)
+    result = runner.invoke(app, ["summary", str(folder)])
+    assert result.exit_code == 1
+    return folder, result.output
+
+
 def _oracle(name: str) -> dict:
     """The rank's kernels (count, time) and NCCL kernels (name with `nccl`, any case: (start,
     end) ns, in start order)."""
@@ -138,13 +153,8 @@ def test_the_clock_origin_is_the_traces_base_time() -> None:
 
 
 def test_a_folder_mixing_traces_and_exports_is_one_line(tmp_path: Path) -> None:
-    folder = tmp_path / "mixed"
-    folder.mkdir()
-    shutil.copy(NCCL, folder / "rank0.json.gz")
-    sqlite3.connect(folder / "rank1.sqlite").close()
-    result = runner.invoke(app, ["summary", str(folder)])
-    assert result.exit_code == 1
-    assert result.output == (
+    folder, said = _refused(tmp_path, {"rank0.json.gz": NCCL, "rank1.sqlite": None})
+    assert said == (
         f"Error: {folder}: holds both nsys exports (rank1.sqlite) and PyTorch profiler traces "
         "(rank0.json.gz): a rank folder holds one kind, one file per rank; give a folder of one "
         "kind, or name one file\n"
@@ -152,26 +162,17 @@ def test_a_folder_mixing_traces_and_exports_is_one_line(tmp_path: Path) -> None:
 
 
 def test_two_traces_of_one_rank_are_one_line(tmp_path: Path) -> None:
-    folder = tmp_path / "twice"
-    folder.mkdir()
-    for name in ("a.json.gz", "b.json.gz"):
-        shutil.copy(NCCL, folder / name)
-    result = runner.invoke(app, ["summary", str(folder)])
-    assert result.exit_code == 1
-    assert result.output == (
+    folder, said = _refused(tmp_path, {"a.json.gz": NCCL, "b.json.gz": NCCL})
+    assert said == (
         f"Error: {folder}: rank 0 has 2 traces (a.json.gz, b.json.gz): a rank folder holds one "
         "trace per rank\n"
     )
 
 
 def test_traces_of_different_world_sizes_are_one_line(tmp_path: Path) -> None:
-    folder = tmp_path / "worlds"
-    folder.mkdir()
-    shutil.copy(NCCL, folder / "a.json.gz")  # rank 0 of 2
-    shutil.copy(RANKS / PAIR[1], folder / "b.json.gz")  # rank 1 of 128
-    result = runner.invoke(app, ["summary", str(folder)])
-    assert result.exit_code == 1
-    assert result.output == (
+    # rank 0 of 2, rank 1 of 128
+    folder, said = _refused(tmp_path, {"a.json.gz": NCCL, "b.json.gz": RANKS / PAIR[1]})
+    assert said == (
         f"Error: {folder}: the traces say different world sizes (2, 128): not the ranks of one "
         "run\n"
     )
@@ -229,13 +230,10 @@ def test_summary_and_dashboard_take_a_folder_of_traces(tmp_path: Path) -> None:
 def test_traces_that_name_no_rank_are_ranks_only_with_the_ranks_option(tmp_path: Path) -> None:
     """The H200 demo traces have no distributedInfo: refused as a rank folder unless --ranks,
     which takes them by the rank number in their names, as exports."""
-    folder = tmp_path / "unnamed"
-    folder.mkdir()
-    shutil.copy(KINETO / "h200_eager_3steps.kineto.json.gz", folder / "a_rank10.json.gz")
-    shutil.copy(KINETO / "h200_compiled_3steps.kineto.json.gz", folder / "b_rank2.json.gz")
-    refused = runner.invoke(app, ["summary", str(folder)])
-    assert refused.exit_code == 1
-    assert refused.output == (
+    folder, said = _refused(tmp_path, {
+        "a_rank10.json.gz": KINETO / "h200_eager_3steps.kineto.json.gz",
+        "b_rank2.json.gz": KINETO / "h200_compiled_3steps.kineto.json.gz"})  # fmt: skip
+    assert said == (
         f"Error: {folder}: 2 PyTorch profiler traces, and a_rank10.json.gz, b_rank2.json.gz name "
         "no rank (no distributedInfo.rank): pass --ranks to read them as the ranks of one run, "
         "or give one trace\n"
