@@ -12,12 +12,14 @@ import sqlite3
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from census.api import Options, summarize, summarize_ranks
 from census.cli import app
 from census.findings.nccl_ranks import split_ranks, unmatched_line
 from census.sources.kineto.export import export_kineto
+from tests.helpers.exports import rank_folder
 from tests.helpers.files import DATA
 from tests.helpers.kineto_oracle import KINETO, ns, oracle_events
 
@@ -253,3 +255,16 @@ def test_a_diff_of_a_folder_of_traces_with_itself_is_zero(tmp_path: Path) -> Non
     assert all(m["delta"] == 0 for m in metrics.values() if m.get("delta") is not None)
     merged = summarize_ranks(a, Options())[0]
     assert metrics["kernel_count"]["a"] == merged.per_step()["kernel_count"]
+
+
+@pytest.mark.fixtures
+def test_a_capture_folder_whose_run_json_names_its_ranks_keeps_them_beside_a_trace(
+    tmp_path: Path,
+) -> None:
+    """A census capture's run.json says which files are its ranks: a trace beside them (say,
+    one the training script wrote there) is not a rank, and the folder is not refused."""
+    folder = rank_folder(tmp_path, "h200_eager_3steps.sqlite", "h200_compiled_3steps.sqlite")
+    shutil.copy(NCCL, folder / "prof.json.gz")
+    _, labels, ranks, _ = summarize_ranks(folder, Options())
+    assert labels == ["rank0", "rank1"]
+    assert [Path(c.source.path).name for c in ranks] == ["rank0.sqlite", "rank1.sqlite"]

@@ -45,7 +45,11 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
     """(label, export or trace) for each rank of a multi-rank folder, ordered by rank number:
     the files its run.json names, the ranks its traces' distributedInfo name
     (census.sources.kineto.ranks), or (when `declared`, the user's --ranks) every .sqlite in
-    it. A folder holding both exports and traces is refused in one line (exit 1)."""
+    it. Without a run.json naming its ranks, a folder holding both exports and traces is
+    refused in one line (exit 1)."""
+    recorded = _recorded_ranks(folder)
+    if recorded is not None:
+        return recorded
     traces = folder_traces(folder)
     sqlites = sorted(folder.glob("*.sqlite"))
     if traces and sqlites:
@@ -54,9 +58,6 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
             f"({_names(traces)}): a rank folder holds one kind, one file per rank; give a "
             "folder of one kind, or name one file"
         )
-    recorded = _recorded_ranks(folder)
-    if recorded is not None:
-        return recorded
     named = trace_rank_files(folder, traces, declared) if traces else None
     if named is not None:
         return named
