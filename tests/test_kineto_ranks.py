@@ -268,3 +268,20 @@ def test_a_capture_folder_whose_run_json_names_its_ranks_keeps_them_beside_a_tra
     _, labels, ranks, _ = summarize_ranks(folder, Options())
     assert labels == ["rank0", "rank1"]
     assert [Path(c.source.path).name for c in ranks] == ["rank0.sqlite", "rank1.sqlite"]
+
+
+def test_a_rank_written_after_the_events_is_read(tmp_path: Path) -> None:
+    """HTA's execution-trace sample writes `"distributedInfo": {"rank": 0}` after its events:
+    the trace is read whole (the stream once took that object for the events' end and refused
+    the file) and its rank comes from its export; HTA's trace_compare base says rank 1 first."""
+    after = RANKS / "hta_execution_trace__benchmark_simple_add_trace.json.gz"
+    doc, events = oracle_events(after)
+    assert list(doc)[-2:] == ["distributedInfo", "traceName"]
+    assert summarize(after).totals.kernel_count == sum(e["cat"] == "kernel" for e in events) == 4
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    shutil.copy(after, folder / "x.json.gz")
+    shutil.copy(RANKS / "hta_trace_compare__base.json.gz", folder / "y.json.gz")
+    _, labels, ranks, _ = summarize_ranks(folder, Options())
+    assert labels == ["rank0", "rank1"]
+    assert [Path(c.source.path).name for c in ranks] == ["x.json.gz", "y.json.gz"]
