@@ -13,6 +13,18 @@
 #                                   .nsys-rep files, copied into the tree for the run only:
 #                                   mkdir -p tests/data/columnar/src && cp ../shared/fixtures/nsys/
 #                                   h200_{eager,compiled}_3steps.nsys-rep tests/data/columnar/src/
+#   scripts/gpu_pipeline.sh after   step 3 (#57): `census ab` of the demo against itself, B's capture
+#                                   program's exit to the printed verdict, per run (RUNS) once
+#                                   overlapped (A exported beside B's program, A read beside B's
+#                                   export: census.capture.overlap) and once serial
+#                                   (CENSUS_AB_OVERLAP=0, each side exported by nsys profile as it
+#                                   ends, as before), interleaved; the arms run 20 steps (only
+#                                   their protocol is needed), the captures STEPS (4400: >= 10^6
+#                                   kernels); each side's captured mean step time (A's export
+#                                   beside B's program must not slow it); the pinned export
+#                                   options checked against a plain export of the same report
+#                                   (the same tables and rows). Afterwards 1 run is ~3 min a mode:
+#                                   RUNS=1 per call, three calls, to stay inside 10 minutes.
 # Writes to $OUT: log-SECTION.txt, times-SECTION.tsv, and for e2e columnar-fixtures.tar.xz.
 set -u
 SECTION=${1:-stages}
@@ -184,6 +196,53 @@ for d in sorted(Path(sys.argv[1]).glob("*-arrowdir")):
         print(f"{d.name}/{f.name}: {n} rows (IPC {how})")
 PY
   tar -cf - -C $P columnar | xz -T0 -9 > "$OUT/columnar-fixtures.tar.xz"
+}
+
+after() {
+  local r mode t0 done_at x
+  # each side: the demo; 20 steps in an arm, STEPS in the capture; B's capture stamps its end
+  side() {
+    echo "sh -c 'if [ \"\$CENSUS_RUN\" = capture ]; then n=$STEPS; else n=20; fi; python3 -m census.capture.demo.train --mode eager --warmup 5 --steps \$n $SIZES && { [ \"\$CENSUS_RUN\" != capture ] || date +%s.%N > $P/end-$1; }'"
+  }
+  for r in $(seq 1 "$RUNS"); do
+    for mode in overlap serial; do
+      late "census ab $mode $r" && break 2
+      step "census ab ($mode), run $r: from B's captured program's exit to the printed verdict"
+      rm -rf $P/ab $P/end-a $P/end-b $P/abcache-$mode$r
+      x=1; [ $mode = serial ] && x=0
+      CENSUS_AB_OVERLAP=$x CENSUS_CACHE_DIR=$P/abcache-$mode$r timed ab-$mode $r - \
+        python3 -m census ab e2e -o $P/ab --arms 4 --json --a "$(side a)" --b "$(side b)"
+      done_at=$(now)
+      grep 'census ab:' $P/ab-$mode-$r.err | tail -n 6
+      if [ -f $P/end-b ]; then
+        record ab-$mode-exit-to-verdict $r "$(python3 -c "print(round($done_at - $(cat $P/end-b), 3))")"
+      fi
+      for x in a b; do
+        [ -d $P/ab/e2e/$x ] || continue
+        CENSUS_CACHE_DIR=$P/abcache-$mode$r python3 -m census summary $P/ab/e2e/$x --json > $P/sum.json
+        record ab-$mode-step-ms-$x $r "$(python3 -c "import json; d = json.load(open('$P/sum.json')); print(round(d['timing']['per_step']['step_time_ns'] / 1e6, 4), d['totals']['kernel_count'])")"
+      done
+      if [ $mode = overlap ] && [ "$r" = 1 ] && [ -f $P/ab/e2e/a/capture.nsys-rep ]; then
+        step "the pinned export options against a plain export of A's report"
+        t0=$(now)
+        nsys export --type sqlite --force-overwrite true -o $P/plain.sqlite $P/ab/e2e/a/capture.nsys-rep > /dev/null
+        record export-plain $r "$(python3 -c "print(round($(now) - $t0, 3))")"
+        python3 - $P/plain.sqlite $P/ab/e2e/a/capture.sqlite <<'PY'
+import sqlite3, sys
+def tables(path):
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = [n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+    return {n: c.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+plain, pinned = tables(sys.argv[1]), tables(sys.argv[2])
+print("tables: plain", len(plain), "pinned", len(pinned), "same names and rows:", plain == pinned)
+for n in sorted(set(plain) | set(pinned)):
+    if plain.get(n) != pinned.get(n):
+        print("  differs:", n, plain.get(n), pinned.get(n))
+PY
+        grep -o '"nsys_command".*' $P/ab/e2e/a/run.json | head -c 600; echo
+      fi
+    done
+  done
 }
 
 summary() {

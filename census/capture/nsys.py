@@ -1,9 +1,13 @@
-"""Finding nsys: the one executable every capture and every `.nsys-rep` export runs."""
+"""Finding nsys, the one executable every capture and every `.nsys-rep` export runs; its
+version, and the `nsys export` command census runs (options pinned by version)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from census.errors import ToolMissingError
@@ -31,3 +35,39 @@ def find_nsys(explicit: str | None = None, option: str | None = "--nsys") -> str
     if not found:
         raise ToolMissingError(f"nsys not found on PATH: {NSYS_INSTALL_HINT} or {where}")
     return found
+
+
+# `nsys export` settings pinned from the first version they were proven on (docs/performance.md,
+# "what could cut the export"): tables made only where they hold rows (--lazy, a default nsys
+# says "is likely to change"), no NVTX payload blobs and no repeated JSON blocks (census reads
+# neither; both off by default), no progress bar. None of them makes 2025.3's export faster
+# than its defaults do: they keep a later nsys from making it slower. Older versions: none.
+EXPORT_PINNED_FROM = (2025, 3)
+EXPORT_PINNED = ("--lazy=true", "--include-blobs=false", "--include-json=false", "--quiet=true")
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_version(nsys: str) -> tuple[int, int] | None:
+    """(year, release) of `nsys --version` ("... version 2025.3.1.0" -> (2025, 3)); None when it
+    does not say."""
+    try:
+        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60,
+                             check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"version (\d+)\.(\d+)", out.stdout)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def export_command(nsys: str, report: Path, output: Path) -> list[str]:
+    """`nsys export` of `report` to the SQLite file `output` (replaced), with EXPORT_PINNED on
+    the versions that have them."""
+    pinned = pinned_export_options(nsys_version(nsys))
+    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", *pinned,
+            "--output", str(output), str(report)]  # fmt: skip
+
+
+def pinned_export_options(version: tuple[int, int] | None) -> tuple[str, ...]:
+    """EXPORT_PINNED for an nsys of `version` (year, release) from EXPORT_PINNED_FROM on, else
+    none (an unknown version: none)."""
+    return EXPORT_PINNED if version is not None and version >= EXPORT_PINNED_FROM else ()
