@@ -200,6 +200,8 @@ PY
 
 after() {
   local r mode t0 done_at x
+  step "nsys export --help and nsys profile --help, whole (which options this nsys has)"
+  nsys export --help 2>&1; nsys profile --help 2>&1 | grep -n -A 12 -E -- '--(cuda-event-trace|cuda-graph-trace|trace-fork-before-exec|export)[= ]'
   # each side: the demo; 20 steps in an arm, STEPS in the capture; B's capture stamps its end
   side() {
     echo "sh -c 'if [ \"\$CENSUS_RUN\" = capture ]; then n=$STEPS; else n=20; fi; python3 -m census.capture.demo.train --mode eager --warmup 5 --steps \$n $SIZES && { [ \"\$CENSUS_RUN\" != capture ] || date +%s.%N > $P/end-$1; }'"
