@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 
 from census.capture.background import NICE, Background
-from census.capture.nsys import EXPORT_PINNED, pinned_export_options
+from census.capture.nsys import (
+    EXPORT_PINNED,
+    EXPORT_PINNED_FROM,
+    export_command,
+    nsys_version,
+    pinned_export_options,
+)
 from census.capture.overlap import can_overlap
 from census.capture.process import ProgramError, run_group
 from census.capture.run import CaptureSpec, nsys_profile_command
@@ -195,14 +201,25 @@ def test_the_overlapped_profile_leaves_the_export_to_census() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "pinned"),
-    [((2025, 3), EXPORT_PINNED), ((2026, 1), EXPORT_PINNED), ((2025, 2), ()), ((2022, 4), ()),
-     (None, ())],
+    ("version", "since", "pinned"),
+    [((2025, 3), (2025, 3), EXPORT_PINNED), ((2026, 1), (2025, 3), EXPORT_PINNED),
+     ((2025, 2), (2025, 3), ()), ((2022, 4), (2025, 3), ()), (None, (2025, 3), ()),
+     ((2025, 3), None, ())],
 )  # fmt: skip
 def test_the_export_options_are_pinned_from_the_version_they_were_proven_on(
-    version, pinned
+    version, since, pinned
 ) -> None:
-    assert pinned_export_options(version) == pinned
+    assert pinned_export_options(version, since) == pinned
+
+
+def test_an_export_command_pins_nothing_before_the_options_are_proven() -> None:
+    """Until a GPU run proves them (docs/performance.md), `nsys export` runs as before: its
+    type, the output replaced, nothing else; and nsys is not asked its version for it."""
+    nsys_version.cache_clear()
+    cmd = export_command("/no/such/nsys", Path("w/capture.nsys-rep"), Path("w/capture.sqlite"))
+    assert EXPORT_PINNED_FROM is None and nsys_version.cache_info().currsize == 0
+    assert cmd == ["/no/such/nsys", "export", "--type", "sqlite", "--force-overwrite", "true",
+                   "--output", "w/capture.sqlite", "w/capture.nsys-rep"]  # fmt: skip
 
 
 def test_the_captures_overlap_unless_a_launcher_runs_a_side_or_it_is_turned_off(

@@ -37,12 +37,14 @@ def find_nsys(explicit: str | None = None, option: str | None = "--nsys") -> str
     return found
 
 
-# `nsys export` settings pinned from the first version they were proven on (docs/performance.md,
+# `nsys export` settings to pin from the first version they are proven on (docs/performance.md,
 # "what could cut the export"): tables made only where they hold rows (--lazy, a default nsys
 # says "is likely to change"), no NVTX payload blobs and no repeated JSON blocks (census reads
 # neither; both off by default), no progress bar. None of them makes 2025.3's export faster
-# than its defaults do: they keep a later nsys from making it slower. Older versions: none.
-EXPORT_PINNED_FROM = (2025, 3)
+# than its defaults do: they keep a later nsys from making it slower. Proven on no version yet
+# (no GPU this session): `scripts/gpu_pipeline.sh after` exports one report with them and
+# without; once the tables and their rows are the same, EXPORT_PINNED_FROM = (2025, 3).
+EXPORT_PINNED_FROM: tuple[int, int] | None = None
 EXPORT_PINNED = ("--lazy=true", "--include-blobs=false", "--include-json=false", "--quiet=true")
 
 
@@ -61,13 +63,17 @@ def nsys_version(nsys: str) -> tuple[int, int] | None:
 
 def export_command(nsys: str, report: Path, output: Path) -> list[str]:
     """`nsys export` of `report` to the SQLite file `output` (replaced), with EXPORT_PINNED on
-    the versions that have them."""
-    pinned = pinned_export_options(nsys_version(nsys))
+    the versions they are proven on (nsys's version asked only where some are)."""
+    pinned = pinned_export_options(nsys_version(nsys)) if EXPORT_PINNED_FROM else ()
     return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", *pinned,
             "--output", str(output), str(report)]  # fmt: skip
 
 
-def pinned_export_options(version: tuple[int, int] | None) -> tuple[str, ...]:
-    """EXPORT_PINNED for an nsys of `version` (year, release) from EXPORT_PINNED_FROM on, else
-    none (an unknown version: none)."""
-    return EXPORT_PINNED if version is not None and version >= EXPORT_PINNED_FROM else ()
+def pinned_export_options(
+    version: tuple[int, int] | None, since: tuple[int, int] | None = EXPORT_PINNED_FROM
+) -> tuple[str, ...]:
+    """EXPORT_PINNED for an nsys of `version` (year, release) from `since` on, else none (an
+    unknown version, or `since` None: none)."""
+    if version is None or since is None or version < since:
+        return ()
+    return EXPORT_PINNED

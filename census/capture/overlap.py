@@ -70,11 +70,11 @@ def capture_overlapped(specs: list[CaptureSpec], labels: tuple[str, str],
         if progress:
             progress(f"export of {labels[1]}'s report ({labels[0]}'s capture read beside it)")
         export_a.join()
-        folder_a = finish_capture(profiled_a, verify[0])
+        folder_a = finish_capture(profiled_a, verify[0], export_a.command)
         if read_ahead:
             read_ahead(folder_a)
         export_b.join()
-        folders = [folder_a, finish_capture(profiled_b, verify[1])]
+        folders = [folder_a, finish_capture(profiled_b, verify[1], export_b.command)]
     return folders
 
 

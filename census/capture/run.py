@@ -241,19 +241,26 @@ def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profi
     return Profiled(spec, work, cmd, tail, started, calibration, launch)
 
 
-def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None) -> Path:
-    """The capture's exports checked (and `verify(work)` asked), its run.json written and its
-    work folder moved into place; the capture's folder."""
+def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
+                   exported_by: list[str] | None = None) -> Path:  # fmt: skip
+    """The capture's exports checked (and `verify(work)` asked), its run.json written (with
+    `exported_by`, the `nsys export` command census ran, where nsys did not export it as it
+    ended) and its work folder moved into place; the capture's folder."""
     spec, work, cmd, launch = done.spec, done.work, done.cmd, done.launch
     stems = check_outputs(work, cmd, multi=bool(launch))
     places = read_places(work) if launch else {}
     world = check_ranks(stems, places, launch, done.tail, cmd) if launch else 1
     if verify:
         verify(work)
-    recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
-                str(spec.folder)) for c in cmd]  # fmt: skip
-    info = run_info(spec, recorded, done.started, dt.datetime.now(dt.timezone.utc),
+
+    def recorded(command: list[str]) -> list[str]:  # as run in the capture's folder
+        return [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
+                str(spec.folder)) for c in command]  # fmt: skip
+
+    info = run_info(spec, recorded(cmd), done.started, dt.datetime.now(dt.timezone.utc),
                     done.calibration)  # fmt: skip
+    if exported_by is not None:
+        info["nsys_export_command"] = recorded(exported_by)
     if launch:
         info.update(rank_info(work, stems, places, world))
     finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
