@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -366,8 +367,10 @@ def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4)  # asked once a process: census ab's second capture waits less
 def environment_info(nsys: str) -> dict:
-    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown."""
+    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown (torch's
+    asked of a fresh Python, seconds: once per process and nsys; run_info copies the dict)."""
     gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     torch_info = _probe(
         [
