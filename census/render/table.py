@@ -171,8 +171,8 @@ def render_ranks(
     all_steps: bool = False,
     ops: bool = False,
 ) -> str:
-    """A rank folder: the merged summary (with `ops`, its operations), then one row per rank
-    and min / median / max over ranks (a straggler stands out)."""
+    """A rank folder: the merged summary (with `ops` its operations), then one row per rank and
+    min / median / max over ranks (a straggler stands out)."""
     return render_summary(view.merged, top, width, color, all_steps, ops=ops) + rich_text(
         lambda console: _draw_spread(view, console), width, color
     )
