@@ -109,10 +109,8 @@ def summarize_ranks(
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
     hosts, clocks = rank_places(folder, exports)  # each export opened once more, for both
     merged = merge_census(labels, ranks, folder, hosts, clocks)
-    note = missing_ranks_note(files)  # a folder of traces without some ranks of their world
-    if note is not None:
-        merged = replace(merged, warnings=(note, *merged.warnings))
-    return merged, labels, ranks, hosts
+    notes = [n for n in (missing_ranks_note(files),) if n]  # traces lacking some of their world
+    return replace(merged, warnings=(*notes, *merged.warnings)), labels, ranks, hosts
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
