@@ -19,6 +19,10 @@ REPORT, RAW_STREAM = ".nsys-rep", ".qdstrm"  # what resolve_sqlite converts, or 
 def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
     """The SQLite export behind what the user named."""
     if path.is_dir():
+        from census.sources.columnar import columnar_suffix, export_columnar
+
+        if columnar_suffix(path):  # by content: an nsys arrowdir/parquetdir export's table files
+            return export_columnar(path, progress)
         return _from_capture_dir(path, progress, nsys)
     if path.suffix == RAW_STREAM:
         raise InputError(
