@@ -19,7 +19,7 @@ from census.cli import app
 from census.errors import EXIT_BAD_INPUT, EXIT_TOOL_MISSING
 from census.paths import cache_dir
 from census.sources.columnar import columnar_target, export_columnar, table_files
-from tests.helpers.files import DATA
+from tests.helpers.files import DATA, fixture_file
 
 runner = CliRunner()
 ARCHIVE = DATA / "columnar" / "columnar-fixtures.tar.xz"
@@ -57,6 +57,17 @@ def test_every_key_equal_to_sqlite(exports: Path, name: str, kind: str) -> None:
     assert folder["source"].pop("path") == str(exports / f"{name}-{kind}")  # the folder named
     assert sqlite["totals"]["kernel_count"] > 100  # a real capture, not two empty ones
     assert folder == sqlite
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_equal_to_the_shared_fixture(exports: Path, name: str) -> None:
+    """The same capture's SQLite export in the shared fixtures (the one the other tests read)."""
+    shared, folder = (
+        summary(fixture_file(f"{name}.sqlite")),
+        summary(exports / f"{name}-parquetdir"),
+    )
+    shared["source"].pop("path"), folder["source"].pop("path")
+    assert folder == shared
 
 
 def test_diff_equal_to_sqlite(exports: Path) -> None:
