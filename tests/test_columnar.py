@@ -165,3 +165,28 @@ def test_without_pyarrow(exports: Path, monkeypatch: pytest.MonkeyPatch) -> None
         "`pip install pyarrow` (or give census the report's SQLite export: "
         "`nsys export --type sqlite`)"
     )
+
+
+def test_a_table_without_a_column_census_reads(exports: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "parquetdir"
+    shutil.copytree(exports / f"{FIXTURES[0]}-parquetdir", folder)
+    kernels = folder / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    pq.write_table(pq.read_table(kernels).drop_columns(["shortName", "globalPid"]), kernels)
+    code, line = refusal(["summary", str(folder)])
+    assert code == EXIT_BAD_INPUT
+    assert line == (
+        f"Error: {kernels}: table CUPTI_ACTIVITY_KIND_KERNEL lacks column(s) globalPid, "
+        "shortName: unsupported nsys schema"
+    )
+
+
+def test_a_folder_with_a_sqlite_export_reads_it(exports: Path, tmp_path: Path) -> None:
+    """A capture folder's `.sqlite` is what it names, as before, whatever else it holds."""
+    folder = tmp_path / "capture"
+    shutil.copytree(exports / f"{FIXTURES[1]}-arrowdir", folder)
+    shutil.copy(exports / f"{FIXTURES[0]}.sqlite", folder / "capture.sqlite")
+    read = summary(folder)
+    assert read["source"]["path"] == str(folder / "capture.sqlite")
+    assert read["totals"] == summary(exports / f"{FIXTURES[0]}.sqlite")["totals"]

@@ -19,10 +19,6 @@ REPORT, RAW_STREAM = ".nsys-rep", ".qdstrm"  # what resolve_sqlite converts, or 
 def resolve_sqlite(path: Path, progress: Progress | None = None, nsys: str | None = None) -> Path:
     """The SQLite export behind what the user named."""
     if path.is_dir():
-        from census.sources.columnar import columnar_suffix, export_columnar
-
-        if columnar_suffix(path):  # by content: an nsys arrowdir/parquetdir export's table files
-            return export_columnar(path, progress)
         return _from_capture_dir(path, progress, nsys)
     if path.suffix == RAW_STREAM:
         raise InputError(
@@ -70,6 +66,10 @@ def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None)
     if not sqlites and len(reports) == 1:
         return export_report(reports[0], progress, nsys)
     if not sqlites and not reports:
+        from census.sources.columnar import columnar_suffix, export_columnar
+
+        if columnar_suffix(folder):  # by content: an nsys arrowdir/parquetdir's table files
+            return export_columnar(folder, progress)
         raise _no_export(folder)
     raise InputError(
         f"{folder}: holds several exports ({', '.join(p.name for p in sqlites or reports)}); "
