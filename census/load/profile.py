@@ -41,7 +41,6 @@ class Profile:
     # the steps cut into phase segments (census.load.phases), read like steps; empty without
     # phase ranges
     segments: Segments = NO_SEGMENTS
-    segment_aggregates: Aggregates | None = None
     # per step idx and per segment idx: the split of the GPU idle time (census.load.idle);
     # None: not computed
     idle: IdleColumns | None = None
@@ -171,13 +170,12 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
         # the workers read the kernels; the split itself runs while the aggregates finish
         side_work = partial(idle_inputs, conn, schema, steps, segments, threads)
         then = partial(_start_idle, conn, schema, {s.proc for s in steps}, path, progress)
-    agg, seg_agg, split = run_passes(conn, path, schema, index, progress, workers, batch_rows,
+    agg, split = run_passes(conn, path, schema, index, progress, workers, batch_rows,
                                      parents, len(steps), side_work, then)  # fmt: skip
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
-                          segments, seg_agg)  # fmt: skip
+        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), segments)
         if split is None:
             return profile
         columns, by_range = split.result(len(steps), len(segments))
