@@ -68,6 +68,7 @@ class Aggregates:
     step_unions: Columns | None = None
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
+    orphan_copies: int = 0  # memcpys and memsets without one
     bad_kernels: int = 0  # kernels with a missing or negative duration
     devices: frozenset[int] = frozenset()  # the deviceIds of the GPU work
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
@@ -103,6 +104,7 @@ def finish_aggregates(
     agg = Aggregates(groups, names, by_api, dict(memory.kinds), declared(results), keys,
                      parents, any_nccl=any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
+    agg.orphan_copies = memory.unlaunched.n
     agg.ranks = gpu.ranks.finish()
     agg.exposed_by_device = gpu.unions.exposed_by_device() if any_nccl else {}
     agg.bad_kernels, agg.devices = gpu.bad_kernels.n, frozenset(gpu.devices)

@@ -25,6 +25,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 from census.sqlite import notes
 
 if TYPE_CHECKING:
+    from census.findings.ops import OpTable
     from census.model.step import IdleSplit
 
 
@@ -49,6 +50,9 @@ class Profile:
     idle_by_range: dict[str, int] | None = None
     # (table, why) of each table read with SQL, not from the file's pages (census.sqlite.notes)
     read_with_sql: tuple[tuple[str, str], ...] = ()
+    # the kernels by operation over the steps (or the segments, with phases): None without op
+    # ranges (census.load.ops)
+    ops: OpTable | None = None
 
     @property
     def step_idle(self) -> dict[int, IdleSplit]:
@@ -175,7 +179,9 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings), segments)
+        ops, said = _ops(conn, schema, index, agg, progress)
+        profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said), segments,
+                          ops=ops)  # fmt: skip
         if split is None:
             return profile
         columns, by_range = split.result(len(steps), len(segments))
@@ -183,6 +189,31 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
         if split is not None:
             split.close()  # its jobs, and the gathered intervals' spill folder
     return replace(profile, idle=columns, idle_by_range=by_range)
+
+
+def _ops(conn, schema, index, agg: Aggregates,
+         progress: Progress) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
+    """The kernels by operation (census.load.ops) where the export has op ranges, checked to
+    add up to every key's (a step's, or with phases a segment's) and the capture's kernel count
+    and time (the kernels' accumulator, KernelSums, read: else left out, said)."""
+    from census.load.accumulators import KernelSums
+    from census.load.ops import read_ops
+    from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
+
+    progress("reading operation ranges")
+    keys = agg.keys
+    ops = read_ops(conn, schema, index, keys)
+    if ops is None:
+        return None, ()
+    kernels = next(acc for acc in agg.per_key if isinstance(acc, KernelSums))
+    by_key, total = kernels.finish(keys), kernels.total()
+    sums = ((ops.kernel_count, by_key[KERNEL_COUNT]), (ops.kernel_time_ns, by_key[KERNEL_TIME_NS]))
+    same = all(np.array_equal(a.sum(axis=0), np.asarray(b)[:keys]) for a, b in sums)
+    totals = (int(ops.total_count.sum()), int(ops.total_time_ns.sum()))
+    if same and totals == (total[KERNEL_COUNT], total[KERNEL_TIME_NS]):
+        return ops, ()
+    return None, ("operations left out: their kernels do not add up to the steps' kernel "
+                  "count and time (please report this export)",)  # fmt: skip
 
 
 def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs, workers):
@@ -201,11 +232,23 @@ def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs,
         raise
 
 
+def _unlaunched_line(agg: Aggregates, kernels: int) -> str:
+    """A trace's GPU events whose launching call is not in it, counted in one line."""
+    copies = sum(sums[0] for sums in agg.memory.values())
+    orphan = agg.orphan_kernels + agg.orphan_copies
+    return (f"{orphan:,} of {kernels + copies:,} GPU events ({agg.orphan_kernels:,} kernels, "
+            f"{agg.orphan_copies:,} copies and memsets) were launched before the profiler "
+            "started (their launching call is not in the trace): they count in the totals and "
+            "in no step")  # fmt: skip
+
+
 def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:
     out = []
     kernels = sum(g.count for g in agg.kernel_groups)
     orphan = agg.orphan_kernels
-    if orphan and schema.has(sc.RUNTIME):
+    if schema.tracer and (orphan or agg.orphan_copies):
+        out.append(_unlaunched_line(agg, kernels))
+    elif orphan and schema.has(sc.RUNTIME):
         out.append(
             f"{orphan} of {kernels} kernels have no launching CUDA API row (a sliced export?): "
             "they count in the totals but in no step"
