@@ -89,6 +89,9 @@ def group_kernels(
     launched before the trace began)."""
     has = launch >= 0
     at = np.where(has, launch, 0)
+    if not len(launch_ops.op):  # no launching call at all: every kernel unattributed
+        has = np.zeros(len(launch), bool)
+        launch_ops = LaunchOps(*(np.full(1, -1, np.int64) for _ in range(3)))
     op = np.where(has, launch_ops.op[at], -1)
     fwd = np.where(has, launch_ops.forward[at], -1)
     back = np.where(has, launch_ops.node[at] >= 0, False)
