@@ -95,8 +95,9 @@ def group_kernels(
     op = np.where(has, launch_ops.op[at], -1)
     fwd = np.where(has, launch_ops.forward[at], -1)
     back = np.where(has, launch_ops.node[at] >= 0, False)
-    op_name = np.where(op >= 0, ranges.name_id[np.maximum(op, 0)], -1)
-    fwd_name = np.where(fwd >= 0, ranges.name_id[np.maximum(fwd, 0)], -1)
+    name_of = np.append(ranges.name_id, -1)  # index -1: no range (also with no range at all)
+    op_name = name_of[np.where(op >= 0, op, -1)]
+    fwd_name = name_of[np.where(fwd >= 0, fwd, -1)]
     kinds, kind_of = _kinds(
         (np.asarray(name_id, np.int64), op_name, back.astype(np.int64), fwd_name),
         (len(names), len(ranges.names) + 1, 2, len(ranges.names) + 1),
