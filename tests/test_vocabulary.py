@@ -183,3 +183,32 @@ def test_capture_json_is_the_summary_json_with_the_capture_s_own_facts(
     calibrated = run["calibration"]["uncaptured_mean_step_time_ns"]
     assert doc["capture"]["uncaptured_mean_step_time_ns"] == calibrated
     assert r.stderr.endswith(f"capture written to {folder}\n")
+
+
+def test_capture_json_of_a_launcher_s_ranks_is_the_rank_folder_s_document(tmp_path: Path) -> None:
+    """A launcher's ranks (a rank folder of two real exports and its run.json): the capture's
+    document is the rank folder's `census summary --json`, with "folder" and "run"."""
+    import shutil
+
+    from census.api import summary_view
+    from census.capture.run import read_run_info
+    from census.render import render
+    from census.render.views import CaptureView
+    from tests.helpers.files import fixture_file
+
+    folder = tmp_path / "ddp"
+    folder.mkdir()
+    for rank in (0, 1):
+        shutil.copy(fixture_file("h200_eager_3steps.sqlite"), folder / f"rank{rank}.sqlite")
+    record = {
+        "name": "ddp",
+        "ranks": {"0": "rank0.sqlite", "1": "rank1.sqlite"},
+        "calibration": None,
+    }
+    (folder / "run.json").write_text(json.dumps(record), "utf-8")
+    view = CaptureView(summary_view(folder), str(folder), read_run_info(folder))
+    doc = json.loads(render(view, "json", top=15))
+    assert doc.pop("folder") == str(folder) and doc.pop("run") == record
+    summary = runner.invoke(app, ["summary", str(folder), "--json"])
+    assert summary.exit_code == 0 and doc == json.loads(summary.stdout)
+    assert [rank["rank"] for rank in doc["ranks"]] == ["rank0", "rank1"]
