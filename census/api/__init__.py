@@ -75,6 +75,7 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
     from census.load.finish import compute_census
     from census.load.profile import load_profile
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.store.cache import cached_census
 
     sqlite_path = resolve_sqlite(path, progress)
@@ -85,12 +86,11 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
                                idle=options.idle)  # fmt: skip
         return compute_census(profile)
 
-    if not use_cache:
-        return compute()
     # the path the user named this time: the cache may hold it as read through another name
-    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(
-        str(sqlite_path)
-    )
+    named = str(named_source(path, sqlite_path))
+    if not use_cache:
+        return compute().read_through(named)
+    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(named)
 
 
 def summarize_ranks(
@@ -100,13 +100,18 @@ def summarize_ranks(
     folder, read in a process pool or on the Dask cluster of `options.scheduler`."""
     from census.load.finish import merge_census
     from census.load.scheduler import map_ranks
+    from census.sources.kineto.ranks import missing_ranks_note
     from census.sources.ranks import rank_files, rank_places
 
     files = rank_files(folder, options.ranks)
     labels, exports = [label for label, _ in files], [p for _, p in files]
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
     hosts, clocks = rank_places(folder, exports)  # each export opened once more, for both
-    return merge_census(labels, ranks, folder, hosts, clocks), labels, ranks, hosts
+    merged = merge_census(labels, ranks, folder, hosts, clocks)
+    note = missing_ranks_note(files)  # a folder of traces without some ranks of their world
+    if note is not None:
+        merged = replace(merged, warnings=(note, *merged.warnings))
+    return merged, labels, ranks, hosts
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
@@ -259,6 +264,7 @@ def summary_document(
     cache where the same export was summarized with the same options and the same calibration
     run (its capture overhead) before; a rank folder's, uncached."""
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
@@ -274,7 +280,7 @@ def summary_document(
         meta, text = render()
         return meta, spooled(text)
     sqlite_path = resolve_sqlite(path, progress)
-    key = _document_key(sqlite_path, options, top, _calibration(path))
+    key = _document_key(named_source(path, sqlite_path), options, top, _calibration(path))
     return cached_text([sqlite_path], *key, render)
 
 
@@ -314,6 +320,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     cache when the same two exports were compared with the same options before (labels: their
     names)."""
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
@@ -331,7 +338,8 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    named = [str(f) for f in files]  # the sides' source paths, as named (see _document_key)
+    # the sides' source paths, as named (see _document_key)
+    named = [str(named_source(p, f)) for p, f in zip((a, b), files, strict=True)]
     return cached_text(files, [list(labels), *options.key(), top, named], "diff-json", render)
 
 
