@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,10 +109,8 @@ def summarize_ranks(
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
     hosts, clocks = rank_places(folder, exports)  # each export opened once more, for both
     merged = merge_census(labels, ranks, folder, hosts, clocks)
-    note = missing_ranks_note(files)  # a folder of traces without some ranks of their world
-    if note is not None:
-        merged = replace(merged, warnings=(note, *merged.warnings))
-    return merged, labels, ranks, hosts
+    notes = [n for n in (missing_ranks_note(files),) if n]  # traces lacking some of their world
+    return replace(merged, warnings=(*notes, *merged.warnings)), labels, ranks, hosts
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
@@ -164,7 +163,7 @@ def _diff_sides(a: tuple, b: tuple, labels: tuple[str, str]) -> CensusDiff:
 def uncaptured_step_ns(path: Path, clock: str = "host") -> float | None:
     """The mean step time of a capture folder's calibration run without nsys (run.json): on the
     host's clock (what NVTX ranges span), or on the GPU's (CUDA events) with clock "gpu"."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(path) if path.is_dir() else None
     key = "uncaptured_gpu_mean_step_time_ns" if clock == "gpu" else "uncaptured_mean_step_time_ns"
@@ -194,7 +193,7 @@ def summary_view(
     """What every format shows of one capture (census.render.render): a Census, or anything
     `summarize` takes, read with `options`; a rank folder's is a RanksView (the merged summary,
     each rank's and the spread). `shown`: what the user named it (else the export's path)."""
-    from census.capture.run import capture_overhead
+    from census.capture.records import capture_overhead
     from census.findings.spread import rank_spread
     from census.model.census import Census
     from census.render.views import RanksView
@@ -297,7 +296,7 @@ def _document_key(
 def _calibration(path: Path) -> dict | None:
     """The calibration run recorded in a capture folder's run.json (None elsewhere): what the
     summary's capture overhead is measured against, which may be added after a summary."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(path) if path.is_dir() else None
     return (info or {}).get("calibration")
@@ -386,11 +385,13 @@ def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
                    auto: AutoSpec | None = None) -> Experiment:  # fmt: skip
     """Run a `census ab` experiment into its folder (census.capture.ab; a capture is kept only if
     it holds step ranges; `auto`: --arms auto, census.compare.ab.auto_arms), then read it back."""
+    from census.api.sides import read_ahead
     from census.capture.ab import run_ab
     from census.compare.ab.auto_arms import auto_rule
 
     spec = spec if auto is None else replace(spec, arms=auto.max_arms)
-    return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress)))
+    ahead = partial(read_ahead, summarize=summarize_with)  # A's read while B's is exported
+    return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress), ahead))
 
 
 def _has_steps(path: Path) -> bool:

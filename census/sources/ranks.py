@@ -86,7 +86,7 @@ def _names(paths: list[Path]) -> str:
 
 def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
     """The rank -> file map of a census capture's run.json; None when it has none."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(folder)
     ranks = (info or {}).get("ranks")
@@ -178,7 +178,7 @@ def rank_places(folder: Path, exports: list[Path]) -> tuple[list[str | None], li
     on one host can be set on one clock (each session keeps its own trace clock); None where the
     export records no systemClockNs (older nsys): its times cannot be aligned with another
     session's."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(folder) or {}
     places = info.get("rank_places") if isinstance(info.get("rank_places"), dict) else {}
