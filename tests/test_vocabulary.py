@@ -191,7 +191,7 @@ def test_capture_json_of_a_launcher_s_ranks_is_the_rank_folder_s_document(tmp_pa
     import shutil
 
     from census.api import summary_view
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
     from census.render import render
     from census.render.views import CaptureView
     from tests.helpers.files import fixture_file

@@ -36,6 +36,10 @@ ActiveOpt = Annotated[
     typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
 ]
 StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
+CAPTURE_JSON_HELP = (
+    'JSON on stdout: the folder\'s `census summary --json` with "folder" and "run" '
+    "(its run.json, the calibration run's step times included)."
+)
 ABFailIfOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -105,14 +109,7 @@ def capture(
     ] = None,
     on_ranks: OnRanksOpt = False,
     steps: StepsRefusedOpt = None,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help='JSON on stdout: the folder\'s `census summary --json` with "folder" and '
-            '"run" (its run.json, the calibration run\'s step times included).',
-        ),
-    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help=CAPTURE_JSON_HELP)] = False,
 ) -> None:
     """Run COMMAND (after --) under nsys and print its census."""
     from census.capture.demo import demo_command
@@ -245,7 +242,8 @@ def capture_shown(name, command, warmup, active, nsys, trace, output, force, cal
     ranges), print its census, its capture overhead on stderr (`as_json`: its JSON document,
     census.render.views.CaptureView); the capture folder."""
     from census.api import Options, capture_steps
-    from census.capture.run import CaptureSpec, read_run_info
+    from census.capture.records import read_run_info
+    from census.capture.run import CaptureSpec
     from census.cli.common import shape
     from census.cli.piped import TOP_DEFAULT
     from census.render import render
