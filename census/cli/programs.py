@@ -36,6 +36,10 @@ ActiveOpt = Annotated[
     typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
 ]
 StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
+CAPTURE_JSON_HELP = (
+    'JSON on stdout: the folder\'s `census summary --json` with "folder" and "run" '
+    "(its run.json, the calibration run's step times included)."
+)
 ABFailIfOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -105,6 +109,7 @@ def capture(
     ] = None,
     on_ranks: OnRanksOpt = False,
     steps: StepsRefusedOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help=CAPTURE_JSON_HELP)] = False,
 ) -> None:
     """Run COMMAND (after --) under nsys and print its census."""
     from census.capture.demo import demo_command
@@ -120,7 +125,7 @@ def capture(
         )
     run = (warmup, active, nsys, trace, output, force)
     calibrate = bool(demo) if calibrate is None else calibrate
-    folder = capture_shown(name, command, *run, calibrate, on_ranks)
+    folder = capture_shown(name, command, *run, calibrate, on_ranks, as_json)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -232,25 +237,34 @@ def doctor(
 
 
 def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
-                  on_ranks=False) -> Path:  # fmt: skip
+                  on_ranks=False, as_json=False) -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
-    ranges), print its census, its capture overhead on stderr; the capture folder."""
+    ranges), print its census, its capture overhead on stderr (`as_json`: its JSON document,
+    census.render.views.CaptureView); the capture folder."""
     from census.api import Options, capture_steps
+    from census.capture.records import read_run_info
     from census.capture.run import CaptureSpec
+    from census.cli.common import shape
+    from census.cli.piped import TOP_DEFAULT
     from census.render import render
     from census.render.table import overhead_note
-    from census.render.views import RanksView
+    from census.render.views import CaptureView, RanksView
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
                        calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
     folder = capture_steps(spec, nsys)
-    view, shape = summary_shown(folder, Options()), terminal()
-    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
-        show(render(view, "terminal", **shape), "terminal")
+    view = summary_shown(folder, Options())
+    if as_json:
+        own = CaptureView(view, str(folder), read_run_info(folder))
+        show(render(own, "json", top=TOP_DEFAULT, **shape("json")), "json")
         return folder
-    show(render(view, "terminal", overhead=False, **shape), "terminal")
-    note = overhead_note(view.overhead, shape["width"])
+    term = terminal()
+    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
+        show(render(view, "terminal", **term), "terminal")
+        return folder
+    show(render(view, "terminal", overhead=False, **term), "terminal")
+    note = overhead_note(view.overhead, term["width"])
     if note:
         print(note, file=sys.stderr)
     return folder
