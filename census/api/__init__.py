@@ -386,24 +386,33 @@ def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
 
 
 def _has_steps(path: Path) -> bool:
+    """Whether the exports at `path` (a file, a capture's folder of exports or traces) hold
+    step ranges; a torch.profiler trace read through its export (census.sources.kineto)."""
+    from census.capture.torch_trace import TRACE_SUFFIX
     from census.load.steps import has_step_ranges
+    from census.sources.export import resolve_sqlite
 
-    return has_step_ranges(path, DEFAULT_STEPS_REGEX)
+    traces = sorted(path.glob("*" + TRACE_SUFFIX)) if path.is_dir() else []
+    return any(has_step_ranges(f, DEFAULT_STEPS_REGEX)
+               for f in [resolve_sqlite(t) for t in traces] or [path])  # fmt: skip
 
 
 def capture_steps(spec: CaptureSpec, nsys: str | None = None) -> Path:
-    """Capture `spec.command` under nsys (`nsys`: its path, else found) into its capture folder,
-    kept only if it holds step ranges; the folder."""
-    from census.capture.nsys import find_nsys
+    """Capture `spec.command` under its profiler (nsys: `nsys`, else found, its error naming
+    --profiler torch where torch is installed; or torch.profiler inside the program) into its
+    capture folder, kept only if it holds step ranges; the folder."""
+    from census.capture.nsys import find_nsys_to_capture
     from census.capture.run import run_capture, validate_spec
 
     validate_spec(spec)  # the name and the folder, before nsys is looked for or anything runs
-    spec = replace(spec, nsys=find_nsys(nsys))
+    if spec.profiler == "nsys":
+        spec = replace(spec, nsys=find_nsys_to_capture(nsys))
 
     def verify(work: Path) -> None:
         if not _has_steps(work):
+            ranges = "NVTX" if spec.profiler == "nsys" else "torch.profiler"
             raise CaptureError(
-                f"{spec.name}: the capture holds no NVTX step ranges, so it was discarded: wrap "
+                f"{spec.name}: the capture holds no {ranges} step ranges, so it was discarded: wrap "
                 "each training step with census.step(i) or iterate with census.steps(loader)",
                 list(spec.command),
             )

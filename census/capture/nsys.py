@@ -1,7 +1,9 @@
-"""Finding nsys: the one executable every capture and every `.nsys-rep` export runs."""
+"""Finding nsys: the one executable every nsys capture and every `.nsys-rep` export runs; for a
+capture, where it is missing and torch is installed, the error says `--profiler torch`."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -31,3 +33,25 @@ def find_nsys(explicit: str | None = None, option: str | None = "--nsys") -> str
     if not found:
         raise ToolMissingError(f"nsys not found on PATH: {NSYS_INSTALL_HINT} or {where}")
     return found
+
+
+TORCH_HINT = "or capture without nsys: census capture --profiler torch (torch is installed here)"
+
+
+def find_nsys_to_capture(explicit: str | None = None) -> str:
+    """find_nsys for a capture: where nsys is missing and torch is installed, its one-line error
+    also says that torch.profiler can capture (`--profiler torch`)."""
+    try:
+        return find_nsys(explicit)
+    except ToolMissingError as exc:
+        if not torch_installed():
+            raise
+        raise ToolMissingError(f"{exc}; {TORCH_HINT}") from None
+
+
+def torch_installed() -> bool:
+    """Whether census's Python can import torch (found, not imported)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False

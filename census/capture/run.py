@@ -19,15 +19,14 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.doctor import environment_info, probe
 from census.capture.keep import finish_folder
-from census.capture.launcher import forwarded, split_launcher
+from census.capture.launcher import Launch, forwarded, split_launcher
 from census.capture.per_rank import (
     check_ranks,
     distributed_profile_command,
@@ -38,6 +37,7 @@ from census.capture.per_rank import (
 from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
+from census.capture.torch_trace import TORCH, TRACE_SUFFIX, TRACER_NAME, trace_env, trace_stems
 from census.errors import CaptureError, UsageError
 from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
 from census.paths import check_output_folder, make_work_folder
@@ -50,8 +50,9 @@ REPORT_STEM = "capture"
 class CaptureSpec:
     """What `census capture` runs: the capture's name (its folder under out_dir), the command, the
     nsys executable and its `-t` list, the warm-up and measured steps (None: the script's own),
-    whether to replace a capture, whether to time a calibration run without nsys first, more
-    environment, and whether each rank summarizes its own export."""
+    whether to replace a capture, whether to time a calibration run without the profiler first,
+    more environment, whether each rank summarizes its own export, and the profiler (nsys, or
+    torch: torch.profiler, census.capture.torch_trace)."""
 
     name: str
     command: tuple[str, ...]
@@ -64,6 +65,7 @@ class CaptureSpec:
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
     on_ranks: bool = False  # with several ranks, each summarizes its export (census.cli.on_rank)
+    profiler: str = "nsys"  # or "torch": torch.profiler inside the program, no nsys
 
     @property
     def folder(self) -> Path:
@@ -142,7 +144,9 @@ def check_capture_folder(folder: Path, force: bool) -> None:
 
 
 # What census writes into a capture folder (nsys's reports and exports, one per rank or one).
-_CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|run\.json")
+_CAPTURE_FILE = re.compile(
+    r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm|pt\.trace\.json\.gz)|run\.json"
+)
 
 
 def folder_names(folder: Path) -> list[str] | str:
@@ -181,39 +185,32 @@ def json_object(path: Path) -> dict | None:
 def is_capture_record(path: Path) -> bool:
     """Whether `path` is the run.json census writes (run_info)."""
     info = json_object(path)
+    torch = info is not None and info.get("profiler") == TRACER_NAME[TORCH]  # no nsys command
     return (info is not None and isinstance(info.get("census_version"), str)
             and isinstance(info.get("command"), list)
-            and isinstance(info.get("nsys_command"), list))  # fmt: skip
+            and (isinstance(info.get("nsys_command"), list) or torch))  # fmt: skip
 
 
 def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None) -> Path:
-    """Run the capture; return the finished folder holding capture.nsys-rep, .sqlite, run.json.
+    """Run the capture; return the finished folder holding its exports (capture.nsys-rep and
+    .sqlite, or torch.profiler's capture.pt.trace.json.gz; one per rank under a launcher) and
+    run.json.
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
-    work = make_work_folder(spec.out_dir, spec.name, "nsys was not started")
+    work = make_work_folder(spec.out_dir, spec.name, f"{tracer_name(spec)} was not started")
     try:
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
         launch = split_launcher(spec.command)
-        env = {**os.environ, **step_env(spec)}
-        if launch:
-            into = spec.folder.absolute() if spec.on_ranks else None
-            cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
-            env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
-        else:
-            cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
-        tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
-        stems = check_outputs(work, cmd, multi=bool(launch))
-        places = read_places(work) if launch else {}
-        world = check_ranks(stems, places, launch, tail, cmd) if launch else 1
+        cmd, stems, places, world = _profile(spec, work, launch)
         if verify:
             verify(work)
         recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
                     str(spec.folder)) for c in cmd]  # fmt: skip
         info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
         if launch:
-            info.update(rank_info(work, stems, places, world))
+            info.update(rank_info(work, stems, places, world, _suffix(spec)))
         finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
                       ("the capture's record (run.json)", "its exports"), spec.force,
                       capture_foreign)  # fmt: skip
@@ -223,13 +220,53 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_ranks(cmd: list[str], env: dict[str, str]) -> str:
+def _profile(
+    spec: CaptureSpec, work: Path, launch: Launch | None
+) -> tuple[list[str], list[str], dict[int, dict], int]:
+    """Run the program under its profiler into `work`: the command run, the stems of the exports
+    it wrote (`capture`, or `rank0`, `rank1`, ...), each rank's place and the world size. nsys
+    wraps the program (once per rank, under census.cli.on_rank); torch.profiler runs inside it
+    (census.steps, told by trace_env), each rank writing its own trace."""
+    env = {**os.environ, **step_env(spec)}
+    torch = spec.profiler == TORCH
+    if torch:
+        cmd = list(spec.command)
+        env = {**env, **forwarded(trace_env(work), env)}
+    elif launch:
+        into = spec.folder.absolute() if spec.on_ranks else None
+        cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
+    else:
+        cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
+    if launch:
+        env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
+    what = "the program under torch.profiler" if torch else "nsys profile"
+    tail = _run_ranks(cmd, env, what, _suffix(spec)) if launch else run_command(cmd, env, what)
+    multi = bool(launch)
+    stems = trace_stems(work, cmd, multi) if torch else check_outputs(work, cmd, multi)
+    if not launch:
+        return cmd, stems, {}, 1
+    places = read_places(work)
+    world = check_ranks(stems, places, launch, tail, cmd, _suffix(spec))
+    return cmd, stems, places, world
+
+
+def tracer_name(spec: CaptureSpec) -> str:
+    """The profiler a capture runs, as census's messages name it: nsys or torch.profiler."""
+    return TRACER_NAME[spec.profiler]
+
+
+def _suffix(spec: CaptureSpec) -> str:
+    """The name ending of the files a rank's capture is read from."""
+    return TRACE_SUFFIX if spec.profiler == TORCH else ".sqlite"
+
+
+def _run_ranks(cmd: list[str], env: dict[str, str], what: str, suffix: str) -> str:
     """The launcher's run (run_command); when it fails because ranks could not write into the
     capture folder, the one line that names them (census.capture.per_rank.unwritten)."""
     try:
-        return run_command(cmd, env, "nsys profile")
+        return run_command(cmd, env, what)
     except ProgramError as exc:
-        named = unwritten(exc.tail, cmd)
+        named = unwritten(exc.tail, cmd, suffix=suffix)
         if named is not None:
             raise named from None
         raise
@@ -277,11 +314,11 @@ def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = Tru
 
 
 def calibrate(spec: CaptureSpec, work: Path) -> dict:
-    """Run the same steps without nsys; census.steps records each step's wall time."""
+    """Run the same steps without the profiler; census.steps records each step's wall time."""
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
     env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
-    what = "calibration run (without nsys)"
+    what = f"calibration run (without {tracer_name(spec)})"
     run_command(list(spec.command), env, what)
     try:
         record = read_record(times, what, list(spec.command))  # checked as an arm's record is
@@ -312,37 +349,6 @@ def _mean(values: list[int] | None) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-        if out.returncode == 0:
-            return out.stdout.strip()
-    return None
-
-
-def environment_info(nsys: str) -> dict:
-    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown."""
-    gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
-    torch_info = _probe(
-        [
-            sys.executable,
-            "-c",
-            "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))",
-        ],
-    )
-    torch_version, cuda_version = json.loads(torch_info) if torch_info else (None, None)
-    gpus = [ln.split(",")[0].strip() for ln in gpu.splitlines()] if gpu else []
-    driver = gpu.splitlines()[0].split(",")[1].strip() if gpu and "," in gpu else None
-    nsys_version = _probe([nsys, "--version"])
-    return {
-        "gpus": gpus,
-        "driver_version": driver,
-        "cuda_version": cuda_version,
-        "torch_version": torch_version,
-        "nsys_version": nsys_version,
-    }
-
-
 def run_info(
     spec: CaptureSpec,
     cmd: list[str],
@@ -350,21 +356,26 @@ def run_info(
     ended: dt.datetime,
     calibration: dict | None,
 ) -> dict:
-    """run.json's record of a capture: the spec, the nsys command run, its start and end (ISO
-    8601), host, working directory, git commit, versions (environment_info) and calibration."""
+    """run.json's record of a capture: the spec, the profiler and the command run (nsys's, or
+    the program itself under torch.profiler: `nsys_command` null), its start and end (ISO 8601),
+    host, working directory, git commit, versions (environment_info; no nsys version without
+    nsys) and calibration."""
+    torch = spec.profiler == TORCH
     return {
         "name": spec.name,
         "command": list(spec.command),
-        "nsys_command": cmd,
+        "profiler": TRACER_NAME[spec.profiler],
+        "nsys_command": None if torch else cmd,
+        "profile_command": cmd,
         "start_time": started.isoformat(),
         "end_time": ended.isoformat(),
         "hostname": socket.gethostname(),
         "cwd": os.getcwd(),
-        "git_commit": _probe(["git", "rev-parse", "HEAD"], timeout=5),
+        "git_commit": probe(["git", "rev-parse", "HEAD"], timeout=5),
         "census_version": __version__,
         "warmup": spec.warmup,
         "active": spec.active,
-        **environment_info(spec.nsys),
+        **environment_info(None if torch else spec.nsys),
         "calibration": calibration,
     }
 
@@ -390,9 +401,9 @@ def read_run_info(folder: Path) -> dict | None:
 def capture_overhead(
     folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
 ) -> dict | None:
-    """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
+    """Captured step time against the calibration run's uncaptured step time: the step ranges
     against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock."""
+    against the CUDA-event clock; `tracer`: the profiler that made the capture (run.json)."""
     info = read_run_info(folder) if folder.is_dir() else None
     gpu = clock == "gpu"
     key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
@@ -402,6 +413,7 @@ def capture_overhead(
         return None
     return {
         "clock": clock,
+        "tracer": (info or {}).get("profiler") or "nsys",
         "captured_mean_step_time_ns": captured,
         "uncaptured_mean_step_time_ns": uncaptured,
         "overhead_ratio": captured / uncaptured,
