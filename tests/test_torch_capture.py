@@ -119,6 +119,24 @@ def test_a_running_torch_profiler_gets_census_steps_and_phases(tmp_path: Path) -
                      ("step 7", [])]  # fmt: skip
 
 
+def test_a_users_own_profiler_is_left_running(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    from census.capture.torch_trace import TorchTrace
+
+    monkeypatch.setenv("CENSUS_PROFILER", "torch")
+    monkeypatch.setenv("CENSUS_TRACE_DIR", str(tmp_path))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        trace = TorchTrace.from_env()
+        assert trace is not None
+        trace.start()  # no second profiler over the user's (its stop would end theirs)
+        trace.stop()
+        with census.step(3):
+            pass
+    assert os.listdir(tmp_path) == []
+    assert [e.name for e in prof.events() if e.name == "step 3"] == ["step 3"]
+
+
 def test_no_mark_without_a_running_profiler() -> None:
     from census.capture.torch_trace import mark_open
 

@@ -36,6 +36,8 @@ PROFILERS = ("nsys", TORCH)  # census capture --profiler
 TRACER_NAME = {"nsys": "nsys", TORCH: "torch.profiler"}  # as census's messages name them
 TRACE_SUFFIX = ".pt.trace.json.gz"
 NO_TORCH = "census: --profiler torch, but the program has not imported torch: no trace written"
+PROFILER_RUNNING = ("census: --profiler torch, but the program runs a torch.profiler of its own "
+                    "over the measured steps: no trace written (census's steps are in its trace)")  # fmt: skip
 
 
 def mark_open(name: str) -> Any:
@@ -101,6 +103,10 @@ class TorchTrace:
         torch = sys.modules.get("torch")
         if torch is None:
             _say(NO_TORCH)
+            return
+        prof = _profiler_module()
+        if prof is not None and prof._is_profiler_enabled:  # one profiler at a time: the user's
+            _say(PROFILER_RUNNING)
             return
         from torch.profiler import ProfilerActivity, profile, supported_activities
 
