@@ -159,6 +159,13 @@ def test_two_gloo_ranks_write_a_trace_each(tmp_path: Path) -> None:
         assert (doc["distributedInfo"]["rank"], doc["distributedInfo"]["world_size"]) == (rank, 2)
         assert [s["name"] for s in steps_of(marks)] == ["step 1", "step 2"]
         assert info["rank_places"][str(rank)]["local_rank"] == rank
+    r = runner.invoke(app, ["summary", str(folder), "--json"])  # read as a rank folder
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["rank"] for x in doc["ranks"]] == ["rank0", "rank1"]
+    assert [x["name"] for x in doc["steps"]] == [
+        f"rank{r}: step {i}" for r in (0, 1) for i in (1, 2)
+    ]
 
 
 def test_ab_captures_each_side_with_torch_profiler(tmp_path: Path) -> None:

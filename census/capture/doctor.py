@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -159,9 +160,11 @@ def probe(cmd: list[str], timeout: float = 30.0) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4)  # asked once a process: census ab's second capture waits less
 def environment_info(nsys: str | None) -> dict:
     """GPU model and driver, CUDA and torch versions, nsys version (`nsys` None: not asked): None
-    where unknown."""
+    where unknown (torch's asked of a fresh Python, seconds: once per process and nsys; run_info
+    copies the dict)."""
     gpu = probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     torch_info = probe(
         [

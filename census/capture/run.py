@@ -19,7 +19,7 @@ import re
 import shutil
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.capture.torch_trace import TORCH, TRACE_SUFFIX, TRACER_NAME, trace_env, trace_stems
 from census.errors import CaptureError, UsageError
-from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
+from census.metrics import STEP_TIME_NS
 from census.paths import check_output_folder, make_work_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
@@ -74,10 +74,12 @@ class CaptureSpec:
 
 
 def nsys_profile_command(
-    nsys: str, output_base: Path, command: tuple[str, ...], trace: str
+    nsys: str, output_base: Path, command: tuple[str, ...], trace: str, export: bool = True
 ) -> list[str]:
     """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
-    no CPU sampling or context switches (they add overhead and nothing to a kernel census)."""
+    no CPU sampling or context switches (they add overhead and nothing to a kernel census);
+    the SQLite export made by nsys as it ends, unless `export` is False (census exports the
+    report itself later: census.capture.overlap)."""
     return [
         nsys,
         "profile",
@@ -87,7 +89,7 @@ def nsys_profile_command(
         "--capture-range-end=stop",
         "--sample=none",
         "--cpuctxsw=none",
-        "--export=sqlite",
+        *(["--export=sqlite"] if export else []),
         "--force-overwrite=true",
         f"--output={output_base}",
         *command,
@@ -193,70 +195,99 @@ def is_capture_record(path: Path) -> bool:
 
 def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None) -> Path:
     """Run the capture; return the finished folder holding its exports (capture.nsys-rep and
-    .sqlite, or torch.profiler's capture.pt.trace.json.gz; one per rank under a launcher) and
-    run.json.
+    .sqlite, or torch.profiler's capture.pt.trace.json.gz; one per rank) and run.json.
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
-    work = make_work_folder(spec.out_dir, spec.name, f"{tracer_name(spec)} was not started")
+    with capture_work(spec) as work:
+        return finish_capture(profile_capture(spec, work), verify)
+
+
+@contextlib.contextmanager
+def capture_work(spec: CaptureSpec) -> Iterator[Path]:
+    """The capture's hidden work folder (census.paths.make_work_folder), removed on the way out
+    unless finish_capture moved it into place."""
+    work = make_work_folder(
+        spec.out_dir, spec.name, f"{TRACER_NAME[spec.profiler]} was not started"
+    )
     try:
-        started = dt.datetime.now(dt.timezone.utc)
-        calibration = calibrate(spec, work) if spec.calibrate else None
-        launch = split_launcher(spec.command)
-        cmd, stems, places, world = _profile(spec, work, launch)
-        if verify:
-            verify(work)
-        recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
-                    str(spec.folder)) for c in cmd]  # fmt: skip
-        info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
-        if launch:
-            info.update(rank_info(work, stems, places, world, _suffix(spec)))
-        finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
-                      ("the capture's record (run.json)", "its exports"), spec.force,
-                      capture_foreign)  # fmt: skip
-        return spec.folder
+        yield work
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _profile(
-    spec: CaptureSpec, work: Path, launch: Launch | None
-) -> tuple[list[str], list[str], dict[int, dict], int]:
-    """Run the program under its profiler into `work`: the command run, the stems of the exports
-    it wrote (`capture`, or `rank0`, `rank1`, ...), each rank's place and the world size. nsys
-    wraps the program (once per rank, under census.cli.on_rank); torch.profiler runs inside it
-    (census.steps, told by trace_env), each rank writing its own trace."""
+@dataclass(frozen=True)
+class Profiled:
+    """A capture whose program ran under nsys in `work`: the nsys command, its output's tail,
+    when it started, its calibration, and its launcher (None: one process)."""
+
+    spec: CaptureSpec
+    work: Path
+    cmd: list[str]
+    tail: str
+    started: dt.datetime
+    calibration: dict | None
+    launch: Launch | None
+
+
+def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profiled:
+    """The calibration run when asked, then the program under `nsys profile` into `work`;
+    without `export` (one process only) nsys writes the report alone, for `nsys export` later.
+    With spec.profiler "torch" the program runs itself (each rank under its launcher) and
+    census.steps records it with torch.profiler (trace_env), each rank writing its own trace."""
+    started = dt.datetime.now(dt.timezone.utc)
+    calibration = calibrate(spec, work) if spec.calibrate else None
+    launch = split_launcher(spec.command)
     env = {**os.environ, **step_env(spec)}
     torch = spec.profiler == TORCH
     if torch:
-        cmd = list(spec.command)
-        env = {**env, **forwarded(trace_env(work), env)}
+        cmd, env = list(spec.command), {**env, **forwarded(trace_env(work), env)}
     elif launch:
         into = spec.folder.absolute() if spec.on_ranks else None
         cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
     else:
-        cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
-    if launch:
-        env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
+        cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace,
+                                   export)  # fmt: skip
+    env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV} if launch else env
     what = "the program under torch.profiler" if torch else "nsys profile"
     tail = _run_ranks(cmd, env, what, _suffix(spec)) if launch else run_command(cmd, env, what)
-    multi = bool(launch)
-    stems = trace_stems(work, cmd, multi) if torch else check_outputs(work, cmd, multi)
-    if not launch:
-        return cmd, stems, {}, 1
-    places = read_places(work)
-    world = check_ranks(stems, places, launch, tail, cmd, _suffix(spec))
-    return cmd, stems, places, world
+    return Profiled(spec, work, cmd, tail, started, calibration, launch)
 
 
-def tracer_name(spec: CaptureSpec) -> str:
-    """The profiler a capture runs, as census's messages name it: nsys or torch.profiler."""
-    return TRACER_NAME[spec.profiler]
+def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
+                   exported_by: list[str] | None = None) -> Path:  # fmt: skip
+    """The capture's exports checked (and `verify(work)` asked), its run.json written (with
+    `exported_by`, the `nsys export` command census ran, where nsys did not export it as it
+    ended) and its work folder moved into place; the capture's folder."""
+    spec, work, cmd, launch = done.spec, done.work, done.cmd, done.launch
+    multi, suffix = bool(launch), _suffix(spec)
+    stems = (
+        trace_stems(work, cmd, multi) if suffix == TRACE_SUFFIX else check_outputs(work, cmd, multi)
+    )
+    places = read_places(work) if launch else {}
+    world = check_ranks(stems, places, launch, done.tail, cmd, suffix) if launch else 1
+    if verify:
+        verify(work)
+
+    def recorded(command: list[str]) -> list[str]:  # as run in the capture's folder
+        return [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
+                str(spec.folder)) for c in command]  # fmt: skip
+
+    info = run_info(spec, recorded(cmd), done.started, dt.datetime.now(dt.timezone.utc),
+                    done.calibration)  # fmt: skip
+    if exported_by is not None:
+        info["nsys_export_command"] = recorded(exported_by)
+    if launch:
+        info.update(rank_info(work, stems, places, world, suffix))
+    finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
+                  ("the capture's record (run.json)", "its exports"), spec.force,
+                  capture_foreign)  # fmt: skip
+    return spec.folder
 
 
 def _suffix(spec: CaptureSpec) -> str:
-    """The name ending of the files a rank's capture is read from."""
+    """The name ending of the files a rank's capture is read from (an export or a trace)."""
     return TRACE_SUFFIX if spec.profiler == TORCH else ".sqlite"
 
 
@@ -318,7 +349,7 @@ def calibrate(spec: CaptureSpec, work: Path) -> dict:
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
     env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
-    what = f"calibration run (without {tracer_name(spec)})"
+    what = f"calibration run (without {TRACER_NAME[spec.profiler]})"
     run_command(list(spec.command), env, what)
     try:
         record = read_record(times, what, list(spec.command))  # checked as an arm's record is
@@ -377,44 +408,4 @@ def run_info(
         "active": spec.active,
         **environment_info(None if torch else spec.nsys),
         "calibration": calibration,
-    }
-
-
-def read_run_info(folder: Path) -> dict | None:
-    """A capture folder's run.json; None when there is none; an InputError naming it when it
-    is not a census capture record."""
-    from census.errors import InputError
-
-    path = folder / "run.json"
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable capture record ({exc})") from None
-    calibration = info.get("calibration") if isinstance(info, dict) else None
-    if not isinstance(info, dict) or not isinstance(calibration, dict | None):
-        raise InputError(f"{path}: not a census capture record (a JSON object with a calibration)")
-    return info
-
-
-def capture_overhead(
-    folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
-) -> dict | None:
-    """Captured step time against the calibration run's uncaptured step time: the step ranges
-    against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock; `tracer`: the profiler that made the capture (run.json)."""
-    info = read_run_info(folder) if folder.is_dir() else None
-    gpu = clock == "gpu"
-    key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
-    uncaptured = ((info or {}).get("calibration") or {}).get(key)
-    captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
-    if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
-        return None
-    return {
-        "clock": clock,
-        "tracer": (info or {}).get("profiler") or "nsys",
-        "captured_mean_step_time_ns": captured,
-        "uncaptured_mean_step_time_ns": uncaptured,
-        "overhead_ratio": captured / uncaptured,
     }
