@@ -261,7 +261,7 @@ SampleOpt = Annotated[
                  "take two, eager,compiled."),
 ]  # fmt: skip
 # Where an input is named: a file, a folder, or a bundled capture (every PROFILE's help says so).
-PROFILE_HELP = ".sqlite, .nsys-rep, capture folder, or sample:NAME"
+PROFILE_HELP = ".sqlite, .nsys-rep, capture folder, nsys arrowdir/parquetdir folder, or sample:NAME"
 
 
 def deprecated(old: str, value: Any, new: str, given: Any = None) -> Any:
