@@ -160,18 +160,21 @@ def _step_tables(view: SummaryView, all_steps: bool) -> tuple[tuple, tuple]:
 
 
 def render_overhead(overhead: dict) -> str:
-    """One line: a capture's step time inside nsys against its calibration run without."""
+    """One line: a capture's step time inside its profiler (nsys, torch.profiler) against its
+    calibration run without."""
     captured = fmt_ns(overhead["captured_mean_step_time_ns"])
     uncaptured = fmt_ns(overhead["uncaptured_mean_step_time_ns"])
     ratio = f"(x{overhead['overhead_ratio']:.2f})"
+    tracer = overhead.get("tracer") or "nsys"
     if overhead.get("clock") == "gpu":
         return (
-            f"capture overhead on the GPU: GPU span {captured}/step inside nsys vs {uncaptured}"
-            f"/step uncaptured (CUDA events) {ratio}: nsys narrows or widens the gaps you compare"
+            f"capture overhead on the GPU: GPU span {captured}/step inside {tracer} vs "
+            f"{uncaptured}/step uncaptured (CUDA events) {ratio}: {tracer} narrows or widens the "
+            "gaps you compare"
         )
     return (
-        f"capture overhead: {captured}/step inside nsys vs {uncaptured}/step uncaptured "
-        f"{ratio}: nsys narrows or widens the gaps you compare"
+        f"capture overhead: {captured}/step inside {tracer} vs {uncaptured}/step uncaptured "
+        f"{ratio}: {tracer} narrows or widens the gaps you compare"
     )
 
 
