@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.inductor import inductor_env, keep_inductor_map
 from census.capture.keep import finish_folder
 from census.capture.launcher import forwarded, split_launcher
+from census.capture.ops import NSYS_PYTORCH, op_ranges, ops_env
 from census.capture.per_rank import (
     check_ranks,
     distributed_profile_command,
@@ -64,6 +66,7 @@ class CaptureSpec:
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
     on_ranks: bool = False  # with several ranks, each summarizes its export (census.cli.on_rank)
+    ops: bool = False  # --ops: op ranges in the captured run (census.capture.ops)
 
     @property
     def folder(self) -> Path:
@@ -72,14 +75,15 @@ class CaptureSpec:
 
 
 def nsys_profile_command(
-    nsys: str, output_base: Path, command: tuple[str, ...], trace: str
+    nsys: str, output_base: Path, command: tuple[str, ...], trace: str, ops: str | None = None
 ) -> list[str]:
-    """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
-    no CPU sampling or context switches (they add overhead and nothing to a kernel census)."""
+    """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range, no
+    CPU sampling or context switches (overhead, nothing to a census); nsys's op ranges: `ops`."""
     return [
         nsys,
         "profile",
         f"--trace={trace}",
+        *([NSYS_PYTORCH] if ops == NSYS_PYTORCH else []),
         "--cuda-graph-trace=node",
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
@@ -100,14 +104,17 @@ MULTI_GPU_ENV = {
 }
 
 
-def step_env(spec: CaptureSpec, run: str = "capture") -> dict[str, str]:
+def step_env(
+    spec: CaptureSpec, run: str = "capture", work: Path | None = None, ops: str | None = None
+) -> dict[str, str]:
     """What census sets for the captured program (or its calibration run, `run`): its steps,
     that census runs it (census.steps then ends the loop after the measured steps), with
     --summarize-on-ranks census's cache folder as this node sees it (each rank caches its census
-    there; shared, it reaches the node that asks), and Open MPI told to pass them on."""
+    there; shared, it reaches the node that asks), Inductor's cache in `work`, $CENSUS_OPS
+    (census.capture.ops.ops_env) and Open MPI told to pass them on."""
     from census.paths import cache_dir
 
-    env = {**spec.env, ENV_RUN: run}
+    env = {**spec.env, **inductor_env(work), **ops_env(ops, run), ENV_RUN: run}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
@@ -142,7 +149,7 @@ def check_capture_folder(folder: Path, force: bool) -> None:
 
 
 # What census writes into a capture folder (nsys's reports and exports, one per rank or one).
-_CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|run\.json")
+_CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|(run|inductor_map)\.json")
 
 
 def folder_names(folder: Path) -> list[str] | str:
@@ -196,14 +203,16 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
         started = dt.datetime.now(dt.timezone.utc)
         calibration = calibrate(spec, work) if spec.calibrate else None
         launch = split_launcher(spec.command)
-        env = {**os.environ, **step_env(spec)}
+        ops = op_ranges(spec.ops, spec.nsys, bool(launch))
+        env = {**os.environ, **step_env(spec, work=work, ops=ops)}
         if launch:
             into = spec.folder.absolute() if spec.on_ranks else None
             cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
             env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
         else:
-            cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
+            cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace, ops)
         tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
+        keep_inductor_map(work)
         stems = check_outputs(work, cmd, multi=bool(launch))
         places = read_places(work) if launch else {}
         world = check_ranks(stems, places, launch, tail, cmd) if launch else 1
@@ -212,6 +221,7 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
         recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
                     str(spec.folder)) for c in cmd]  # fmt: skip
         info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
+        info["op_ranges"] = ops
         if launch:
             info.update(rank_info(work, stems, places, world))
         finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
@@ -279,7 +289,7 @@ def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = Tru
 def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without nsys; census.steps records each step's wall time."""
     times = work / "calibration.json"
-    env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
+    env = {**os.environ, **step_env(spec, "calibration", work), ENV_STEP_TIMES: str(times)}
     env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
     what = "calibration run (without nsys)"
     run_command(list(spec.command), env, what)
@@ -392,7 +402,7 @@ def capture_overhead(
 ) -> dict | None:
     """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
     against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock."""
+    against the CUDA-event clock; with `op_ranges` where the run recorded them (--ops)."""
     info = read_run_info(folder) if folder.is_dir() else None
     gpu = clock == "gpu"
     key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
@@ -400,9 +410,11 @@ def capture_overhead(
     captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
     if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
         return None
+    ops = (info or {}).get("op_ranges")
     return {
         "clock": clock,
         "captured_mean_step_time_ns": captured,
         "uncaptured_mean_step_time_ns": uncaptured,
         "overhead_ratio": captured / uncaptured,
+        **({"op_ranges": ops} if isinstance(ops, str) else {}),
     }

@@ -5,7 +5,9 @@ compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ran
 the range. torch is used only if the training script already imported it. In a program census
 runs ($CENSUS_RUN set: `census capture`, its calibration run, `census ab`'s arms) the loop ends
 once the measured steps are over, when their number is known (`stop=False` keeps the rest of
-the loop); anywhere else the loop runs whole.
+the loop); anywhere else the loop runs whole. In the run `census capture --ops` captures, where
+nsys has no PyTorch option of its own, torch.autograd.profiler.emit_nvtx is on for the measured
+steps ($CENSUS_OPS: op_ranges_asked); never in a calibration run or an A/B arm.
 
 In a timed run ($CENSUS_STEP_TIMES: calibration, `census ab` arms) `census.record(name, value)`
 and `census.count(name, n)` called inside a measured step are kept in its record
@@ -36,6 +38,10 @@ ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
 ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
 ENV_RUN = "CENSUS_RUN"  # set by census for the programs it runs: "capture", "calibration", "arm"
+# `census capture --ops` where nsys has no PyTorch option of its own: census.steps records op
+# ranges (torch.autograd.profiler.emit_nvtx) around the measured window, in the captured run alone
+ENV_OPS = "CENSUS_OPS"
+OPS_EMIT_NVTX = "emit_nvtx"
 RANK_SUFFIX = ".rank"  # with several ranks, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
 # The line a rank prints when it cannot write its record; census ab finds it in the arm's output
 # (census.capture.arms) to name the rank's host and the cause.
@@ -137,6 +143,42 @@ def profiler_stop() -> None:
         lib.cudaProfilerStop()
 
 
+def op_ranges_asked() -> bool:
+    """Whether this program is to record op ranges itself: $CENSUS_OPS says emit_nvtx and it is
+    the run census captures ($CENSUS_RUN capture), never a calibration run or an A/B arm, whose
+    timing they would disturb, whatever the environment they inherit says."""
+    return os.environ.get(ENV_OPS) == OPS_EMIT_NVTX and os.environ.get(ENV_RUN) == "capture"
+
+
+def enter_op_ranges() -> contextlib.AbstractContextManager | None:
+    """torch.autograd.profiler.emit_nvtx entered when op_ranges_asked and the script runs torch
+    on a GPU (torch is never imported here); the context to exit, else None."""
+    torch = _torch_cuda() if op_ranges_asked() else None
+    if torch is None:
+        return None
+    ranges = torch.autograd.profiler.emit_nvtx()
+    ranges.__enter__()
+    return ranges
+
+
+def exit_op_ranges(ranges: contextlib.AbstractContextManager | None) -> None:
+    """Leave what enter_op_ranges entered (None: nothing)."""
+    if ranges is not None:
+        ranges.__exit__(None, None, None)
+
+
+def _range_start() -> contextlib.AbstractContextManager | None:
+    """The capture range opened, then the op ranges entered where asked (enter_op_ranges)."""
+    profiler_start()
+    return enter_op_ranges()
+
+
+def _range_stop(ops: contextlib.AbstractContextManager | None) -> None:
+    """The op ranges left, then the capture range closed."""
+    exit_op_ranges(ops)
+    profiler_stop()
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     value = os.environ.get(name)
     return int(value) if value else default
@@ -159,17 +201,16 @@ def steps(
     warmup, active, end = _window(warmup, active, stop)
     times_path = os.environ.get(ENV_STEP_TIMES)
     timer = StepTimer(_torch_cuda()) if times_path else None
-    started = stopped = False
+    started, stopped, ops = False, False, None
     try:
         for i, item in enumerate(iterable):
             in_window = i >= warmup and (active is None or i < warmup + active)
             if in_window and not started:
-                profiler_start()
-                started = True
+                ops, started = _range_start(), True
                 if timer:
                     timer.open_window(active)
             if started and not in_window and not stopped:
-                profiler_stop()
+                _range_stop(ops)
                 stopped = True
                 if timer:
                     timer.close_window()
@@ -189,7 +230,7 @@ def steps(
                     _end_timed_step(timer)
     finally:
         if started and not stopped:
-            profiler_stop()
+            _range_stop(ops)
         if timer:
             write_record(timer, times_path)  # type: ignore[arg-type]
 

@@ -104,6 +104,17 @@ def capture(
         typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
     ] = None,
     on_ranks: OnRanksOpt = False,
+    ops: Annotated[
+        bool,
+        typer.Option(
+            "--ops",
+            help="Record op ranges (aten:: NVTX ranges) in the captured run: nsys's "
+            "--pytorch=autograd-nvtx where the nsys has it, else torch's emit_nvtx entered by "
+            "census.steps around the measured steps; never in the calibration run, so its "
+            "overhead covers nsys and op ranges together. With --profiler torch, ops come with "
+            "the trace: --ops changes nothing.",
+        ),
+    ] = False,
     steps: StepsRefusedOpt = None,
 ) -> None:
     """Run COMMAND (after --) under nsys and print its census."""
@@ -120,7 +131,7 @@ def capture(
         )
     run = (warmup, active, nsys, trace, output, force)
     calibrate = bool(demo) if calibrate is None else calibrate
-    folder = capture_shown(name, command, *run, calibrate, on_ranks)
+    folder = capture_shown(name, command, *run, calibrate, on_ranks, ops)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -232,7 +243,7 @@ def doctor(
 
 
 def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
-                  on_ranks=False) -> Path:  # fmt: skip
+                  on_ranks=False, ops=False) -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
     ranges), print its census, its capture overhead on stderr; the capture folder."""
     from census.api import Options, capture_steps
@@ -243,7 +254,7 @@ def capture_shown(name, command, warmup, active, nsys, trace, output, force, cal
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
-                       calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
+                       calibrate=calibrate, on_ranks=on_ranks, ops=ops)  # fmt: skip
     folder = capture_steps(spec, nsys)
     view, shape = summary_shown(folder, Options()), terminal()
     if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own

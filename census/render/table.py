@@ -141,13 +141,14 @@ def render_overhead(overhead: dict) -> str:
     captured = fmt_ns(overhead["captured_mean_step_time_ns"])
     uncaptured = fmt_ns(overhead["uncaptured_mean_step_time_ns"])
     ratio = f"(x{overhead['overhead_ratio']:.2f})"
+    inside = "inside nsys with op ranges" if overhead.get("op_ranges") else "inside nsys"
     if overhead.get("clock") == "gpu":
         return (
-            f"capture overhead on the GPU: GPU span {captured}/step inside nsys vs {uncaptured}"
+            f"capture overhead on the GPU: GPU span {captured}/step {inside} vs {uncaptured}"
             f"/step uncaptured (CUDA events) {ratio}: nsys narrows or widens the gaps you compare"
         )
     return (
-        f"capture overhead: {captured}/step inside nsys vs {uncaptured}/step uncaptured "
+        f"capture overhead: {captured}/step {inside} vs {uncaptured}/step uncaptured "
         f"{ratio}: nsys narrows or widens the gaps you compare"
     )
 
