@@ -31,11 +31,12 @@ from census.metrics import (
     STEP_TIME_NS,
     TIMING_KEYS,
 )
+from census.model.ops import STEP_ARRAYS
 from census.model.step import idle_values
 from census.units import clip
 
 __all__ = ["arm_phases", "arms", "classes", "idle_by_range", "kernel_changes", "kernels",
-           "memory", "metrics", "phases", "steps"]  # fmt: skip
+           "memory", "metrics", "ops", "phases", "steps"]  # fmt: skip
 
 # census.frames.steps and census.frames.phases share these columns: the step's position among
 # the selected steps and its name
@@ -185,6 +186,32 @@ def idle_by_range(c: Census | PathLike) -> pd.DataFrame:
     idle split (--no-idle) or without steps."""
     c = _census(c, "idle_by_range")
     return _frame(c.idle_ranges() or [], ["range", "idle_ns_per_step", "share"])
+
+
+def ops(c: Census | PathLike) -> pd.DataFrame:
+    """One row per operation (docs/definitions.md, Operations), by whole-capture kernel time,
+    the unattributed last: op (the summary JSON's `op`: `aten::mm`, a fused group's name,
+    <NA> for the unattributed), label (`mm (backward)`), fused, backward, forward (the forward
+    ops of a backward row, joined by ", "), kernel_count, kernel_time_ns, launch_count (over
+    the whole capture), per_step_kernel_count, per_step_kernel_time_ns, per_step_launch_count
+    (means over the selected steps). Empty where the profile has no op ranges."""
+    c = _census(c, "ops")
+    cols = ["op", "label", "fused", "backward", "forward", "kernel_count", "kernel_time_ns",
+            "launch_count", "per_step_kernel_count", "per_step_kernel_time_ns",
+            "per_step_launch_count"]  # fmt: skip
+    rows = []
+    table = c.ops
+    for r in table.order() if table is not None else []:
+        sums = [int(getattr(table, k)[r].sum()) for k in STEP_ARRAYS]
+        rows.append({"op": table.op[r], "label": table.label(r), "fused": table.fused[r],
+                     "backward": table.backward[r], "forward": ", ".join(table.forward[r]),
+                     "kernel_count": int(table.total_kernel_count[r]),
+                     "kernel_time_ns": int(table.total_kernel_time_ns[r]),
+                     "launch_count": int(table.total_launch_count[r]),
+                     **{f"per_step_{k}": _mean(c, v) for k, v in zip(STEP_ARRAYS, sums, strict=True)}})  # fmt: skip
+    frame = _frame(rows, cols)
+    frame["op"] = frame["op"].astype("string")  # <NA>: the unattributed
+    return frame
 
 
 def arms(exp: Experiment | PathLike) -> pd.DataFrame:

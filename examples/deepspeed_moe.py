@@ -45,26 +45,11 @@ import census
 
 
 def parse() -> argparse.Namespace:
+    from hf_moe import add_model_arguments  # beside this script
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compile", action="store_true", help="engine.compile() before the loop")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--layers", type=int, default=8)
-    parser.add_argument("--hidden", type=int, default=512)
-    parser.add_argument("--experts", type=int, default=16)
-    parser.add_argument("--top-k", type=int, default=2)
-    parser.add_argument("--expert-hidden", type=int, default=256, help="moe_intermediate_size")
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=4)
-    parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--seq", type=int, default=512)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument(
-        "--experts-impl",
-        choices=("eager", "grouped_mm"),
-        default="eager",
-        help="transformers' experts_implementation: eager (a Python loop over the experts) or "
-        "grouped_mm (two grouped GEMMs, transformers 5's default)",
-    )
+    add_model_arguments(parser, layers=8, experts_impl="eager")
     return parser.parse_args()
 
 
@@ -107,7 +92,8 @@ def main() -> None:
     import deepspeed
     import deepspeed.utils.nvtx
     import torch
-    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+    from hf_moe import qwen3_moe_config  # beside this script: its sizes make the same model
+    from transformers import Qwen3MoeForCausalLM
 
     warmup = int(os.environ.get("CENSUS_WARMUP") or 5)
     active = int(os.environ.get("CENSUS_ACTIVE") or 15)
@@ -115,24 +101,7 @@ def main() -> None:
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
 
     torch.manual_seed(0)
-    config = Qwen3MoeConfig(
-        vocab_size=args.vocab,
-        hidden_size=args.hidden,
-        intermediate_size=4 * args.hidden,  # unused: every layer is an MoE layer
-        moe_intermediate_size=args.expert_hidden,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads,
-        head_dim=args.hidden // args.heads,
-        num_experts=args.experts,
-        num_experts_per_tok=args.top_k,
-        decoder_sparse_step=1,
-        max_position_embeddings=max(args.seq, 512),
-        tie_word_embeddings=False,
-        use_cache=False,
-        attn_implementation="sdpa",
-        experts_implementation=args.experts_impl,
-    )
+    config = qwen3_moe_config(args)
     model = Qwen3MoeForCausalLM(config)
     engine, *_ = deepspeed.initialize(
         model=model, model_parameters=model.parameters(), config=ds_config(args.batch)

@@ -163,5 +163,5 @@ def test_frames_steps_and_phases_join_on_the_step() -> None:
 def test_dir_of_frames_shows_only_the_frames() -> None:
     assert [n for n in dir(census.frames) if not n.startswith("__")] == [
         "arm_phases", "arms", "classes", "idle_by_range", "kernel_changes", "kernels",
-        "memory", "metrics", "phases", "steps",
+        "memory", "metrics", "ops", "phases", "steps",
     ]  # fmt: skip

@@ -4,8 +4,6 @@ and the eager-vs-compiled Operations table of the H200 pair."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -18,43 +16,13 @@ from census.findings.op_ranges import (
     normalize_names,
     normalize_op_name,
 )
-from census.findings.ops import OpKey, OpTable, group_kernels
+from census.findings.ops import OpKey
 from tests.helpers.files import DATA
-from tests.helpers.kineto_ops import Trace, ns, read_events, read_trace
+from tests.helpers.kineto_ops import Trace, brute_op, ns, profiler_steps, read_trace
+from tests.helpers.kineto_ops import trace_table as _table
 
 KINETO = DATA / "kineto"
 PAIR = {side: KINETO / f"h200_{side}_3steps.kineto.json.gz" for side in ("eager", "compiled")}
-
-
-def _brute_op(path: Path) -> tuple[list[int], list[int]]:
-    """Each kernel's innermost `aten::` cpu_op and innermost backward node around its launch
-    (index in the trace's cpu_op order, -1 for none), by looking at every op of the thread."""
-    events = read_events(path)
-    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
-    calls = {
-        int(e["args"]["correlation"]): e
-        for e in events
-        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver")
-        and "correlation" in e.get("args", {})
-    }  # fmt: skip
-    by_thread: dict[int, list[tuple[int, int, int, dict]]] = {}
-    for i, e in enumerate(ops):
-        start = ns(e["ts"])
-        by_thread.setdefault(int(e["tid"]), []).append((start, start + ns(e["dur"]), i, e))
-    op_of, node_of = [], []
-    for k in (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"):
-        call = calls.get(int(k["args"]["correlation"]))
-        if call is None:
-            op_of.append(-1)
-            node_of.append(-1)
-            continue
-        t = ns(call["ts"])
-        around = [o for o in by_thread.get(int(call["tid"]), []) if o[0] <= t < o[1]]
-        aten = [o for o in around if o[3]["name"].startswith("aten::")]
-        node = [o for o in around if int(o[3]["args"].get("Fwd thread id", 0)) > 0]
-        op_of.append(max(aten, key=lambda o: (o[0], -o[1], o[2]))[2] if aten else -1)
-        node_of.append(max(node, key=lambda o: (o[0], -o[1], o[2]))[2] if node else -1)
-    return op_of, node_of
 
 
 def _kernel_ops(t: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,9 +37,9 @@ def _kernel_ops(t: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def test_every_kernels_operation_is_the_innermost_aten_op(side: str) -> None:
     t = read_trace(PAIR[side])
     op, node, _ = _kernel_ops(t)
-    brute_op, brute_node = _brute_op(PAIR[side])
-    assert op.tolist() == brute_op
-    assert node.tolist() == brute_node
+    expected_op, expected_node = brute_op(PAIR[side])
+    assert op.tolist() == expected_op
+    assert node.tolist() == expected_node
     # the traces' own facts: every kernel has its launch; compiled Triton kernels have no op
     assert len(op) == {"eager": 861, "compiled": 732}[side] and (t.kernel_launch >= 0).all()
     triton = np.array([n.startswith("triton_") for n in t.kernel_name])
@@ -97,13 +65,6 @@ def test_backward_work_names_its_forward_op() -> None:
         assert f == min(holding, key=lambda i: (start[i], -end[i], i))
 
 
-def _table(t: Trace, step: np.ndarray, n_steps: int) -> OpTable:
-    lo = attribute_launches(t.launch_start_ns, t.launch_thread, t.ranges)
-    names = list(dict.fromkeys(t.kernel_name))
-    ids = np.array([names.index(n) for n in t.kernel_name], dtype=np.int64)
-    return group_kernels(ids, names, t.kernel_ns, step, n_steps, t.kernel_launch, lo, t.ranges)
-
-
 @pytest.mark.parametrize("side", ["eager", "compiled"])
 def test_rows_add_up_to_the_kernels_exactly(side: str) -> None:
     t = read_trace(PAIR[side])
@@ -123,15 +84,8 @@ def test_rows_add_up_per_step_on_a_trace_with_profiler_steps() -> None:
         KINETO / "hta_nccl_parser_config__nccl_data.json.gz"
     )  # HTA's (MIT), copied with its licence
     t = read_trace(path)
-    steps = sorted(
-        (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
-        for e in read_events(path)
-        if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
-    )
+    steps, step = profiler_steps(path, t)
     launch_at = np.where(t.kernel_launch >= 0, t.launch_start_ns[t.kernel_launch], -1)
-    step = np.full(len(t.kernels), -1, dtype=np.int64)
-    for i, (s, e) in enumerate(steps):
-        step[(t.kernel_launch >= 0) & (launch_at >= s) & (launch_at < e)] = i
     table = _table(t, step, len(steps))
     for i, (s, e) in enumerate(steps):
         mine = [k for k, at in zip(t.kernels, launch_at, strict=True) if s <= at < e and at >= 0]

@@ -82,6 +82,16 @@ def _metric_help() -> str:
     return f"Keys, per capture and per step (docs/definitions.md): {keys}."
 
 
+OpsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--ops",
+        help="The top operations by kernel time per step (aten ops, Inductor fused groups; "
+        "a profile with op ranges: Kineto traces, emit_nvtx). The JSON has them always.",
+    ),
+]
+
+
 @app.command(epilog=_metric_help())
 @handle_errors
 def summary(
@@ -103,6 +113,7 @@ def summary(
             "--all-steps", help="List every step (else the first and last few and the tail)."
         ),
     ] = False,
+    ops: OpsOpt = False,
 ) -> None:
     """The kernel census of one capture."""
     fmt = output_format("json" if as_json else fmt)
@@ -123,15 +134,17 @@ def summary(
     path = resolve_input(named)
     view = summary_shown(path, options, shown=named)
     warn(view.census.warnings)
-    show(render(view, fmt, top=top, **_summary_options(fmt, all_steps)), fmt)
+    show(render(view, fmt, top=top, **_summary_options(fmt, all_steps, ops)), fmt)
     if gates:
         from census.compare.gates import check_summary
 
         enforce(check_summary(gates, view.census))
 
 
-def _summary_options(fmt: str, all_steps: bool) -> dict:
-    return {**shape(fmt), "all_steps": all_steps} if fmt == "terminal" else shape(fmt)
+def _summary_options(fmt: str, all_steps: bool, ops: bool = False) -> dict:
+    if fmt == "terminal":
+        return {**shape(fmt), "all_steps": all_steps, "ops": ops}
+    return {**shape(fmt), "ops": ops} if fmt == "markdown" else shape(fmt)
 
 
 @app.command()

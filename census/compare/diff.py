@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from census.compare.comparable import Comparability, check_comparable, step_clock
+from census.compare.op_diff import OpsDiff, census_ops
 from census.compare.quantiles import t_975
 from census.definitions import CLASS_ORDER, OUTSIDE_PHASES
 from census.metrics import (
@@ -111,6 +112,8 @@ class CensusDiff:
     # host range -> its GPU idle ns per step on either side (absent: 0), by |delta| descending;
     # empty unless both sides have steps and the idle split
     idle_by_range: dict[str, Delta] = field(default_factory=dict)
+    # the Operations table (census.compare.op_diff), or why there is none; None: not asked
+    ops: OpsDiff | None = None
 
     @property
     def step_key(self) -> str:
@@ -198,6 +201,7 @@ def diff_census(
         phases=_phase_deltas(a, b) if per_step else {},
         clock=clock,
         idle_by_range=idle_range_deltas(a, b),
+        ops=census_ops(a, b, labels, per_step),
     )
 
 

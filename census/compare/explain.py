@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from census.compare.diff import CensusDiff, Delta, compared_value
 from census.compare.headline import IDLE_CAUSES, change_text, headline, idle_cause
+from census.compare.op_diff import explain_ops
 from census.definitions import NON_GAIN_MIN_SHARE
 from census.definitions.triton_names import decode_triton
 from census.findings.limiter import find_limiter, limiter_sentence
@@ -51,6 +52,8 @@ def explain_diff(d: CensusDiff) -> list[str]:
     ):
         said = None if name in hidden else make(d, unit)
         ranked.extend(said if isinstance(said, list) else [said] if said else [])
+    if "kernels" not in hidden:
+        ranked.extend(explain_ops(d.ops, d.labels, unit))
     ranked.sort(key=lambda ws: -abs(ws[0]))
     gpu = "gpu" not in hidden  # else one side's GPU work is unknown (comparable.py)
     head = [line for line in (headline(d), gpu and non_gain(d, unit), _uncaptured(d),

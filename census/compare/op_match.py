@@ -112,7 +112,7 @@ def _sums(a: OpTable, b: OpTable, root: list[int], off: int) -> list[OpMatch]:
             a_time_ns=ca[2], b_time_ns=cb[2],
             a_steps=a.kernel_count.shape[1], b_steps=b.kernel_count.shape[1],
         ))  # fmt: skip
-    out.sort(key=lambda m: (-abs(m.per_step("time_ns")[2]), _label(m.a_keys or m.b_keys)))
+    out.sort(key=lambda m: (-abs(m.per_step("time_ns")[2]), side_label(m.a_keys or m.b_keys)))
     return out
 
 
@@ -126,13 +126,24 @@ def _side(t: OpTable, rows: list[int]) -> tuple[int, int, int]:
     )
 
 
-def _label(keys: tuple[OpKey | None, ...], most: int = 3) -> str:
-    """A side's keys in a few words."""
+def side_label(keys: tuple[OpKey | None, ...], most: int = 3) -> str:
+    """A side's keys in a few words (`(backward)` said once when all are backward work)."""
     if not keys:
         return "-"
-    names = sorted(("unattributed" if k is None else k.label) for k in keys)
+    back = all(k is not None and k.backward for k in keys)
+    names = sorted(("unattributed" if k is None else k.name if back else k.label) for k in keys)
     more = f" +{len(names) - most} more" if len(names) > most else ""
-    return ", ".join(names[:most]) + more
+    return ", ".join(names[:most]) + more + (" (backward)" if back else "")
+
+
+def group_label(keys: tuple[OpKey | None, ...]) -> str:
+    """Several keys in fewer words: how many, and the operations they list, views left out
+    (`3 groups: _to_copy + clone`; a match never joins forward to backward work, so the other
+    side's label says which); one key as side_label says it."""
+    if len(keys) < 2 or None in keys:
+        return side_label(keys)
+    ops = {n for k in keys if k is not None for n in k.name.split(" + ")} - LAYOUT_OPS
+    return f"{len(keys)} groups: " + " + ".join(sorted(ops))
 
 
 def operations_rows(matches: list[OpMatch]) -> list[dict[str, object]]:
@@ -142,11 +153,38 @@ def operations_rows(matches: list[OpMatch]) -> list[dict[str, object]]:
     for m in matches:
         count, launches, time_ns = (m.per_step(f) for f in ("count", "launches", "time_ns"))
         rows.append({
-            "a_ops": _label(m.a_keys), "b_ops": _label(m.b_keys),
+            "a_ops": side_label(m.a_keys), "b_ops": side_label(m.b_keys),
             "kernels": count, "launches_saved": -launches[2], "time_ns": time_ns,
             "only": "a" if not m.b_keys else "b" if not m.a_keys else None,
         })  # fmt: skip
     return rows
+
+
+def change_sentence(m: OpMatch, unit: str = "/step") -> str:
+    """One changed row in a sentence: A's kernels and time, what they became in B, the change."""
+    (ca, cb, _), (ta, tb, dt) = m.per_step("count"), m.per_step("time_ns")
+    fused = sum(1 for k in m.b_keys if k is not None and k.fused)
+    kind = "Triton kernels" if fused and fused == len(m.b_keys) else "kernels"
+    return (
+        f"{side_label(m.a_keys)}: {fmt_count(ca)} kernels ({fmt_ns(ta)}{unit}) became "
+        f"{fmt_count(cb)} {kind} ({fmt_ns(tb)}{unit}), {fmt_ns(dt, signed=True)}{unit}"
+        + (f" ({side_label(m.b_keys)})" if m.b_keys != m.a_keys else "")
+    )
+
+
+def changed(matches: list[OpMatch]) -> list[OpMatch]:
+    """The rows whose kernel time per step changed and that did not stay the same, in order."""
+    return [m for m in matches if not m.stayed and m.per_step("time_ns")[2]]
+
+
+def stayed_sentence(matches: list[OpMatch], unit: str = "/step") -> str | None:
+    """What stayed the same (same operations and kernels on both sides) in one line."""
+    stayed = [m for m in matches if m.stayed and m.a_keys != (None,)]
+    if not stayed:
+        return None
+    return f"stayed the same ({len(stayed)} operations, same kernels{unit}): " + side_label(
+        tuple(k for m in stayed for k in m.a_keys), most=6
+    )
 
 
 def ops_sentences(
@@ -154,20 +192,6 @@ def ops_sentences(
 ) -> list[str]:
     """The top changes, one sentence each, then one line for what stayed the same; `unit` as
     explain.py's ("" when the sides have no steps and a window is the whole capture)."""
-    said = []
-    for m in [m for m in matches if not m.stayed and m.per_step("time_ns")[2]][:top]:
-        (ca, cb, _), (ta, tb, dt) = m.per_step("count"), m.per_step("time_ns")
-        fused = sum(1 for k in m.b_keys if k is not None and k.fused)
-        kind = "Triton kernels" if fused and fused == len(m.b_keys) else "kernels"
-        said.append(
-            f"{_label(m.a_keys)}: {fmt_count(ca)} kernels ({fmt_ns(ta)}{unit}) became "
-            f"{fmt_count(cb)} {kind} ({fmt_ns(tb)}{unit}), {fmt_ns(dt, signed=True)}{unit}"
-            + (f" ({_label(m.b_keys)})" if m.b_keys != m.a_keys else "")
-        )
-    stayed = [m for m in matches if m.stayed and m.a_keys != (None,)]
-    if stayed:
-        said.append(
-            f"stayed the same ({len(stayed)} operations, same kernels{unit}): "
-            + _label(tuple(k for m in stayed for k in m.a_keys), most=6)
-        )
-    return said
+    said = [change_sentence(m, unit) for m in changed(matches)[:top]]
+    stayed = stayed_sentence(matches, unit)
+    return said + ([stayed] if stayed else [])

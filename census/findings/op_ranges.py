@@ -116,6 +116,8 @@ def forward_ranges(ranges: OpRanges) -> np.ndarray:
 
 def _within(ranges: OpRanges, keep: np.ndarray, at: np.ndarray, thread: np.ndarray) -> np.ndarray:
     chosen = np.flatnonzero(keep)
+    if not len(chosen):  # none of the kind (a trace without backward nodes)
+        return np.full(len(at), -1, dtype=np.int64)
     found = innermost(
         ranges.start_ns[chosen], ranges.end_ns[chosen], ranges.thread[chosen], at, thread
     )

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from census.definitions.triton_names import decode_triton
 from census.findings.op_ranges import ATEN, LaunchOps, OpRanges
+
+if TYPE_CHECKING:
+    from census.model.census import Census
 
 # Ops that move no data in eager (views) say nothing about what a fused kernel computes; and
 # the copy family is one thing under two names (`copy_` in eager, `_to_copy` in a kernel's name).
@@ -217,3 +221,20 @@ def _distinct_launches(
     whole, _ = _kinds(cols[:2], (n, top))
     out[:, n_steps] = np.bincount(whole[:, 0], minlength=n)
     return out
+
+
+def op_table(census: Census, phases: bool = False) -> OpTable | None:
+    """The census's kernels by operation as an OpTable over its steps (`phases`: over its
+    phase rows instead), or None where its export had no op ranges."""
+    rows = census.ops
+    if rows is None:
+        return None
+    keys = tuple(None if op is None else OpKey(op if fused else bare(op), fused, back)
+                 for op, fused, back in zip(rows.op, rows.fused, rows.backward, strict=True))  # fmt: skip
+    cols = [getattr(rows, ("phase_" if phases else "") + k) for k in
+            ("kernel_count", "launch_count", "kernel_time_ns")]  # fmt: skip
+    return OpTable(keys=keys, lists=tuple(frozenset(x) for x in rows.lists),
+                   forward=rows.forward, kernel_count=cols[0], launch_count=cols[1],
+                   kernel_time_ns=cols[2], total_count=rows.total_kernel_count,
+                   total_launches=rows.total_launch_count,
+                   total_time_ns=rows.total_kernel_time_ns)  # fmt: skip

@@ -18,6 +18,7 @@ from census.definitions import (
     memory_kind_name,
     nccl_collective,
 )
+from census.findings.op_ranges import ATEN
 from census.heap import collector_paused
 from census.load.aggregates import Aggregates
 from census.load.figures import add_rows, gpu_spans, rows, sum_keys
@@ -49,6 +50,7 @@ from census.model.census import (
     RangeIdle,
     Source,
 )
+from census.model.ops import OpRows
 from census.model.ranks import merge_records
 from census.model.step import Metrics
 from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array
@@ -90,7 +92,45 @@ def _census(profile: Profile) -> Census:
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
         nccl=nccl_record(profile, steps),
+        ops=_ops(profile),
     )
+
+
+def _ops(profile: Profile) -> OpRows | None:
+    """The profile's OpTable (over its steps, or its segments) as the Census's rows: per step
+    and per phase row, in the order of the census's steps (as _steps orders them)."""
+    import numpy as np
+
+    table = profile.ops
+    if table is None:
+        return None
+    n = len(profile.steps)
+    cols = (table.kernel_count, table.kernel_time_ns, table.launch_count)
+    phase = [np.zeros((len(table.keys), 0), np.int64)] * 3
+    bounds = np.zeros(n + 1, np.int64)
+    if profile.segment_aggregates is not None:
+        cells = _cells(profile.segments)
+        size = len(cells.name)
+        phase = [add_rows(cells.of_segment, size, c.T).T for c in cols]
+        cols = tuple(add_rows(profile.segments.step, n, c.T).T for c in cols)
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(cells.step, minlength=n))])
+    order = np.fromiter((s.idx for s in profile.steps), np.int64, n)
+    if not np.array_equal(order, np.arange(n)):  # as StepTable.take
+        sizes = bounds[1:][order] - bounds[:-1][order]
+        starts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
+        at = np.repeat(bounds[:-1][order] - starts, sizes) + np.arange(int(sizes.sum()))
+        cols, phase = tuple(c[:, order] for c in cols), [c[:, at] for c in phase]
+    keys = table.keys
+    return OpRows(
+        op=tuple(None if k is None else k.name if k.fused else ATEN + k.name for k in keys),
+        fused=tuple(k is not None and k.fused for k in keys),
+        backward=tuple(k is not None and k.backward for k in keys),
+        forward=table.forward, lists=tuple(tuple(sorted(x)) for x in table.lists),
+        kernel_count=cols[0], kernel_time_ns=cols[1], launch_count=cols[2],
+        phase_kernel_count=phase[0], phase_kernel_time_ns=phase[1], phase_launch_count=phase[2],
+        total_kernel_count=table.total_count, total_kernel_time_ns=table.total_time_ns,
+        total_launch_count=table.total_launches,
+    )  # fmt: skip
 
 
 def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None:

@@ -25,6 +25,7 @@ from census.sources.readonly import describe_sqlite_error, open_readonly, wal_no
 from census.sqlite import notes
 
 if TYPE_CHECKING:
+    from census.findings.ops import OpTable
     from census.model.step import IdleSplit
 
 
@@ -50,6 +51,9 @@ class Profile:
     idle_by_range: dict[str, int] | None = None
     # (table, why) of each table read with SQL, not from the file's pages (census.sqlite.notes)
     read_with_sql: tuple[tuple[str, str], ...] = ()
+    # the kernels by operation over the steps (or the segments, with phases): None without op
+    # ranges (census.load.ops)
+    ops: OpTable | None = None
 
     @property
     def step_idle(self) -> dict[int, IdleSplit]:
@@ -176,8 +180,10 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        profile = Profile(path, schema, gpus, tuple(steps), agg, tuple(warnings),
-                          segments, seg_agg)  # fmt: skip
+        ops, said = _ops(conn, schema, index, len(segments) if segments else len(steps),
+                         seg_agg or agg, agg, progress)  # fmt: skip
+        profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said),
+                          segments, seg_agg, ops=ops)  # fmt: skip
         if split is None:
             return profile
         columns, by_range = split.result(len(steps), len(segments))
@@ -185,6 +191,27 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
         if split is not None:
             split.close()  # its jobs, and the gathered intervals' spill folder
     return replace(profile, idle=columns, idle_by_range=by_range)
+
+
+def _ops(conn, schema, index, keys: int, by_key: Aggregates, agg: Aggregates,
+         progress: Progress) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
+    """The kernels by operation (census.load.ops) where the export has op ranges, checked to
+    add up to every key's and the capture's kernel count and time (else left out, said)."""
+    from census.load.ops import read_ops
+    from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
+
+    progress("reading operation ranges")
+    ops = read_ops(conn, schema, index, keys)
+    if ops is None:
+        return None, ()
+    sums = ((ops.kernel_count, by_key.by_key[KERNEL_COUNT]),
+            (ops.kernel_time_ns, by_key.by_key[KERNEL_TIME_NS]))  # fmt: skip
+    same = all(np.array_equal(a.sum(axis=0), np.asarray(b)[:keys]) for a, b in sums)
+    totals = (int(ops.total_count.sum()), int(ops.total_time_ns.sum()))
+    if same and totals == (agg.totals[KERNEL_COUNT], agg.totals[KERNEL_TIME_NS]):
+        return ops, ()
+    return None, ("operations left out: their kernels do not add up to the steps' kernel "
+                  "count and time (please report this export)",)  # fmt: skip
 
 
 def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs, workers):

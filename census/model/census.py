@@ -24,6 +24,7 @@ from census.metrics import (
     PHASE_KEYS,
     STEP_TIME_NS,
 )
+from census.model.ops import OpRows
 from census.model.ranks import NcclRecord
 from census.model.record import Column, Record, as_given, listed
 from census.model.shown import shown
@@ -150,6 +151,8 @@ class Census(Record):
     # its ranks (processes that launched kernels) and their NCCL kernels, for the wait split
     # (census.findings.nccl_ranks); None without NCCL kernels and with at most one rank
     nccl: NcclRecord | None = None
+    # its kernels by operation (#56): None where the export has no op ranges
+    ops: OpRows | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):

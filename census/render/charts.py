@@ -211,7 +211,34 @@ def diff_charts(d: CensusDiff) -> list[Chart]:
         )
         charts.append(Chart("Step accounting: Δ step = Δ busy + Δ idle, in the step window (ms)",
                             wf))  # fmt: skip
-    return charts
+    return charts + ops_waterfall(d)
+
+
+def ops_waterfall(d: CensusDiff) -> list[Chart]:
+    """Δ kernel time by operation group (census.compare.op_diff.waterfall_bars: the bars add up
+    to the total exactly, in integer ns until here), then the total; none without an
+    Operations table."""
+    import plotly.graph_objects as go
+
+    from census.compare.op_diff import total_scaled_ns, waterfall_bars
+
+    ops = d.ops
+    if ops is None or not ops.rows:
+        return []
+    bars, scale = waterfall_bars(ops), ops.scale
+    total = total_scaled_ns(ops)
+    labels = [*_axis_names([b.label for b in bars][::-1])[::-1], "Δ kernel time"]
+    fig = go.Figure(go.Waterfall(
+        x=labels, measure=["relative"] * len(bars) + ["total"],
+        y=[b.scaled_ns / scale / 1e6 for b in bars] + [0],
+        text=[fmt_ns(b.scaled_ns / scale, signed=True) for b in bars]
+        + [fmt_ns(total / scale, signed=True)],
+        hovertext=[esc(b.label) for b in bars] + ["the total"], hoverinfo="text+y",
+        textposition="outside", cliponaxis=False,
+    ))  # fmt: skip
+    fig.update_layout(height=520, xaxis={"tickangle": -30})
+    unit = "per step" if d.per_step else "whole capture"
+    return [Chart(f"Δ kernel time by operation group, {unit} (ms)", fig)]
 
 
 def _change_figure(d: CensusDiff) -> Any | None:

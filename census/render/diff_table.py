@@ -15,6 +15,8 @@ from census.render.diffrows import (
     headline_groups,
     idle_range_rows,
     kernel_rows,
+    ops_missing,
+    ops_terminal,
     phase_rows,
 )
 from census.render.fit import print_fit
@@ -61,7 +63,18 @@ def _draw_diff(d: CensusDiff, explanation: list[str], console: Console, top: int
     ranges = idle_range_rows(d)
     if ranges:
         print_fit(console, IDLE_RANGES_TITLE, h["idle_ranges"], ranges, left=1)
+    _draw_ops(d, h, console, top)
     print_fit(console, "Kernel classes", h["classes"], class_rows(d))
     kernels = kernel_rows(d, top)
     if kernels:
         print_fit(console, f"Top {len(kernels)} kernel changes", h["kernels"], kernels, left=3)
+
+
+def _draw_ops(d: CensusDiff, h: dict[str, list[str]], console: Console, top: int) -> None:
+    """The Operations table (each phase's where there are phases), or the line saying why
+    there is none."""
+    missing = ops_missing(d)
+    if missing:
+        console.print(escape(one_line(missing)), highlight=False)
+    for title, rows in ops_terminal(d, top):
+        print_fit(console, title, h["ops_terminal"], rows)

@@ -140,6 +140,9 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
         "idle_ranges": ["Host range", f"{la} GPU idle", f"{lb} GPU idle", "Δ"],
         "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
                     "Δ time"],
+        "ops": [f"{la} ops", f"{lb} ops", f"{la} kernels", f"{lb} kernels", f"{la} time",
+                f"{lb} time", "Δ time"],
+        "ops_terminal": [f"Operations: {la} → {lb}", "Kernels", f"{la} time", f"{lb} time", "Δ time"],
         "kernels": ["Kernel", "Change", "Class", f"{la} count", f"{lb} count", f"{la} time",
                     f"{lb} time", "Δ time"],
     }  # fmt: skip
@@ -157,3 +160,52 @@ def basis_line(d: CensusDiff) -> str:
             f"{d.b.step_count} step(s) of {lb}.{clock}"
         )
     return "Whole captures (at least one side has no step ranges)."
+
+
+def ops_sections(d: CensusDiff, top: int | None = None) -> list[tuple[str, list[list[str]]]]:
+    """(title, rows) of the Operations table: per phase where both sides have phases, else over
+    the compared steps (or whole captures); each row A's operations, B's, kernels and kernel
+    time on each side and the change, the `top` groups by |Δ time| (all when None), the rest
+    summed, the unattributed last."""
+    return [(title, [row[:2] + row[3:] for row in rows]) for title, rows in _ops_rows(d, top)]
+
+
+def _ops_rows(d: CensusDiff, top: int | None) -> list[tuple[str, list[list[str]]]]:
+    """ops_sections' rows with B's operations said shortly too (third column)."""
+    from census.compare.op_diff import table_rows
+    from census.compare.op_match import group_label
+
+    ops = d.ops
+    if ops is None or not ops.rows:
+        return []
+    unit = "per step" if d.per_step else "whole capture"
+    out = []
+    for phase, matches in list(ops.phases.items()) or [("", ops.rows)]:
+        rows = []
+        for a_ops, b_ops, m in table_rows(matches, top):
+            (ca, cb, _), (ta, tb, dt) = m.per_step("count"), m.per_step("time_ns")
+            short = group_label(m.b_keys) if m.b_keys else b_ops
+            rows.append([a_ops, b_ops, short, fmt_count(ca), fmt_count(cb), fmt_ns(ta),
+                         fmt_ns(tb), fmt_ns(dt, signed=True)])  # fmt: skip
+        where = f": {phase}" if phase else ""
+        out.append((f"Operations{where} ({unit}, by |Δ time|)", rows))
+    return out
+
+
+def ops_missing(d: CensusDiff) -> str | None:
+    """The line said instead of the Operations table: why there is none."""
+    return None if d.ops is None else d.ops.missing
+
+
+def ops_terminal(d: CensusDiff, top: int) -> list[tuple[str, list[list[str]]]]:
+    """The Operations tables in fewer columns: A's operations, kernels `A → B`, the times; B's
+    operations, where they differ, on a line of their own under them (`→ B's`, said shortly)."""
+    out = []
+    for title, rows in _ops_rows(d, top):
+        lines = []
+        for a, b, short, ca, cb, *times in rows:
+            lines.append([a, f"{ca} → {cb}", *times])
+            if b != a:
+                lines.append([f"→ {short}", *[""] * (1 + len(times))])
+        out.append((title, lines))
+    return out

@@ -36,6 +36,7 @@ from census.render.diffrows import (
     basis_line,
     headers,
     headline_groups,
+    ops_sections,
     phase_rows,
 )
 from census.render.diffrows import idle_range_rows as diff_range_rows
@@ -205,12 +206,12 @@ def _cards(items: list[tuple[str, str]]) -> str:
     )
 
 
-def html_table(head: list[str], rows: list[list[str]]) -> str:
-    """An HTML table of display strings, escaped, its first column left-aligned."""
-    th = "".join(f"<th class='{'l' if i == 0 else ''}'>{esc(h)}</th>" for i, h in enumerate(head))
+def html_table(head: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """An HTML table of display strings, escaped, its first `left` columns left-aligned."""
+    th = "".join(f"<th class='{'l' if i < left else ''}'>{esc(h)}</th>" for i, h in enumerate(head))
     trs = "".join(
         "<tr>"
-        + "".join(f"<td class='{'l' if i == 0 else ''}'>{esc(c)}</td>" for i, c in enumerate(r))
+        + "".join(f"<td class='{'l' if i < left else ''}'>{esc(c)}</td>" for i, c in enumerate(r))
         + "</tr>"
         for r in rows
     )
@@ -343,8 +344,6 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
     # The problems open the explanation already; the page lists the notes.
     warnings = "".join(f"<li class='warn'>{esc(w)}</li>" for w in d.comparability.notes)
     acc = accounting_rows(d)
-    phases = phase_rows(d)
-    ranges = diff_range_rows(d)
     head = (
         (f"<h2>Why</h2><ul class='why'>{why}</ul>" if why else "")
         + (f"<ul>{warnings}</ul>" if warnings else "")
@@ -355,14 +354,17 @@ def diff_parts(d: CensusDiff, explanation: list[str]) -> tuple[str, list[Chart],
             + (html_table(h["accounting"], acc) if i == 0 and acc else "")
             for i, (t, rows) in enumerate(headline_groups(d))
         )  # the step accounting under the step-window table, where it adds up
-        + (f"<h2>Phases (per step)</h2>{html_table(h['phases'], phases)}" if phases else "")
-        + (
-            f"<h2>{esc(DIFF_RANGES_TITLE)}</h2>{html_table(h['idle_ranges'], ranges)}"
-            if ranges
-            else ""
-        )
+        + _section("Phases (per step)", h["phases"], phase_rows(d))
+        + _section(DIFF_RANGES_TITLE, h["idle_ranges"], diff_range_rows(d))
+        + (f"<p class='sub'>{esc(d.ops.missing)}</p>" if d.ops and d.ops.missing else "")
+        + "".join(_section(title, h["ops"], rows, 2) for title, rows in ops_sections(d))
     )
     return head, diff_charts(d), _kernel_table(*_kernel_changes(d), "abs_delta")
+
+
+def _section(title: str, head: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """A titled table (its first `left` columns text), or nothing without rows."""
+    return f"<h2>{esc(title)}</h2>{html_table(head, rows, left)}" if rows else ""
 
 
 def _kernel_changes(d: CensusDiff) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -30,9 +30,10 @@ from census.metrics import (
 )
 from census.model.ab import Arm
 from census.model.census import Census, Source
+from census.model.ops import OpRows
 from census.model.step import METRIC_VALUES, Phase, Step, idle_values
 from census.model.step_table import int_sum
-from census.render import json_rows
+from census.render import json_ops, json_rows
 from census.render.json_ranks import folder_ranks_json, report_ranks_json
 from census.render.json_rows import Raw
 from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
@@ -68,9 +69,9 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
         "definitions": KEY_DEFINITIONS,
         "source": _source(census.source),
         "totals": census.totals.as_dict(),
-        "steps": json_rows.steps_text(census.steps)
+        "steps": json_rows.steps_text(census.steps, census.ops)
         if rows_as_text
-        else [_step(s) for s in census.steps],
+        else [_step(s, census.ops, i) for i, s in enumerate(census.steps)],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
@@ -84,6 +85,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
             "per_step": census.per_step_timing(),
         },
         **_tables(census, top),
+        **({} if census.ops is None else {"ops": census.ops.entries()}),
         "graph_trace": _graph_trace(census),
         "warnings": list(census.warnings),
         **(report_ranks_json(view) if ranks else {}),
@@ -115,13 +117,14 @@ def _source(source: Source) -> dict[str, Any]:
     return out
 
 
-def _step(s: Step) -> dict[str, Any]:
+def _step(s: Step, ops: OpRows | None = None, at: int = 0) -> dict[str, Any]:  # at: its position
     return {
         "name": s.name,
         "start_ns": s.start_ns,
         "end_ns": s.end_ns,
         **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
         "phases": [_phase(p) for p in s.phases],
+        **({} if ops is None else {"ops": ops.entries(at)}),
     }
 
 
@@ -202,12 +205,8 @@ def spread_json(view: RanksView) -> dict:
 
 
 def _kernel(k: KernelDelta) -> dict[str, Any]:
-    return {
-        "name": k.name,
-        "class": k.cls,
-        "count": k.count.as_dict(),
-        "time_ns": k.time_ns.as_dict(),
-    }
+    return {"name": k.name, "class": k.cls, "count": k.count.as_dict(),
+            "time_ns": k.time_ns.as_dict()}  # fmt: skip
 
 
 def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict[str, Any]:
@@ -240,6 +239,7 @@ def diff_json(view: DiffView, top: int = 20, rows_as_text: bool = False) -> dict
             "within_noise": d.within_noise,
         },
         "uncaptured": {"a": d.uncaptured_ns[0], "b": d.uncaptured_ns[1]},
+        "ops": json_ops.ops_json(d),
         "explanation": view.explanation,
         "warnings": list(d.warnings),
     }

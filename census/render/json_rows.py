@@ -26,6 +26,7 @@ from census.metrics import (
     PHASE_KEYS,
     STEP_TIME_NS,
 )
+from census.model.ops import OpRows
 from census.model.step_table import PHASE_INTS, Rows, StepTable
 
 # Phase.as_dict's keys, then its GPU span: a phase's numbers
@@ -63,13 +64,14 @@ _TIMING = _template((STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, GPU_START_NS, GPU_S
 _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
 
 
-def steps_text(steps: StepTable) -> Raw:
-    """json.dumps([json_docs._step(s) for s in steps])."""
-    return Raw(lambda: _listed(_step_chunk(steps, lo, hi) for lo, hi in steps.chunks()))
+def steps_text(steps: StepTable, ops: OpRows | None = None) -> Raw:
+    """json.dumps([json_docs._step(s, ops, i) for i, s in enumerate(steps)])."""
+    return Raw(lambda: _listed(_step_chunk(steps, lo, hi, ops) for lo, hi in steps.chunks()))
 
 
-def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
-    """Steps lo:hi, with their phases, as one %-template of all their values."""
+def _step_chunk(steps: StepTable, lo: int, hi: int, ops: OpRows | None = None) -> str:
+    """Steps lo:hi, with their phases (and `ops`' entries), as one %-template of all their
+    values."""
     bounds = steps.bounds[lo : hi + 1].tolist()
     phase_rows = steps.phases.part(bounds[0], bounds[-1])
     phases = _cells(phase_rows, phase_rows.stacked(PHASE_INTS), True).ravel().tolist()
@@ -77,16 +79,19 @@ def _step_chunk(steps: StepTable, lo: int, hi: int) -> str:
     rows = _cells(own, own.stacked(_STEP_KEYS), False)
     width = len(PHASE_ROW_KEYS) + 1
     values, templates = [], []
-    for row, a, b in zip(rows.tolist(), bounds, bounds[1:], strict=False):
+    for i, (row, a, b) in enumerate(zip(rows.tolist(), bounds, bounds[1:], strict=False)):
         values += row
         values += phases[(a - bounds[0]) * width : (b - bounds[0]) * width]
-        templates.append(_step_template(b - a))
+        if ops is not None:
+            values.append(json.dumps(ops.entries(lo + i)))
+        templates.append(_step_template(b - a, ops is not None))
     return ", ".join(templates) % tuple(values)
 
 
 @cache
-def _step_template(phases: int) -> str:
-    return _ROW + _STEP + ', "phases": [' + ", ".join([_ROW + _PHASE + "}"] * phases) + "]}"
+def _step_template(phases: int, ops: bool = False) -> str:
+    listed = ", ".join([_ROW + _PHASE + "}"] * phases)
+    return _ROW + _STEP + ', "phases": [' + listed + "]" + (', "ops": %s}' if ops else "}")
 
 
 def _cells(rows: Rows, ints: Any, span: bool) -> Any:

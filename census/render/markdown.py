@@ -14,6 +14,8 @@ from census.render.diffrows import (
     headline_groups,
     idle_range_rows,
     kernel_rows,
+    ops_missing,
+    ops_sections,
     phase_rows,
 )
 from census.render.fit import short_names
@@ -78,6 +80,10 @@ def render_diff_markdown(view: DiffView, top: int = 15) -> str:
     ranges = idle_range_rows(d)
     if ranges:
         out += [f"#### {IDLE_RANGES_TITLE}", "", markdown_table(h["idle_ranges"], ranges), ""]
+    missing = ops_missing(d)
+    out += [_cell(missing), ""] if missing else []
+    for title, rows in ops_sections(d, top):
+        out += [f"#### {_cell(title)}", "", markdown_table(h["ops"], rows, left=2), ""]
     out += ["#### Kernel classes", "", markdown_table(h["classes"], class_rows(d)), ""]
     kernels = kernel_rows(d, top)
     if kernels:
@@ -89,9 +95,9 @@ def render_diff_markdown(view: DiffView, top: int = 15) -> str:
     return "\n".join(out)
 
 
-def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
+def render_summary_markdown(view: SummaryView, top: int = 15, ops: bool = False) -> str:
     """A compact summary: what limits the step, the step window, the work launched in it, the
-    phases, the top kernels and the warnings."""
+    phases, the top kernels, with `ops` the top operations, and the warnings."""
     census = view.census
     out = [f"**{_cell(view.lead)}**", ""] if view.lead else []
     shown = view.shown or census.source.path
@@ -113,6 +119,15 @@ def render_summary_markdown(view: SummaryView, top: int = 15) -> str:
     head, rows = sr.kernel_rows(census, top)
     if rows:
         out += [f"#### Top {len(rows)} kernels by time", "", _kernel_table(head, rows, left=2), ""]
+    if ops and census.ops is None:
+        out += [_cell(sr.OPS_NONE), ""]
+    elif ops:
+        out += [
+            f"#### {sr.ops_title(census, top)}",
+            "",
+            _kernel_table(*sr.op_rows(census, top), left=1),
+            "",
+        ]
     if census.warnings:
         out += ["#### Warnings", ""] + [f"- {_cell(w)}" for w in census.warnings] + [""]
     return "\n".join(out)

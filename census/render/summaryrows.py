@@ -180,6 +180,39 @@ def kernel_rows(census: Census, top: int) -> Table:
     return ["kernel", "class", "count", "time"], rows
 
 
+OPS_NONE = (
+    "no operation ranges in this profile: Kineto traces carry them; an nsys capture "
+    "needs torch.autograd.profiler.emit_nvtx or nsys --pytorch=autograd-nvtx"
+)
+
+
+def ops_title(census: Census, top: int) -> str:
+    """The operations table's title."""
+    per = "per step, mean" if census.step_count else "whole capture"
+    return f"Top {top} operations by kernel time ({per})"
+
+
+def op_rows(census: Census, top: int) -> Table:
+    """The `top` operations by kernel time (docs/definitions.md, Operations), then the
+    unattributed: kernels, launch calls and kernel time per step (the whole capture's without
+    steps), and the share of the kernel time."""
+    ops, n = census.ops, census.step_count
+    assert ops is not None
+    if n:
+        cols = [ops.kernel_count.sum(axis=1), ops.launch_count.sum(axis=1),
+                ops.kernel_time_ns.sum(axis=1)]  # fmt: skip
+    else:
+        cols = [ops.total_kernel_count, ops.total_launch_count, ops.total_kernel_time_ns]
+    count, launches, time = (c.tolist() for c in cols)
+    whole = sum(time)
+    order = ops.order(time)
+    shown = [*[r for r in order if ops.op[r] is not None][:top], order[-1]]
+    rows = [[ops.label(r), fmt_count(count[r] / (n or 1)), fmt_count(launches[r] / (n or 1)),
+             fmt_ns(time[r] / (n or 1)), f"{100 * time[r] / whole:.1f}%" if whole else "-"]
+            for r in shown if count[r] or ops.op[r] is None]  # fmt: skip
+    return ["operation", "kernels", "launches", "kernel time", "share"], rows
+
+
 def collective_rows(census: Census) -> Table:
     """The NCCL collective table: count and time over the capture, per-step time with steps."""
     n = census.step_count

@@ -9,6 +9,7 @@ from census.metrics import WINDOW_TITLE, launched_title
 from census.render.fit import print_fit
 from census.render.summaryrows import (
     IDLE_RANGES_TITLE,
+    OPS_NONE,
     about_line,
     census_rows,
     class_rows,
@@ -18,6 +19,8 @@ from census.render.summaryrows import (
     kernel_rows,
     memory_rows,
     nccl_rank_section,
+    op_rows,
+    ops_title,
     phase_rows,
     rank_rows,
     spread_rows,
@@ -38,12 +41,15 @@ def render_summary(
     color: bool = False,
     all_steps: bool = False,
     overhead: bool = True,
+    ops: bool = False,
 ) -> str:
     """The terminal summary of one capture: what limits its step, census table, steps (with
     more than SHOWN_STEPS steps: the first and last few and the tail steps, unless
-    `all_steps`), tail steps, phases, classes, kernels, memory; then, with `overhead`, the
-    capture-overhead line of a capture folder with a calibration run."""
-    text = rich_text(lambda console: _draw_summary(view, console, top, all_steps), width, color)
+    `all_steps`), tail steps, phases, classes, kernels, with `ops` the top operations, memory;
+    then, with `overhead`, the capture-overhead line of a capture folder with a calibration
+    run."""
+    text = rich_text(lambda console: _draw_summary(view, console, top, all_steps, ops), width,
+                     color)  # fmt: skip
     note = overhead_note(view.overhead, width) if overhead else None
     return text if note is None else f"{text}{note}\n"
 
@@ -59,7 +65,8 @@ SHOWN_STEPS = 12  # above this, the steps table shows the first and last EDGE_ST
 EDGE_STEPS = 3
 
 
-def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool) -> None:
+def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool,
+                  ops: bool = False) -> None:  # fmt: skip
     census = view.census
     if view.lead:  # what limits the step, first
         console.print(f"[bold]{escape(view.lead)}[/bold]", highlight=False)
@@ -80,6 +87,10 @@ def _draw_summary(view: SummaryView, console: Console, top: int, all_steps: bool
                   "unclipped)", *phase_rows(census))  # fmt: skip
     print_fit(console, "Kernel classes", *class_rows(census))
     print_fit(console, f"Top {top} kernels by time", *kernel_rows(census, top), left=2)
+    if ops and census.ops is None:
+        console.print(escape(OPS_NONE), highlight=False)
+    elif ops:
+        print_fit(console, ops_title(census, top), *op_rows(census, top))
     if census.collectives:
         print_fit(console, "NCCL collectives", *collective_rows(census))
         console.print(f"NCCL overlapped with non-NCCL kernels: {fmt_ns(census.nccl_overlap_ns)}",

@@ -24,6 +24,9 @@ SYSTEM_ENV = "TARGET_INFO_SYSTEM_ENV"  # name/value pairs: Hostname, ...
 # the session's start: utcEpochNs (wall clock) and, in newer exports, systemClockNs (the trace's clock)
 SESSION_START = "TARGET_INFO_SESSION_START_TIME"
 META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+# a Kineto trace's `cpu_op` events in census's export of it (census.sources.kineto.export): the
+# operation ranges of #56, which an nsys export holds as NVTX ranges instead
+OP_RANGES = "KINETO_OP_RANGES"
 
 KNOWN_MAJOR_VERSIONS = (2, 3)
 

@@ -10,12 +10,15 @@ import msgspec
 
 class Args(msgspec.Struct, gc=False):
     """An event's args: the GPU event's device, stream, correlation and bytes; the API call's
-    correlation."""
+    correlation; an op's autograd sequence number and forward thread id (> 0 on the ranges of
+    backward nodes)."""
 
     correlation: Any = None
     device: Any = None
     stream: Any = None
     bytes: Any = None
+    sequence: Any = msgspec.field(name="Sequence number", default=None)
+    fwd_thread: Any = msgspec.field(name="Fwd thread id", default=None)
 
 
 class Event(msgspec.Struct, gc=False):

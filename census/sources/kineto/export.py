@@ -10,6 +10,11 @@ one door (census.sqlite.read_batches and the SQL beside it), as an .nsys-rep is 
   pid << 24 | tid.
 - NVTX_EVENTS: the `user_annotation` host ranges as push/pop ranges (`ProfilerStep#N` and
   census's `step N` then match the steps' pattern; `gpu_user_annotation` never enters).
+- KINETO_OP_RANGES (census.sources.schema.OP_RANGES): the `cpu_op` events (`aten::` ops,
+  autograd nodes), a table of their own so that they never read as steps, phases or the idle
+  split's host ranges: start, end, globalTid, nameId (the name as the trace writes it),
+  sequence (args' `Sequence number`, NULL where none) and backward (1 where args' `Fwd thread
+  id` > 0 or the name is the autograd engine's call of a node), for census.load.op_ranges.
 - META_DATA_EXPORT: the tracer, and the rank and world size where the trace names them;
   TARGET_INFO_GPU: the GPUs' ids and names from `deviceProperties`.
 
@@ -25,13 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
+from census.findings.op_ranges import BACKWARD_PREFIX
 from census.paths import atomic_target, cache_dir
 from census.sources.kineto.numbers import NO_VALUE
 from census.sources.kineto.reader import iter_batches
 from census.sources.kineto.tables import Strings
+from census.sources.schema import OP_RANGES
 
 TRACER = "torch.profiler (Kineto)"
-EXPORT_VERSION = 1  # in the export's name: a census that writes exports otherwise makes its own
+EXPORT_VERSION = 2  # in the export's name: a census that writes exports otherwise makes its own
 _TID_BITS = (1 << 24) - 1
 _GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
                "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
@@ -47,6 +54,7 @@ _SCHEMA = {
     "correlationId INT, globalPid INT, value INT, bytes INT",
     "NVTX_EVENTS": "start INT, end INT, eventType INT, rangeId INT, text TEXT, globalTid INT, "
     "textId INT, domainId INT",
+    OP_RANGES: "start INT, end INT, globalTid INT, nameId INT, sequence INT, backward INT",
 }
 
 
@@ -88,6 +96,8 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
             _insert_calls(conn, tables["api_calls"])
         if "annotations" in tables:
             _insert_ranges(conn, tables["annotations"], batches.strings)
+        if "cpu_ops" in tables:
+            _insert_ops(conn, tables["cpu_ops"], batches.strings)
         for name in _GPU_TABLES:
             if name in tables:
                 _insert_gpu(conn, name, tables[name])
@@ -151,6 +161,20 @@ def _insert_ranges(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: 
         "domainId) VALUES (?, ?, 59, 0, ?, ?, NULL, 0)",
         rows,
     )
+
+
+def _insert_ops(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: Strings) -> None:
+    backward = (c["fwd_thread"] != NO_VALUE) & (c["fwd_thread"] > 0)
+    prefixed = [
+        isinstance(n, str) and n.startswith(BACKWARD_PREFIX) for n in strings.texts(c["name"])
+    ]
+    backward |= np.array(prefixed, dtype=bool)
+    seq = c["sequence"]
+    rows = zip(c["start_ns"].tolist(), c["end_ns"].tolist(),
+               _thread(c["pid"], c["tid"]).tolist(), c["name"].tolist(),
+               [None if s == NO_VALUE else s for s in seq.tolist()],
+               backward.astype(np.int64).tolist(), strict=True)  # fmt: skip
+    conn.executemany(f"INSERT INTO {OP_RANGES} VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -> None:

@@ -11,7 +11,8 @@ The tables and their columns (times in integer ns; names as ids into the trace's
 - annotations: start_ns, end_ns, pid, tid, name  (`user_annotation`: host ranges, the steps'
   and phases' candidates)
 - gpu_annotations: start_ns, end_ns, device, stream, name  (`gpu_user_annotation`: never steps)
-- cpu_ops: start_ns, end_ns, pid, tid, name  (`cpu_op`)
+- cpu_ops: start_ns, end_ns, pid, tid, name, sequence, fwd_thread  (`cpu_op`: the autograd
+  sequence number and forward thread id from args, NO_VALUE where absent)
 
 Only complete events (`ph` X) are read; a GPU event's device and stream come from its args
 (its pid and tid where a trace lacks them).
@@ -108,7 +109,7 @@ def batch_tables(events: list, strings: Strings, labels: dict[str, int], counts:
 class _NoArgs:
     """What an event without args reads as."""
 
-    correlation = device = stream = bytes = None
+    correlation = device = stream = bytes = sequence = fwd_thread = None
 
 
 _EMPTY = _NoArgs()
@@ -152,6 +153,10 @@ def _table_columns(
     if table in ("kernels", "api_calls", "annotations", "cpu_ops"):
         cols["tid"] = int_column(tid, labels)
     cols["name"] = strings.column(name)
+    if table == "cpu_ops":
+        args = [_EMPTY if e.args is None else e.args for e in events]
+        cols["sequence"] = int_column([a.sequence for a in args])
+        cols["fwd_thread"] = int_column([a.fwd_thread for a in args])
     if table == "api_calls":
         cols["driver"] = np.array([e.cat == "cuda_driver" for e in events], dtype=np.int64)
     if table == "memcpys":
