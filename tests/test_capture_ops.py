@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 
 from census.capture.arms import ArmsSpec, run_arms
 from census.capture.ops import NSYS_PYTORCH, nsys_pytorch, op_ranges
+from census.capture.records import capture_overhead
 from census.capture.run import (
     CaptureSpec,
     capture_foreign,
-    capture_overhead,
     nsys_profile_command,
     run_capture,
 )
@@ -50,11 +50,11 @@ def _seen(path: Path) -> list[str]:
 
 
 def test_nsys_command_line_with_nsys_op_ranges() -> None:
-    cmd = nsys_profile_command("nsys", Path("o"), ("python", "t.py"), "cuda,nvtx", NSYS_PYTORCH)
+    cmd = nsys_profile_command("nsys", Path("o"), ("python", "t.py"), "cuda,nvtx", ops=NSYS_PYTORCH)
     assert cmd[:4] == ["nsys", "profile", "--trace=cuda,nvtx", "--pytorch=autograd-nvtx"]
     assert cmd[-2:] == ["python", "t.py"] and cmd.count(NSYS_PYTORCH) == 1
     for ops in (None, OPS_EMIT_NVTX):  # census.steps' op ranges: nothing for nsys to do
-        assert NSYS_PYTORCH not in nsys_profile_command("nsys", Path("o"), ("p",), "x", ops)
+        assert NSYS_PYTORCH not in nsys_profile_command("nsys", Path("o"), ("p",), "x", ops=ops)
 
 
 def test_who_records_op_ranges() -> None:

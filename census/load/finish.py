@@ -50,7 +50,7 @@ from census.model.census import (
     RangeIdle,
     Source,
 )
-from census.model.ops import OpRows
+from census.model.ops import OpRows, merge_ops
 from census.model.ranks import merge_records
 from census.model.step import Metrics
 from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array
@@ -349,7 +349,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
     return Census(
         source=Source(
             str(folder),
-            ", ".join(sorted(v or "?" for v in versions)),
+            ", ".join(sorted(v or "?" for v in versions)) if any(versions) else None,
             ranks[0].source.schema_version,
             gpus,
             tuple(sorted(dict(t for c in reversed(ranks) for t in c.source.read_with_sql).items())),
@@ -369,6 +369,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
         collectives=_sum([x for c in ranks for x in c.collectives], CollectiveStat, "collective"),
         nccl_overlap_ns=sum(c.nccl_overlap_ns for c in ranks),
         idle_by_range=_merged_range_idle(ranks),
+        ops=merge_ops([c.ops for c in ranks]),
         nccl=merge_records(
             [c.nccl for c in ranks],
             [len(c.steps) for c in ranks],

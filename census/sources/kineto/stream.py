@@ -255,6 +255,8 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
             except msgspec.DecodeError as exc:
                 error = exc
                 at = _error_byte(exc)
+                if "trailing characters" in str(exc):  # the array ended before the cut (a
+                    continue  # top-level object value after it, `"distributedInfo": {...},`)
                 if at is not None and at < cut + 1 - (start - 1):  # before the `]` put in:
                     stream.pos = start - 1 + at  # the events' own text is wrong
                     raise stream.error(_malformed(buf, stream.pos, exc)) from None
