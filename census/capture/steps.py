@@ -2,10 +2,14 @@
 
 `census.steps(loader, warmup=K, active=N)` leaves the first K steps out of the capture (warm-up,
 compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ranges, then stops
-the range. torch is used only if the training script already imported it. In a program census
+the range (under `census capture --profiler torch`, torch.profiler's instead:
+census.capture.torch_trace, which also marks the steps and phases for any torch.profiler
+running). torch is used only if the training script already imported it. In a program census
 runs ($CENSUS_RUN set: `census capture`, its calibration run, `census ab`'s arms) the loop ends
 once the measured steps are over, when their number is known (`stop=False` keeps the rest of
-the loop); anywhere else the loop runs whole.
+the loop); anywhere else the loop runs whole. In the run `census capture --ops` captures, where
+nsys has no PyTorch option of its own, torch.autograd.profiler.emit_nvtx is on for the measured
+steps ($CENSUS_OPS: op_ranges_asked); never in a calibration run or an A/B arm.
 
 In a timed run ($CENSUS_STEP_TIMES: calibration, `census ab` arms) `census.record(name, value)`
 and `census.count(name, n)` called inside a measured step are kept in its record
@@ -30,12 +34,17 @@ from typing import Any, TypeVar
 
 from census.capture.launcher import RankEnv, rank_env
 from census.capture.timing import StepTimer
+from census.capture.torch_trace import TorchTrace, mark_close, mark_open
 
 DOMAIN = "census"
 ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
 ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
 ENV_RUN = "CENSUS_RUN"  # set by census for the programs it runs: "capture", "calibration", "arm"
+# `census capture --ops` where nsys has no PyTorch option of its own: census.steps records op
+# ranges (torch.autograd.profiler.emit_nvtx) around the measured window, in the captured run alone
+ENV_OPS = "CENSUS_OPS"
+OPS_EMIT_NVTX = "emit_nvtx"
 RANK_SUFFIX = ".rank"  # with several ranks, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
 # The line a rank prints when it cannot write its record; census ab finds it in the arm's output
 # (census.capture.arms) to name the rank's host and the cause.
@@ -62,31 +71,38 @@ def _pop(domain: str) -> None:
 
 
 class step:
-    """Wrap one training step in an NVTX push/pop range named `step i` (domain `census`)."""
+    """Wrap one training step in an NVTX push/pop range named `step i` (domain `census`), and in
+    a torch.profiler range of that name when one is running (census.capture.torch_trace)."""
 
-    __slots__ = ("domain", "message")
+    __slots__ = ("domain", "mark", "message")
 
     def __init__(self, i: int, domain: str = DOMAIN) -> None:
-        self.message, self.domain = f"step {i}", domain
+        self.message, self.domain, self.mark = f"step {i}", domain, None
 
     def __enter__(self) -> None:
         _push(self.message, self.domain)
+        self.mark = mark_open(self.message)
 
     def __exit__(self, *exc: object) -> None:
+        if self.mark is not None:
+            mark_close(self.mark)
+            self.mark = None
         _pop(self.domain)
 
 
 class phase:
     """Wrap one phase of a training step (`forward`, `backward`, `optimizer`) in an NVTX
-    push/pop range of that name, inside the step's range; timed too in a timed step."""
+    push/pop range of that name, inside the step's range (and a torch.profiler range, as
+    step's); timed too in a timed step."""
 
-    __slots__ = ("domain", "name", "timer")
+    __slots__ = ("domain", "mark", "name", "timer")
 
     def __init__(self, name: str, domain: str = DOMAIN) -> None:
-        self.name, self.domain, self.timer = name, domain, None
+        self.name, self.domain, self.timer, self.mark = name, domain, None, None
 
     def __enter__(self) -> None:
         _push(self.name, self.domain)
+        self.mark = mark_open(self.name)
         self.timer = _ACTIVE
         if self.timer is not None:
             self.timer.start_phase(self.name)
@@ -94,6 +110,9 @@ class phase:
     def __exit__(self, *exc: object) -> None:
         if self.timer is not None:
             self.timer.end_phase(self.name)
+        if self.mark is not None:
+            mark_close(self.mark)
+            self.mark = None
         _pop(self.domain)
 
 
@@ -137,6 +156,51 @@ def profiler_stop() -> None:
         lib.cudaProfilerStop()
 
 
+def op_ranges_asked() -> bool:
+    """Whether this program is to record op ranges itself: $CENSUS_OPS says emit_nvtx and it is
+    the run census captures ($CENSUS_RUN capture), never a calibration run or an A/B arm, whose
+    timing they would disturb, whatever the environment they inherit says."""
+    return os.environ.get(ENV_OPS) == OPS_EMIT_NVTX and os.environ.get(ENV_RUN) == "capture"
+
+
+def enter_op_ranges() -> contextlib.AbstractContextManager | None:
+    """torch.autograd.profiler.emit_nvtx entered when op_ranges_asked and the script runs torch
+    on a GPU (torch is never imported here); the context to exit, else None."""
+    torch = _torch_cuda() if op_ranges_asked() else None
+    if torch is None:
+        return None
+    ranges = torch.autograd.profiler.emit_nvtx()
+    ranges.__enter__()
+    return ranges
+
+
+def exit_op_ranges(ranges: contextlib.AbstractContextManager | None) -> None:
+    """Leave what enter_op_ranges entered (None: nothing)."""
+    if ranges is not None:
+        ranges.__exit__(None, None, None)
+
+
+def _window_start(trace: TorchTrace | None) -> contextlib.AbstractContextManager | None:
+    """The capture's start: torch.profiler's under `--profiler torch` (`trace`), else the CUDA
+    profiler range's (profiler_start) and the op ranges entered where asked (enter_op_ranges,
+    whose context is returned)."""
+    if trace is not None:
+        trace.start()
+        return None
+    profiler_start()
+    return enter_op_ranges()
+
+
+def _window_stop(trace: TorchTrace | None, ops: contextlib.AbstractContextManager | None) -> None:
+    """The capture's stop: torch.profiler's and its trace written, else the op ranges left and
+    profiler_stop."""
+    if trace is not None:
+        trace.stop()
+        return
+    exit_op_ranges(ops)
+    profiler_stop()
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     value = os.environ.get(name)
     return int(value) if value else default
@@ -159,17 +223,17 @@ def steps(
     warmup, active, end = _window(warmup, active, stop)
     times_path = os.environ.get(ENV_STEP_TIMES)
     timer = StepTimer(_torch_cuda()) if times_path else None
-    started = stopped = False
+    trace = TorchTrace.from_env()  # --profiler torch: torch.profiler records the window
+    ops, started, stopped = None, False, False
     try:
         for i, item in enumerate(iterable):
             in_window = i >= warmup and (active is None or i < warmup + active)
             if in_window and not started:
-                profiler_start()
-                started = True
+                ops, started = _window_start(trace), True
                 if timer:
                     timer.open_window(active)
             if started and not in_window and not stopped:
-                profiler_stop()
+                _window_stop(trace, ops)
                 stopped = True
                 if timer:
                     timer.close_window()
@@ -189,7 +253,7 @@ def steps(
                     _end_timed_step(timer)
     finally:
         if started and not stopped:
-            profiler_stop()
+            _window_stop(trace, ops)
         if timer:
             write_record(timer, times_path)  # type: ignore[arg-type]
 

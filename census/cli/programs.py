@@ -9,6 +9,19 @@ from typing import Annotated
 
 import typer
 
+from census.cli.capture_options import (
+    ABFailIfOpt,
+    ActiveOpt,
+    ArmsOpt,
+    BudgetOpt,
+    CaptureJsonOpt,
+    MaxArmsOpt,
+    MinEffectOpt,
+    OnRanksOpt,
+    OpsOpt,
+    StepsRefusedOpt,
+    refuse_steps,
+)
 from census.cli.common import (
     EquivalenceOpt,
     FormatOpt,
@@ -17,7 +30,9 @@ from census.cli.common import (
     LabelsOpt,
     NsysOpt,
     OutputDirOpt,
+    ProfilerOpt,
     app,
+    check_profiler,
     deprecated,
     diff_shown,
     handle_errors,
@@ -28,59 +43,6 @@ from census.cli.common import (
     write_report,
 )
 from census.errors import EXIT_TOOL_MISSING, UsageError
-
-# One meaning per name: --steps is the step-range regex of summary and diff; the number of
-# measured steps of capture, ab and demo is --active N, as in census.steps(loader, active=N).
-ActiveOpt = Annotated[
-    int | None,
-    typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
-]
-StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
-ABFailIfOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--fail-if",
-        help="A CI gate on the arms' interval (95%; with --arms auto the stopping look's) "
-        "('slower>2%', 'faster>=1ms'); repeatable; exit 5 when one fails.",
-    ),
-]
-
-ArmsOpt = Annotated[
-    str,
-    typer.Option(help="Measured arms, a multiple of 4; or auto: blocks until the interval resolves "
-                 "--min-effect (a sequential rule at 5% A/A), up to --max-arms."),
-]  # fmt: skip
-MaxArmsOpt = Annotated[int | None, typer.Option(help="With --arms auto: the most arms (48).")]
-MinEffectOpt = Annotated[
-    str | None,
-    typer.Option(help="With --arms auto: the smallest difference worth resolving, a share of A's "
-                 "step (1%, the default) or a time (0.5ms)."),
-]  # fmt: skip
-BudgetOpt = Annotated[
-    str | None,
-    typer.Option(help="With --arms auto: stop at the look after which 8 more arms would not fit "
-                 "in this time (30m, 1h, 900s)."),
-]  # fmt: skip
-
-
-OnRanksOpt = Annotated[
-    bool,
-    typer.Option("--summarize-on-ranks",
-                 help="Under torchrun, srun or mpirun: each rank computes the census of its own "
-                 "export on its node as soon as its nsys stops (cached; the summary then reads "
-                 "it)."),
-]  # fmt: skip
-
-
-def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
-    """`--steps` given to a command that counts steps: a usage error naming --active."""
-    if steps is None:
-        return
-    where = "; a program's own --steps goes after --" if after_dash else ""
-    raise UsageError(
-        f"--steps {steps!r}: --steps is the step-range regex of census summary and census diff; "
-        f"the number of measured steps is --active N{where}"
-    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -104,13 +66,18 @@ def capture(
         typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
     ] = None,
     on_ranks: OnRanksOpt = False,
+    ops: OpsOpt = False,
     steps: StepsRefusedOpt = None,
+    as_json: CaptureJsonOpt = False,
+    profiler: ProfilerOpt = "nsys",
 ) -> None:
-    """Run COMMAND (after --) under nsys and print its census."""
+    """Run COMMAND (after --) under nsys, or torch.profiler (--profiler torch), and print its
+    census."""
     from census.capture.demo import demo_command
 
     refuse_steps(steps, after_dash=True)
     _check_counts(warmup, active, nproc)
+    check_profiler(profiler, nsys, on_ranks)
     command = tuple(ctx.args)
     if demo:
         if command:
@@ -120,7 +87,7 @@ def capture(
         )
     run = (warmup, active, nsys, trace, output, force)
     calibrate = bool(demo) if calibrate is None else calibrate
-    folder = capture_shown(name, command, *run, calibrate, on_ranks)
+    folder = capture_shown(name, command, *run, calibrate, on_ranks, as_json, profiler, ops)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -232,25 +199,35 @@ def doctor(
 
 
 def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
-                  on_ranks=False) -> Path:  # fmt: skip
+                  on_ranks=False, as_json=False, profiler="nsys", ops=False) -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
-    ranges), print its census, its capture overhead on stderr; the capture folder."""
+    ranges), print its census, its capture overhead on stderr (`as_json`: its JSON document,
+    census.render.views.CaptureView); the capture folder."""
     from census.api import Options, capture_steps
+    from census.capture.records import read_run_info
     from census.capture.run import CaptureSpec
+    from census.cli.common import shape
+    from census.cli.piped import TOP_DEFAULT
     from census.render import render
     from census.render.table import overhead_note
-    from census.render.views import RanksView
+    from census.render.views import CaptureView, RanksView
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
-                       calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
+                       calibrate=calibrate, on_ranks=on_ranks, profiler=profiler,
+                       ops=ops)  # fmt: skip
     folder = capture_steps(spec, nsys)
-    view, shape = summary_shown(folder, Options()), terminal()
-    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
-        show(render(view, "terminal", **shape), "terminal")
+    view = summary_shown(folder, Options())
+    if as_json:
+        own = CaptureView(view, str(folder), read_run_info(folder))
+        show(render(own, "json", top=TOP_DEFAULT, **shape("json")), "json")
         return folder
-    show(render(view, "terminal", overhead=False, **shape), "terminal")
-    note = overhead_note(view.overhead, shape["width"])
+    term = terminal()
+    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
+        show(render(view, "terminal", **term), "terminal")
+        return folder
+    show(render(view, "terminal", overhead=False, **term), "terminal")
+    note = overhead_note(view.overhead, term["width"])
     if note:
         print(note, file=sys.stderr)
     return folder
@@ -272,7 +249,7 @@ def ab(
         int | None, typer.Option("--active", help="Measured steps per arm (and per capture).")
     ] = None,
     capture: Annotated[
-        bool, typer.Option(help="After the arms, capture each side once under nsys.")
+        bool, typer.Option(help="After the arms, capture each side once (under --profiler).")
     ] = True,
     fmt: FormatOpt = "table",
     as_json: JsonOpt = False,
@@ -286,6 +263,7 @@ def ab(
     equivalence: EquivalenceOpt = None,
     fail_if: ABFailIfOpt = None,
     steps: StepsRefusedOpt = None,
+    profiler: ProfilerOpt = "nsys",
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
@@ -293,13 +271,13 @@ def ab(
     from census.capture.ab import ABSpec
 
     refuse_steps(steps)
+    check_profiler(profiler, nsys)
     fmt = output_format("json" if as_json else fmt)
     margin, gates = _ab_checks(warmup, active, html, equivalence, fail_if)
     count, auto = _ab_arms(arms, max_arms, min_effect, budget)
     commands, names = _ab_commands(a, b, labels, demo, warmup, active)
-    spec = ABSpec(
-        name, commands, names, count, warmup, active, capture, output, nsys, force, bool(demo)
-    )
+    spec = ABSpec(name, commands, names, count, warmup, active, capture, output, nsys, force,
+                  bool(demo), profiler)  # fmt: skip
     exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr), auto)
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
     _report_ab(exp, margin, gates, fmt, html)
