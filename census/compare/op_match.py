@@ -52,9 +52,18 @@ class OpMatch:
         return set(self.a_keys) == set(self.b_keys) and self.per_step("count")[2] == 0
 
 
+# ops one name of which eager runs inside the other: `stack` is `cat` of unsqueezed views (the
+# innermost range eager shows is `cat`, a fused kernel names `stack`)
+SAME_OPS = {"stack": "cat"}
+
+
 def canon(name: str) -> str:
-    """An op's name for matching: the copy family as `copy`, in-place ops as their op."""
-    return "copy" if name in COPY_OPS else name.rstrip("_") or name
+    """An op's name for matching: the copy family as `copy`, in-place ops as their op, `stack`
+    as `cat` (SAME_OPS)."""
+    if name in COPY_OPS:
+        return "copy"
+    bare = name.rstrip("_") or name
+    return SAME_OPS.get(bare, bare)
 
 
 def _names(key: OpKey | None, lists: frozenset[str], forward: tuple[str, ...]) -> set[str]:

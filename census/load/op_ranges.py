@@ -26,6 +26,7 @@ from census.load.intervals import INT_NULL, distinct
 from census.load.steps import nvtx_text
 from census.sources import schema as sc
 from census.sqlite import read_batches, rowid_range
+from census.sqlite.btree import without_rowid
 
 _SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 # an autograd node's range as emit_nvtx names it: its class (`MmBackward0`,
@@ -123,8 +124,9 @@ def _nvtx_ranges(
     seq = np.array([int(m.group(1)) if m else -1 for m in seqs], np.int64)
     back = np.array([_backward(normalize_op_name(t), s >= 0)
                      for t, s in zip(distinct_texts, seq.tolist(), strict=True)], bool)  # fmt: skip
-    b = _kept({"start": _ints(start), "end": _ints(end), "thread": _ints(thread),
-               "seq": seq[raw], "back": back[raw], "name": new[raw]}, launches)  # fmt: skip
+    b = {"start": _ints(start), "end": _ints(end), "thread": _ints(thread), "seq": seq[raw],
+         "back": back[raw], "name": new[raw]}  # fmt: skip
+    b = _kept(_engine_calls_numbered(b), launches)
     return OpRanges(
         start_ns=b["start"],
         end_ns=b["end"],
@@ -136,13 +138,40 @@ def _nvtx_ranges(
     )
 
 
+def _engine_calls_numbered(b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The autograd engine's call of a node (`autograd::engine::evaluate_function: X`) given the
+    sequence number of the node range it opens (`X, seq = N`, the first backward range with a
+    number starting inside it on its thread): nsys's and emit_nvtx's engine calls carry none,
+    yet the engine runs work of the node after the node's own range ends (the sums that reduce
+    a broadcast gradient, in validate_outputs), and that work is the node's backward."""
+    calls = np.flatnonzero(b["back"] & (b["seq"] < 0))
+    nodes = np.flatnonzero(b["back"] & (b["seq"] >= 0))
+    if not len(calls) or not len(nodes):
+        return b
+    nodes = nodes[np.lexsort((b["start"][nodes], b["thread"][nodes]))]
+    key_t, key_s = b["thread"][nodes], b["start"][nodes]
+    # the first node range on the call's thread starting at or after the call's start
+    at = np.searchsorted(key_t, b["thread"][calls], "left")
+    end = np.searchsorted(key_t, b["thread"][calls], "right")
+    pos = np.array([at[i] + np.searchsorted(key_s[at[i]:end[i]], b["start"][c])
+                    for i, c in enumerate(calls.tolist())], np.int64)  # fmt: skip
+    ok = pos < end
+    first = nodes[np.minimum(pos, len(nodes) - 1)]
+    ok &= b["start"][first] < b["end"][calls]
+    seq = b["seq"].copy()
+    seq[calls[ok]] = seq[first[ok]]
+    return {**b, "seq": seq}
+
+
 def _nvtx_rows(conn: sqlite3.Connection, schema: sc.Schema, limit: str = "") -> list[tuple]:
     """(start, end, globalTid, text) of the NVTX ranges whose text is an op range's."""
     text, join = nvtx_text(schema)
     like = " OR ".join(f"t LIKE '{p}'" for p in _OP_LIKE)
+    # the rows in the table's order: by rowid, or a table without rowids by its primary key
+    order = "NULL" if without_rowid(conn, sc.NVTX) else "n.rowid"
     return conn.execute(
         f"""SELECT start, "end", globalTid, t FROM (
-              SELECT n.rowid AS r, n.start, n."end", n.globalTid, {text} AS t
+              SELECT {order} AS r, n.start, n."end", n.globalTid, {text} AS t
               FROM "{sc.NVTX}" n {join}
               WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))}))
             WHERE ({like}) ORDER BY r{limit}"""
