@@ -142,6 +142,20 @@ def test_emit_nvtx_ranges_in_an_nsys_export(tmp_path: Path) -> None:
     assert ops.kernel_count.sum(axis=0).tolist() == c.steps.column("kernel_count").tolist()
 
 
+def test_the_inductor_map_beside_the_export_decides_the_fused_group(tmp_path: Path) -> None:
+    """The map a capture keeps (inductor_map.json) names what the kernel fused, beyond what its
+    cut-short name lists: the engine groups by it."""
+    export = _emit_nvtx_export(tmp_path / "ops.sqlite")
+    (tmp_path / "inductor_map.json").write_text(
+        json.dumps(
+            {"triton_poi_fused_add_mul_0": ["aten::native_layer_norm", "aten::add", "aten::mul"]}
+        )
+    )
+    ops = census.summarize(export).ops
+    fused = [(op, int(n)) for op, f, n in zip(ops.op, ops.fused, ops.total_kernel_count) if f]
+    assert fused == [("native_layer_norm + add + mul", 2)]  # without the map: "add + mul"
+
+
 def test_no_op_ranges_no_operations(tmp_path: Path) -> None:
     c = census.summarize(_emit_nvtx_export(tmp_path / "plain.sqlite", with_ops=False))
     assert c.ops is None and op_table(c) is None

@@ -10,7 +10,7 @@ look at its tables (and, for an nsys export, one query of its NVTX ranges).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,10 +25,15 @@ from census.sqlite import TIMED, read_batches, rowid_range
 
 
 def read_ops(
-    conn: sqlite3.Connection, schema: sc.Schema, index: StepIndex, keys: int
+    conn: sqlite3.Connection,
+    schema: sc.Schema,
+    index: StepIndex,
+    keys: int,
+    inductor: Mapping[str, Sequence[str]] | None = None,
 ) -> OpTable | None:
     """The OpTable of the export's kernels over the index's `keys` (steps, or phase segments),
-    or None where it has no op ranges or no kernels."""
+    or None where it has no op ranges or no kernels. `inductor`: Inductor's map kept by the
+    capture (census.sources.inductor_map), which decides a Triton kernel's fused group."""
     if not schema.has(sc.KERNEL) or not has_op_ranges(conn, schema):
         return None
     dn = "demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
@@ -54,7 +59,7 @@ def read_ops(
     strings = read_strings(conn, [i for p in pairs for i in p if i != INT_NULL])
     names = [kernel_name(strings, *(None if i == INT_NULL else i for i in p)) for p in pairs]
     time_ns = np.where(k["dur"] != INT_NULL, k["dur"], 0)
-    return group_kernels(pair, names, time_ns, kernel_step, keys, launch, lo, ranges)
+    return group_kernels(pair, names, time_ns, kernel_step, keys, launch, lo, ranges, inductor)
 
 
 def _columns(conn: sqlite3.Connection, table: str | None, columns: dict[str, str],

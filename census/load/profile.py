@@ -179,7 +179,7 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        ops, said = _ops(conn, schema, index, agg, progress)
+        ops, said = _ops(conn, schema, index, agg, progress, path)
         profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said), segments,
                           ops=ops)  # fmt: skip
         if split is None:
@@ -191,18 +191,20 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     return replace(profile, idle=columns, idle_by_range=by_range)
 
 
-def _ops(conn, schema, index, agg: Aggregates,
-         progress: Progress) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
-    """The kernels by operation (census.load.ops) where the export has op ranges, checked to
+def _ops(conn, schema, index, agg: Aggregates, progress: Progress,
+         path: Path) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
+    """The kernels by operation (census.load.ops) where the export has op ranges (with the
+    Inductor map its capture kept beside it, census.sources.inductor_map), checked to
     add up to every key's (a step's, or with phases a segment's) and the capture's kernel count
     and time (the kernels' accumulator, KernelSums, read: else left out, said)."""
     from census.load.accumulators import KernelSums
     from census.load.ops import read_ops
     from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
+    from census.sources.inductor_map import inductor_map
 
     progress("reading operation ranges")
     keys = agg.keys
-    ops = read_ops(conn, schema, index, keys)
+    ops = read_ops(conn, schema, index, keys, inductor_map(Path(path)))
     if ops is None:
         return None, ()
     kernels = next(acc for acc in agg.per_key if isinstance(acc, KernelSums))
