@@ -350,6 +350,16 @@ PHASE_LABELS: dict[str, str] = {
     **LABELS,
     **{m.name: m.label for m in (*PHASE_METRICS, PHASE_SPAN_METRIC)},
 }
+
+
+def short_label(key: str, labels: dict[str, str] = LABELS) -> str:
+    """A key's label as a sentence names it: the label (`labels`: LABELS or PHASE_LABELS) less
+    a closing parenthetical (`GPU span (first to last GPU op)`: `GPU span`); the one short form
+    of a label, so that a sentence and a table name a key alike."""
+    label = labels[key].strip()
+    return label.split(" (", 1)[0] if label.endswith(")") else label
+
+
 DEFINITIONS: dict[str, str] = {m.name: m.definition for m in _NAMED}
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)

@@ -163,7 +163,10 @@ def test_a_malformed_address_is_one_line_at_once(tmp_path: Path, address: str) -
     began = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "census", "summary", str(folder), "--scheduler",
                            address], capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert time.monotonic() - began < 15  # 24 s before the change
+    # The life of a process, not census's work: before the change it waited 20 s for the failed
+    # client's destructor (24 s in all), so under 20 s it did not wait; the rest is room for a
+    # loaded machine (-n 2) to start Python, census and Dask.
+    assert time.monotonic() - began < 20
     assert done.returncode == 2
     host = address.removeprefix("tcp://")
     assert done.stderr == (

@@ -287,9 +287,11 @@ def test_ctrl_c_stops_the_workers_at_once(tmp_path: Path) -> None:
         time.sleep(1.0)  # the workers are asleep in their jobs
         os.killpg(proc.pid, signal.SIGINT)
         t0 = time.monotonic()
-        _, err = proc.communicate(timeout=20)
+        _, err = proc.communicate(timeout=50)
     assert proc.returncode != 0
-    assert time.monotonic() - t0 < 10
+    # The life of a process, not census's work: the workers nap 60 s, so an exit within 40 s
+    # stopped them rather than waited for them; the rest is room for a loaded machine (-n 2).
+    assert time.monotonic() - t0 < 40
     assert b"KeyboardInterrupt" in err
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):

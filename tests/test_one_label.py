@@ -1,26 +1,40 @@
 """One label per metric across outputs (issue #59): every name a table, card or chart of the
 terminal, markdown and HTML renderings (the dashboards) gives a census key is that key's label
 in census.metrics (LABELS; a phase's own keys: PHASE_LABELS), the same in every format; the
-rest are the tables' own words (NOT_METRICS)."""
+rest are the tables' own words (NOT_METRICS). Walked: the samples' summaries and diff, the
+Operations tables of the H200 Kineto pair (summary and diff), the per-rank NCCL table, the
+experiment of `census ab` (tests/data/ab-demo); and the diff's sentences name keys as tables do."""
 
 from __future__ import annotations
 
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
-from census.api import diff_view, summary_view
+import pytest
+
+from census.api import diff_view, experiment_view, summary_view
 from census.metrics import (
+    DURATION_NS,
+    GPU_BUSY_NS,
     GPU_SPAN_NS,
     HOST_LEAD_NS,
     KERNEL_COUNT,
+    KERNEL_TIME_NS,
     LABELS,
     LAUNCH_API_COUNT,
+    NCCL_KERNEL_TIME_NS,
     PHASE_LABELS,
     STEP_TIME_NS,
+    short_label,
 )
 from census.render import render
 from tests.helpers.terminal import cells, headings, terminal_tables
+from tests.nsysdb import Export
+
+KINETO = Path(__file__).parent / "data" / "kineto"
+ALL_REDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096>)"
 
 SIDES = ("eager", "compiled")
 
@@ -33,6 +47,14 @@ NOT_METRICS = {
     "Step accounting", "over median", "phase that grew", "phase that grew (GPU span)", "Δ",
     "eager", "compiled", "change", "Metric", "added (only in compiled)", "removed (only in eager)",
     "GPU idle",  # the idle-by-range table's: the GPU idle time in each host range
+    # the Operations tables': the operations and their share of the kernel time
+    "operation", "ops", "Operations: eager → compiled", "share",
+    # the per-rank NCCL table's: its GPUs, its steps' count, the NCCL time's split (LEGEND)
+    "rank", "GPU", "steps", "wait", "transfer", "unmatched", "exposed", "last",
+    "compute", "NCCL wait", "NCCL transfer",  # its chart's parts of a rank's step
+    # an experiment's: its arms, timed without nsys (no census key: an arm's own clock), memory
+    "#", "arm", "side", "median", "p95", "arm median", "throughput", "excess", "clock",
+    "peak alloc", "peak resv", "recompiles",
 }  # fmt: skip
 # Tables whose rows are census keys: their first cells are keys' names too.
 KEY_ROWS = ("metric", "Metric", "Step accounting")
@@ -102,14 +124,25 @@ def markdown_names(text: str) -> list[str]:
 
 
 def html_names(text: str) -> list[str]:
-    """The tables' and cards' names, and the charts' traces and waterfall steps."""
+    """The tables' and cards' names, and the charts' traces (but an experiment's box per arm,
+    named by its arm) and the step waterfall's steps (not the operations' waterfall's)."""
     parser = _Tables()
     parser.feed(text)
     figures = json.loads(text.split('id="figures">', 1)[1].split("</script>", 1)[0])
     traces = [t for f in figures for t in f["data"]]
-    charts = [t["name"] for t in traces if t.get("name")]
-    charts += [x for t in traces if t["type"] == "waterfall" for x in t["x"][1:-1]]
+    charts = [t["name"] for t in traces if t.get("name") and t["type"] != "box"]
+    charts += [x for t in traces if t["type"] == "waterfall" and t["x"][0].endswith(" step")
+               for x in t["x"][1:-1]]  # fmt: skip
     return _key_names(parser.tables) + parser.cards + charts
+
+
+def names_of(view: object, ops: bool = False) -> dict[str, list[str]]:
+    """Every name of every table, card and chart of `view` in each format (`ops`: a summary's
+    Operations table too; the HTML summary has none)."""
+    more = {"ops": True} if ops else {}
+    return {"terminal": terminal_names(render(view, "terminal", width=400, **more)),
+            "markdown": markdown_names(render(view, "markdown", **more)),
+            "html": html_names(render(view, "html"))}  # fmt: skip
 
 
 def outputs() -> dict[str, list[str]]:
@@ -118,12 +151,8 @@ def outputs() -> dict[str, list[str]]:
     views = {"summary eager": summary_view("sample:eager"),
              "summary compiled": summary_view("sample:compiled"),
              "diff": diff_view("sample:eager", "sample:compiled")}  # fmt: skip
-    found = {}
-    for name, view in views.items():
-        found[f"{name}, terminal"] = terminal_names(render(view, "terminal", width=400))
-        found[f"{name}, markdown"] = markdown_names(render(view, "markdown"))
-        found[f"{name}, html"] = html_names(render(view, "html"))
-    return found
+    return {f"{name}, {fmt}": names for name, view in views.items()
+            for fmt, names in names_of(view).items()}  # fmt: skip
 
 
 def plain(name: str) -> str:
@@ -136,6 +165,18 @@ def plain(name: str) -> str:
     return re.sub(r" \((per step|whole capture)\)$", "", name)
 
 
+def unknown_names(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The names, by output, that are neither a key's label nor a table's own word."""
+    labels = {plain(v) for v in (*LABELS.values(), *PHASE_LABELS.values())}
+    unknown = {where: sorted({n for n in map(plain, names) if n not in labels | NOT_METRICS})
+               for where, names in found.items()}  # fmt: skip
+    return {where: names for where, names in unknown.items() if names}
+
+
+def shown(found: dict[str, list[str]]) -> set[str]:
+    return {plain(n) for names in found.values() for n in names}
+
+
 def test_every_key_has_one_name_in_every_output() -> None:
     """Each name is a key's label (LABELS, a phase's PHASE_LABELS) or a table's own word; and
     no key is named two ways: a name that is neither fails, as `host lead (GPU end − step
@@ -145,12 +186,76 @@ def test_every_key_has_one_name_in_every_output() -> None:
     assert not labels & NOT_METRICS
     found = outputs()
     assert all(found.values())
-    unknown = {where: sorted({n for n in map(plain, names) if n not in labels | NOT_METRICS})
-               for where, names in found.items()}  # fmt: skip
-    assert {where: names for where, names in unknown.items() if names} == {}
-    shown = {plain(n) for names in found.values() for n in names}
+    assert unknown_names(found) == {}
     for key in (STEP_TIME_NS, HOST_LEAD_NS, GPU_SPAN_NS, KERNEL_COUNT, LAUNCH_API_COUNT):
-        assert LABELS[key] in shown, key
+        assert LABELS[key] in shown(found), key
+
+
+def test_the_operations_tables_name_keys_by_their_labels() -> None:
+    """The H200 Kineto pair's Operations tables (summary and diff) head their kernels, launch
+    calls and kernel time by the labels: `A kernels`, `kernels` and `launches` were their own."""
+    a, b = (KINETO / f"h200_{side}_3steps.kineto.json.gz" for side in SIDES)
+    found = {f"summary, {fmt}": names for fmt, names in names_of(summary_view(a), ops=True).items()}
+    found |= {f"diff, {fmt}": names
+              for fmt, names in names_of(diff_view(a, b, labels=SIDES)).items()}  # fmt: skip
+    assert unknown_names(found) == {}
+    operations = {n for names in found.values() for n in names}
+    kernels = LABELS[KERNEL_COUNT]
+    assert {f"{side} {kernels}" for side in SIDES} | {
+        kernels,
+        "Operations: eager → compiled",
+    } <= operations
+    assert {LABELS[LAUNCH_API_COUNT], LABELS[KERNEL_TIME_NS], "eager ops"} <= operations
+
+
+def rank_report(path: Path) -> Path:
+    """One report of 2 ranks (pid r + 1 on GPU r), 2 steps each, an AllReduce in each step that
+    rank 1 starts 1 µs late."""
+    e = Export()
+    launches = []
+    for r in range(2):
+        for k in range(2):
+            base = (k + 1) * 1_000_000
+            e.range(f"step {k}", base - 500, base + 500_000, r + 1)
+            launches.append((base + 1000 * r, base - 300, base + 10_000, r))
+    for start, api, end, r in sorted(launches):
+        e.launch(ALL_REDUCE, api, start, end, pid=r + 1, device=r)
+    return e.write(path)
+
+
+def test_the_rank_table_names_keys_by_their_labels(tmp_path: Path) -> None:
+    """The per-rank NCCL table heads its kernels, step time and NCCL time by the labels (they
+    were `kernels`, `step time` beside `NCCL time`)."""
+    found = names_of(summary_view(rank_report(tmp_path / "r.sqlite")))
+    assert unknown_names(found) == {}
+    for names in found.values():
+        assert {LABELS[k] for k in (KERNEL_COUNT, STEP_TIME_NS, NCCL_KERNEL_TIME_NS)} <= set(names)
+
+
+def test_an_experiment_names_keys_by_their_labels(ab_demo: Path) -> None:
+    """`census ab`'s experiment: its arms' tables in their own words, its captures' diff in the
+    keys' labels."""
+    found = names_of(experiment_view(ab_demo))
+    assert unknown_names(found) == {}
+    assert {LABELS[STEP_TIME_NS], LABELS[GPU_BUSY_NS]} <= shown(found)
+
+
+@pytest.mark.parametrize("clock", ["gpu", "host"])
+def test_the_phase_sentence_names_keys_as_the_phase_tables_do(clock: str, ab_demo: Path) -> None:
+    """The diff's sentence on the phase that changed most names its figures by their labels, in
+    short_label's form (`kernels -7, launch calls -7` were its own): on the GPU's clock (the
+    compiled sample's host ran ahead) by the phase's GPU span, else (the experiment's captures)
+    by its time."""
+    pair = (("sample:eager", "sample:compiled") if clock == "gpu" else
+            tuple(ab_demo / side / "capture.sqlite" for side in "ab"))  # fmt: skip
+    view = diff_view(*pair, labels=SIDES)
+    assert view.diff.clock == clock
+    [sentence] = [s for s in view.explanation if s.startswith("by phase")]
+    key = GPU_SPAN_NS if clock == "gpu" else DURATION_NS
+    said = [short_label(key, PHASE_LABELS), PHASE_LABELS[KERNEL_COUNT],
+            PHASE_LABELS[LAUNCH_API_COUNT], PHASE_LABELS[GPU_BUSY_NS]]  # fmt: skip
+    assert all(f"{label} " in sentence for label in said), sentence
+    assert not re.search(r"(: |, )(kernels|launch calls|GPU busy|GPU span) [-+0-9]", sentence)
 
 
 def test_a_second_name_fails() -> None:

@@ -22,9 +22,11 @@ from census.metrics import (
     NCCL_KERNEL_COUNT,
     NCCL_KERNEL_TIME_NS,
     NON_NCCL_UNION_NS,
+    PHASE_LABELS,
     STEP_TIME_NS,
     SYNC_COUNT,
     SYNC_TIME_NS,
+    short_label,
 )
 from census.model.step_table import int_sum
 from census.units import clip, fmt_bytes, fmt_count, fmt_ns, fmt_pct, one_line
@@ -64,7 +66,8 @@ def explain_diff(d: CensusDiff) -> list[str]:
 
 def _phases(d: CensusDiff) -> str | None:
     """The phase that holds most of the step-time change, and what changed in it: by its time
-    in the step, or by its GPU span when the steps are compared on the GPU's clock."""
+    in the step, or by its GPU span when the steps are compared on the GPU's clock; each figure
+    named by its label (PHASE_LABELS, short_label's form), as the phase tables name it."""
     gpu = d.clock == "gpu"
     key = GPU_SPAN_NS if gpu else DURATION_NS
     phases = {n: m for n, m in d.phases.items() if m[key].delta is not None or not gpu}
@@ -75,14 +78,18 @@ def _phases(d: CensusDiff) -> str | None:
     change, busy = top[key], top[GPU_BUSY_NS]
     kernels, launches = top[KERNEL_COUNT].delta or 0, top[LAUNCH_API_COUNT].delta or 0
     others = ", ".join(f"{n} {fmt_ns(v[key].delta, signed=True)}" for n, v in ranked[1:])
-    delta = f"{fmt_ns(change.delta, signed=True)}/step ({fmt_pct(change.pct)})"
-    counts = f"kernels {fmt_count(kernels, signed=True)}, launch calls {fmt_count(launches, signed=True)}"
+    delta = f"{short_label(key, PHASE_LABELS)} {fmt_ns(change.delta, signed=True)}/step ({fmt_pct(change.pct)})"
+    counts = (f"{PHASE_LABELS[KERNEL_COUNT]} {fmt_count(kernels, signed=True)}, "
+              f"{PHASE_LABELS[LAUNCH_API_COUNT]} {fmt_count(launches, signed=True)}")  # fmt: skip
+    busy_text = f"{PHASE_LABELS[GPU_BUSY_NS]} {fmt_ns(busy.delta, signed=True)}"
     if gpu:
-        text = (f"by phase on the GPU: most of the change is in {name}: GPU span {delta}, {counts}, "
-                f"GPU busy in its host window {fmt_ns(busy.delta, signed=True)}")  # fmt: skip
+        text = (
+            f"by phase on the GPU: most of the change is in {name}: {delta}, {counts}, {busy_text}"
+        )
     else:
-        text = (f"by phase: most of the step-time change is in {name}: {delta}, GPU busy "
-                f"{fmt_ns(busy.delta, signed=True)}, {counts}")  # fmt: skip
+        text = (
+            f"by phase: most of the step-time change is in {name}: {delta}, {busy_text}, {counts}"
+        )
     return text + (f"; {others}" if others else "")
 
 

@@ -13,7 +13,9 @@ from census.metrics import (
     IDLE_AFTER_SYNC_NS,
     IDLE_LAUNCH_NS,
     IDLE_OTHER_NS,
+    LABELS,
     STEP_TIME_NS,
+    short_label,
 )
 from census.units import fmt_ns, fmt_pct
 
@@ -94,19 +96,20 @@ def gpu_headline(d: Any, unit: str) -> str | None:
     if span.delta is None:
         return None
     la, lb = d.labels
-    host = f"{HOST_AHEAD} (step time {change_text(step, fmt_ns, unit)} there)"
+    gpu_span = f"{short_label(GPU_SPAN_NS)} {change_text(span, fmt_ns, unit)}"
+    host = f"{HOST_AHEAD} ({LABELS[STEP_TIME_NS]} {change_text(step, fmt_ns, unit)} there)"
     noise = d.noise_ns
     if d.within_noise:
         return (
-            f"on the GPU, {lb} and {la} are within noise: GPU span {change_text(span, fmt_ns, unit)} "
+            f"on the GPU, {lb} and {la} are within noise: {gpu_span} "
             f"is inside ±{fmt_ns(noise)}, the 95% spread of the difference of their mean spans; "
             f"{host}; `census ab` settles it with repeated uncaptured runs"
         )
     if "verdict" in d.comparability.hidden:
         shorter = "shorter" if span.delta < 0 else "longer"
         return (
-            f"under nsys only, {lb}'s steps are {shorter} on the GPU than {la}'s: GPU span "
-            f"{change_text(span, fmt_ns, unit)}; {host}; not a verdict on speed, since nsys "
+            f"under nsys only, {lb}'s steps are {shorter} on the GPU than {la}'s: {gpu_span}; "
+            f"{host}; not a verdict on speed, since nsys "
             "distorted the step times (see above): `census ab` decides"
         )
     verdict = "faster" if span.delta < 0 else "slower"
@@ -116,7 +119,7 @@ def gpu_headline(d: Any, unit: str) -> str | None:
         else "one capture per side, no spread to judge by"
     )
     return (
-        f"{lb} is {verdict} than {la} on the GPU: GPU span {change_text(span, fmt_ns, unit)} "
+        f"{lb} is {verdict} than {la} on the GPU: {gpu_span} "
         f"({basis}); {host}; `census ab` gives a verdict that repeated runs back"
     )
 

@@ -12,7 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from census.metrics import DURATION_NS, STEP_TIME_NS
+from census.metrics import (
+    DURATION_NS,
+    KERNEL_COUNT,
+    LABELS,
+    NCCL_KERNEL_TIME_NS,
+    STEP_TIME_NS,
+)
 from census.units import fmt_count, fmt_ns
 
 if TYPE_CHECKING:
@@ -190,12 +196,12 @@ def unmatched_line(view: NcclRanks) -> str | None:
 def rank_table(view: NcclRanks, per_step: bool) -> tuple[list[str], list[list[str]]]:
     """One row per rank: kernels, (with steps) steps and step time, NCCL time = wait + transfer
     (+ unmatched), exposed NCCL, last arrivals; per step (means over its steps) or over the
-    whole capture."""
+    whole capture. The census keys' columns are headed by their labels (LABELS)."""
     unmatched = any(r.unmatched_ns for r in view.ranks)
     steps = per_step and any(len(r.step_rows) for r in view.ranks)
-    head = ["rank", "GPU", "kernels", *(["steps", "step time"] if steps else []), "NCCL time",
-            "wait", "transfer", *(["unmatched"] if unmatched else []), "exposed",
-            "last"]  # fmt: skip
+    head = ["rank", "GPU", LABELS[KERNEL_COUNT], *(["steps", LABELS[STEP_TIME_NS]] if steps else []),
+            LABELS[NCCL_KERNEL_TIME_NS], "wait", "transfer", *(["unmatched"] if unmatched else []),
+            "exposed", "last"]  # fmt: skip
     rows = []
     for r, row in enumerate(view.ranks):
         figures = _rank_figures(view, r, view.rank_means(r) if per_step else None)

@@ -131,9 +131,10 @@ def kernel_rows(d: CensusDiff, top: int) -> list[list[str]]:
 
 
 def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
-    """Column heads; `short`: the two sides as A and B (a narrow terminal, long labels)."""
+    """Column heads; `short`: the two sides as A and B (a narrow terminal, long labels). A census
+    key's column is its label (LABELS, PHASE_LABELS), after its side's label."""
     la, lb = ("A", "B") if short else d.labels
-    time = PHASE_LABELS[DURATION_NS]
+    time, kernels = PHASE_LABELS[DURATION_NS], LABELS[KERNEL_COUNT]
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
@@ -142,9 +143,9 @@ def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
         "idle_ranges": ["Host range", f"{la} GPU idle", f"{lb} GPU idle", "Δ"],
         "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
                     "Δ time"],
-        "ops": [f"{la} ops", f"{lb} ops", f"{la} kernels", f"{lb} kernels", f"{la} time",
+        "ops": [f"{la} ops", f"{lb} ops", f"{la} {kernels}", f"{lb} {kernels}", f"{la} time",
                 f"{lb} time", "Δ time"],
-        "ops_terminal": [f"Operations: {la} → {lb}", "Kernels", f"{la} time", f"{lb} time", "Δ time"],
+        "ops_terminal": [f"Operations: {la} → {lb}", kernels, f"{la} time", f"{lb} time", "Δ time"],
         "kernels": ["Kernel", "Change", "Class", f"{la} count", f"{lb} count", f"{la} time",
                     f"{lb} time", "Δ time"],
     }  # fmt: skip

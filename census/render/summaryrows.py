@@ -16,6 +16,7 @@ from census.metrics import (
     IDLE_LAUNCH_NS,
     IDLE_OTHER_NS,
     KERNEL_COUNT,
+    KERNEL_TIME_NS,
     LABELS,
     LAUNCH_API_COUNT,
     METRIC_KEYS,
@@ -207,7 +208,8 @@ def op_rows(census: Census, top: int) -> Table:
     rows = [[ops.label(r), fmt_count(count[r] / (n or 1)), fmt_count(launches[r] / (n or 1)),
              fmt_ns(time[r] / (n or 1)), f"{100 * time[r] / whole:.1f}%" if whole else "-"]
             for r in shown if count[r] or ops.op[r] is None]  # fmt: skip
-    return ["operation", "kernels", "launches", "kernel time", "share"], rows
+    head = [LABELS[k] for k in (KERNEL_COUNT, LAUNCH_API_COUNT, KERNEL_TIME_NS)]
+    return ["operation", *head, "share"], rows
 
 
 def collective_rows(census: Census) -> Table:
