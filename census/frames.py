@@ -26,6 +26,8 @@ from census.metrics import (
     GPU_START_NS,
     HOST_LEAD_NS,
     IDLE_KEYS,
+    KERNEL_COUNT,
+    KERNEL_TIME_NS,
     METRIC_KEYS,
     PHASE_KEYS,
     STEP_TIME_NS,
@@ -196,7 +198,7 @@ def ops(c: Census | PathLike) -> pd.DataFrame:
     the whole capture), per_step_kernel_count, per_step_kernel_time_ns, per_step_launch_count
     (means over the selected steps). Empty where the profile has no op ranges."""
     c = _census(c, "ops")
-    cols = ["op", "label", "fused", "backward", "forward", "kernel_count", "kernel_time_ns",
+    cols = ["op", "label", "fused", "backward", "forward", KERNEL_COUNT, KERNEL_TIME_NS,
             "launch_count", "per_step_kernel_count", "per_step_kernel_time_ns",
             "per_step_launch_count"]  # fmt: skip
     rows = []
@@ -205,8 +207,8 @@ def ops(c: Census | PathLike) -> pd.DataFrame:
         sums = [int(getattr(table, k)[r].sum()) for k in STEP_ARRAYS]
         rows.append({"op": table.op[r], "label": table.label(r), "fused": table.fused[r],
                      "backward": table.backward[r], "forward": ", ".join(table.forward[r]),
-                     "kernel_count": int(table.total_kernel_count[r]),
-                     "kernel_time_ns": int(table.total_kernel_time_ns[r]),
+                     KERNEL_COUNT: int(table.total_kernel_count[r]),
+                     KERNEL_TIME_NS: int(table.total_kernel_time_ns[r]),
                      "launch_count": int(table.total_launch_count[r]),
                      **{f"per_step_{k}": _mean(c, v) for k, v in zip(STEP_ARRAYS, sums, strict=True)}})  # fmt: skip
     frame = _frame(rows, cols)

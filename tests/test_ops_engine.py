@@ -152,7 +152,11 @@ def test_the_inductor_map_beside_the_export_decides_the_fused_group(tmp_path: Pa
         )
     )
     ops = census.summarize(export).ops
-    fused = [(op, int(n)) for op, f, n in zip(ops.op, ops.fused, ops.total_kernel_count) if f]
+    fused = [
+        (op, int(n))
+        for op, f, n in zip(ops.op, ops.fused, ops.total_kernel_count, strict=True)
+        if f
+    ]
     assert fused == [("native_layer_norm + add + mul", 2)]  # without the map: "add + mul"
 
 

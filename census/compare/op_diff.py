@@ -26,6 +26,7 @@ from census.compare.op_match import (
 )
 from census.definitions import OUTSIDE_PHASES
 from census.findings.ops import OpTable
+from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
 from census.model.census import Census
 from census.units import fmt_count, fmt_ns
 
@@ -126,7 +127,7 @@ def phase_tables(c: Census) -> dict[str, OpTable]:
     out = {}
     for name, at in groups.items():
         cols = {}
-        for f in ("kernel_count", "launch_count", "kernel_time_ns"):
+        for f in (KERNEL_COUNT, "launch_count", KERNEL_TIME_NS):
             col = np.zeros((len(rows.keys), len(c.steps)), dtype=np.int64)
             np.add.at(col, (slice(None), step_of[at]), getattr(rows, f)[:, at])
             cols[f] = col

@@ -22,6 +22,7 @@ import numpy as np
 
 from census.definitions.triton_names import decode_triton
 from census.findings.op_ranges import ATEN, LaunchOps, OpRanges
+from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
 
 if TYPE_CHECKING:
     from census.model.census import Census
@@ -236,7 +237,7 @@ def op_table(census: Census, phases: bool = False) -> OpTable | None:
     keys = tuple(None if op is None else OpKey(op if fused else bare(op), fused, back)
                  for op, fused, back in zip(rows.op, rows.fused, rows.backward, strict=True))  # fmt: skip
     cols = [getattr(rows, ("phase_" if phases else "") + k) for k in
-            ("kernel_count", "launch_count", "kernel_time_ns")]  # fmt: skip
+            (KERNEL_COUNT, "launch_count", KERNEL_TIME_NS)]  # fmt: skip
     return OpTable(keys=keys, lists=tuple(frozenset(x) for x in rows.lists),
                    forward=rows.forward, kernel_count=cols[0], launch_count=cols[1],
                    kernel_time_ns=cols[2], total_count=rows.total_kernel_count,

@@ -25,8 +25,7 @@ from census.load.api_names import read_strings
 from census.load.intervals import INT_NULL, distinct
 from census.load.steps import nvtx_text
 from census.sources import schema as sc
-from census.sqlite import read_batches, rowid_range
-from census.sqlite.btree import without_rowid
+from census.sqlite import read_batches, rowid_range, without_rowid
 
 _SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 # an autograd node's range as emit_nvtx names it: its class (`MmBackward0`,

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
 from census.model.record import Column, as_given, listed
 
 # the [row, step] columns, the [row, phase] ones and the whole capture's [row] ones, in order
-STEP_ARRAYS = ("kernel_count", "kernel_time_ns", "launch_count")
+STEP_ARRAYS = (KERNEL_COUNT, KERNEL_TIME_NS, "launch_count")
 PHASE_ARRAYS = ("phase_kernel_count", "phase_kernel_time_ns", "phase_launch_count")
 TOTAL_ARRAYS = ("total_kernel_count", "total_kernel_time_ns", "total_launch_count")
 _LABELS = ("op", "fused", "backward", "forward", "lists")
@@ -74,8 +75,8 @@ class OpRows:
             cols = tuple(getattr(self, k)[:, step] for k in STEP_ARRAYS)
         count, time, launches = (c.tolist() for c in cols)
         return [{"op": self.op[r], "fused": self.fused[r], "backward": self.backward[r],
-                 "forward": list(self.forward[r]), "kernel_count": count[r],
-                 "kernel_time_ns": time[r], "launch_count": launches[r]}
+                 "forward": list(self.forward[r]), KERNEL_COUNT: count[r],
+                 KERNEL_TIME_NS: time[r], "launch_count": launches[r]}
                 for r in self.order() if count[r] or (step is None and self.op[r] is None)]  # fmt: skip
 
     def __eq__(self, other: object) -> bool:

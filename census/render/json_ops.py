@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
+
 if TYPE_CHECKING:
     from census.compare.diff import CensusDiff
     from census.compare.op_match import OpMatch
     from census.findings.ops import OpKey
 
-FIELDS = {"kernel_count": "count", "launch_count": "launches", "kernel_time_ns": "time_ns"}
+FIELDS = {KERNEL_COUNT: "count", "launch_count": "launches", KERNEL_TIME_NS: "time_ns"}
 
 
 def ops_json(d: CensusDiff) -> dict[str, Any] | None:

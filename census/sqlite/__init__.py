@@ -5,12 +5,14 @@
 `INT_NULL`. It reads the file's b-tree pages with numpy where that is exact (btree.py: the file
 format; pages.py: leaves and records; plan.py: the SQL expressions evaluated on them), and falls
 back to SQL where it is not (columns.py), noting the table and why (`notes`: taken by the caller
-and said once). `first_value` reads one value of a range's first matching row, with SQL.
+and said once). `first_value` reads one value of a range's first matching row, with SQL;
+`without_rowid` says whether a table has no rowids (its rows in its primary key's order).
 
 Nothing outside this package imports its modules but this one and `census.sqlite.notes`
 (tests/test_layout.py); it imports no stage after census.sources.
 """
 
+from census.sqlite.btree import without_rowid
 from census.sqlite.columns import (
     BATCH_ROWS,
     TIMED,
@@ -31,4 +33,5 @@ __all__ = [
     "read_batches",
     "rowid_range",
     "split",
+    "without_rowid",
 ]
