@@ -38,7 +38,7 @@ from census.sources.kineto.tables import Strings
 from census.sources.schema import OP_RANGES
 
 TRACER = "torch.profiler (Kineto)"
-EXPORT_VERSION = 2  # in the export's name: a census that writes exports otherwise makes its own
+EXPORT_VERSION = 3  # in the export's name: a census that writes exports otherwise makes its own
 _TID_BITS = (1 << 24) - 1
 _GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
                "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
