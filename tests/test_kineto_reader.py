@@ -1,5 +1,6 @@
 """census.sources.kineto on real Kineto traces (tests/data/kineto: the H200 eager and compiled
-demo traces, HTA's 2-rank NCCL and Triton samples, TraceLens's B200 rank 0), held to an
+demo traces, HTA's 2-rank NCCL, Triton and execution-trace samples, TraceLens's B200 rank 0),
+held to an
 independent reading written here: Python's json with `parse_float=str` and Decimal arithmetic,
 event by event, none of census's code."""
 
@@ -20,6 +21,7 @@ from census.sources.kineto.links import launch_index, step_of, step_ranges
 from tests.helpers.kineto_oracle import CATEGORIES, KINETO, ns, oracle_events
 
 TRACES = sorted(p.name for p in KINETO.glob("*.json.gz"))
+NCCL = "hta_nccl_parser_config__nccl_data.json.gz"
 
 
 def oracle_tables(name: str) -> dict[str, dict]:
@@ -154,7 +156,7 @@ def test_gpu_annotations_are_never_steps(tmp_path: Path) -> None:
 
 
 def test_rank_and_world_size() -> None:
-    assert (read_kineto(KINETO / TRACES[2]).rank, read_kineto(KINETO / TRACES[2]).world_size) == (
+    assert (read_kineto(KINETO / NCCL).rank, read_kineto(KINETO / NCCL).world_size) == (
         0,
         2,
     )
@@ -167,7 +169,9 @@ def test_recognised_by_content_not_name(tmp_path: Path) -> None:
     odd = tmp_path / "capture.bin"
     shutil.copy(KINETO / "hta_triton_example__triton_example.json.gz", odd)
     plain = tmp_path / "trace.sqlite"
-    plain.write_bytes(gzip.decompress((KINETO / TRACES[3]).read_bytes()))
+    plain.write_bytes(
+        gzip.decompress((KINETO / "hta_triton_example__triton_example.json.gz").read_bytes())
+    )
     assert is_kineto(odd) and is_kineto(plain)
     assert len(read_kineto(odd).tables["kernels"]["start_ns"]) == 1
     assert read_kineto(plain).tables["kernels"]["start_ns"].tolist() == [ns("2413669097444.592")]

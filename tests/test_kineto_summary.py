@@ -27,7 +27,9 @@ def summary(path) -> dict:
 
 @pytest.mark.parametrize("name", [NCCL, "h200_eager_3steps.kineto.json.gz",
                                   "h200_compiled_3steps.kineto.json.gz",
-                                  "tracelens_b200__eager_trace.json.gz"])  # fmt: skip
+                                  "tracelens_b200__eager_trace.json.gz",
+                                  "hta_execution_trace__benchmark_simple_add_trace.json.gz",
+                                  "hta_triton_example__triton_example.json.gz"])  # fmt: skip
 def test_summary_totals_equal_an_independent_reading(name: str) -> None:
     want = independent_census(KINETO / name)["totals"]
     got = summary(KINETO / name)["totals"]
