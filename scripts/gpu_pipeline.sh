@@ -13,6 +13,20 @@
 #                                   .nsys-rep files, copied into the tree for the run only:
 #                                   mkdir -p tests/data/columnar/src && cp ../shared/fixtures/nsys/
 #                                   h200_{eager,compiled}_3steps.nsys-rep tests/data/columnar/src/
+#   scripts/gpu_pipeline.sh after   step 3 (#57): `census ab` of the demo against itself, B's capture
+#                                   program's exit to the printed verdict, per run (RUNS) once
+#                                   overlapped (A exported beside B's program, A read beside B's
+#                                   export: census.capture.overlap) and once serial
+#                                   (CENSUS_AB_OVERLAP=0, each side exported by nsys profile as it
+#                                   ends, as before), interleaved; the arms run 20 steps (only
+#                                   their protocol is needed), the captures STEPS (default 4400:
+#                                   about 1.0 million kernels at 231 a step,
+#                                   >= 10^6); each side's captured mean step time (A's export
+#                                   beside B's program must not slow it); the export options
+#                                   census would pin (EXPORT_PINNED) against a plain export of
+#                                   the same report (the same tables and rows, and the time).
+#                                   One run is about 3 min a mode: RUNS=1 per call, three calls,
+#                                   to stay inside 10 minutes a call.
 # Writes to $OUT: log-SECTION.txt, times-SECTION.tsv, and for e2e columnar-fixtures.tar.xz.
 set -u
 SECTION=${1:-stages}
@@ -22,6 +36,7 @@ source .device-kit/nsys-env.sh || exit 1
 export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 RUNS=${RUNS:-3}
 DEADLINE=${DEADLINE:-500}  # seconds: no new stage starts after this
+AFTER_STEPS=${STEPS:-4400}  # the after mode's captures: >= 10^6 kernels
 STEPS=${STEPS:-3600}
 SIZES="--d-model 256 --layers 4 --batch 4 --seq 256"
 PROG=${PROG:-"python3 -m census.capture.demo.train --mode eager --warmup 5 --steps $STEPS $SIZES"}
@@ -184,6 +199,59 @@ for d in sorted(Path(sys.argv[1]).glob("*-arrowdir")):
         print(f"{d.name}/{f.name}: {n} rows (IPC {how})")
 PY
   tar -cf - -C $P columnar | xz -T0 -9 > "$OUT/columnar-fixtures.tar.xz"
+}
+
+after() {
+  local r mode t0 done_at x
+  step "nsys export --help and nsys profile --help, whole (which options this nsys has)"
+  nsys export --help 2>&1; nsys profile --help 2>&1 | grep -n -A 12 -E -- '--(cuda-event-trace|cuda-graph-trace|trace-fork-before-exec|export)[= ]'
+  # each side: the demo; 20 steps in an arm, STEPS in the capture; B's capture stamps its end
+  side() {
+    echo "sh -c 'if [ \"\$CENSUS_RUN\" = capture ]; then n=$AFTER_STEPS; else n=20; fi; python3 -m census.capture.demo.train --mode eager --warmup 5 --steps \$n $SIZES && { [ \"\$CENSUS_RUN\" != capture ] || date +%s.%N > $P/end-$1; }'"
+  }
+  for r in $(seq 1 "$RUNS"); do
+    for mode in overlap serial; do
+      late "census ab $mode $r" && break 2
+      step "census ab ($mode), run $r: from B's captured program's exit to the printed verdict"
+      rm -rf $P/ab $P/end-a $P/end-b $P/abcache-$mode$r
+      x=1; [ $mode = serial ] && x=0
+      CENSUS_AB_OVERLAP=$x CENSUS_CACHE_DIR=$P/abcache-$mode$r timed ab-$mode $r - \
+        python3 -m census ab e2e -o $P/ab --arms 4 --json --a "$(side a)" --b "$(side b)"
+      done_at=$(now)
+      grep 'census ab:' $P/ab-$mode-$r.err | tail -n 6
+      if [ -f $P/end-b ]; then
+        record ab-$mode-exit-to-verdict $r "$(python3 -c "print(round($done_at - $(cat $P/end-b), 3))")"
+      fi
+      for x in a b; do
+        [ -d $P/ab/e2e/$x ] || continue
+        CENSUS_CACHE_DIR=$P/abcache-$mode$r python3 -m census summary $P/ab/e2e/$x --json > $P/sum.json
+        record ab-$mode-step-ms-$x $r "$(python3 -c "import json; d = json.load(open('$P/sum.json')); print(round(d['timing']['per_step']['step_time_ns'] / 1e6, 4), d['totals']['kernel_count'])")"
+      done
+      if [ $mode = overlap ] && [ "$r" = 1 ] && [ -f $P/ab/e2e/a/capture.nsys-rep ]; then
+        step "the export options census would pin (census.capture.nsys.EXPORT_PINNED) against a plain export of A's report"
+        t0=$(now)
+        nsys export --type sqlite --force-overwrite true -o $P/plain.sqlite $P/ab/e2e/a/capture.nsys-rep > /dev/null
+        record export-plain $r "$(python3 -c "print(round($(now) - $t0, 3))")"
+        t0=$(now)
+        nsys export --type sqlite --force-overwrite true $(python3 -c "from census.capture.nsys import EXPORT_PINNED; print(' '.join(EXPORT_PINNED))") \
+          -o $P/pinned.sqlite $P/ab/e2e/a/capture.nsys-rep; echo "pinned export: exit $?"
+        record export-pinned $r "$(python3 -c "print(round($(now) - $t0, 3))")"
+        python3 - $P/plain.sqlite $P/pinned.sqlite <<'PY'
+import sqlite3, sys
+def tables(path):
+    c = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    names = [n for (n,) in c.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+    return {n: c.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+plain, pinned = tables(sys.argv[1]), tables(sys.argv[2])
+print("tables: plain", len(plain), "pinned", len(pinned), "same names and rows:", plain == pinned)
+for n in sorted(set(plain) | set(pinned)):
+    if plain.get(n) != pinned.get(n):
+        print("  differs:", n, plain.get(n), pinned.get(n))
+PY
+        python3 -c "import json; d = json.load(open('$P/ab/e2e/a/run.json')); print('profile:', ' '.join(d['nsys_command'][:12])); print('export:', ' '.join(d.get('nsys_export_command') or []))"
+      fi
+    done
+  done
 }
 
 summary() {

@@ -5,6 +5,7 @@ Dask or an unreachable scheduler is one line and exit 2."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from census.api import Options, summarize_ranks
 from census.cli import app
 from census.load import scheduler as rank_scheduler
 from tests.helpers.exports import rank_folder
+from tests.helpers.files import DATA
 
 pytest.importorskip("distributed", reason="the Dask tests need pip install 'torch-census[dask]'")
 pytestmark = pytest.mark.fixtures
@@ -55,6 +57,21 @@ def test_a_cluster_gives_the_pools_census(tmp_path: Path, scheduler: str) -> Non
     assert on_cli.exit_code == 0, on_cli.output
     assert on_cli.stdout == runner.invoke(app, args).stdout
     assert [r["rank"] for r in json.loads(on_cli.stdout)["ranks"]] == [f"rank{i}" for i in range(4)]
+
+
+def test_a_folder_of_traces_on_a_cluster_gives_the_pools_census(tmp_path: Path,
+                                                                scheduler: str) -> None:  # fmt: skip
+    """HTA's ranks 0 and 1 (#55): each worker exports its rank's trace into its own cache."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    names = ("hta_trace_filter__sampled_rank-0.json.gz", "hta_trace_filter__sampled_rank-1.json.gz")
+    for name in names:
+        shutil.copy(DATA / "kineto_ranks" / name, folder / name)
+    on_dask = summarize_ranks(folder, Options(scheduler=scheduler))
+    assert on_dask == summarize_ranks(folder, Options(), workers=2)
+    assert on_dask[1] == ["rank0", "rank1"]
+    assert [c.source.path for c in on_dask[2]] == [str(folder / name) for name in names]
+    assert [c.totals.kernel_count for c in on_dask[2]] == [1154, 1104]
 
 
 def test_a_diff_of_rank_folders_takes_the_scheduler_from_the_environment(

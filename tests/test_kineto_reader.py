@@ -1,6 +1,5 @@
 """census.sources.kineto on real Kineto traces (tests/data/kineto: the H200 eager and compiled
-demo traces, HTA's 2-rank NCCL, Triton and execution-trace samples, TraceLens's B200 rank 0),
-held to an
+demo traces, HTA's 2-rank NCCL and Triton samples, TraceLens's B200 rank 0), held to an
 independent reading written here: Python's json with `parse_float=str` and Decimal arithmetic,
 event by event, none of census's code."""
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
-from tests.helpers.files import fixture_file
+from tests.helpers.files import DATA, fixture_file
 from tests.helpers.kineto_census import KEYS, independent_census
 from tests.helpers.kineto_oracle import KINETO
 
@@ -28,7 +28,7 @@ def summary(path) -> dict:
 @pytest.mark.parametrize("name", [NCCL, "h200_eager_3steps.kineto.json.gz",
                                   "h200_compiled_3steps.kineto.json.gz",
                                   "tracelens_b200__eager_trace.json.gz",
-                                  "hta_execution_trace__benchmark_simple_add_trace.json.gz",
+                                  DATA / "kineto_ranks" / "hta_execution_trace__benchmark_simple_add_trace.json.gz",
                                   "hta_triton_example__triton_example.json.gz"])  # fmt: skip
 def test_summary_totals_equal_an_independent_reading(name: str) -> None:
     want = independent_census(KINETO / name)["totals"]

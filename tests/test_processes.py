@@ -25,6 +25,7 @@ from census.cli import app
 from census.load.pool import sweep_spill_folders
 from census.paths import owner_tag
 from census.sources.samples import sample_path
+from tests.helpers.alive import alive
 from tests.helpers.cli import census_process, started
 from tests.helpers.exports import small_export
 from tests.helpers.files import FAKE_NSYS, REPO, SLEEP_TRAIN
@@ -35,15 +36,6 @@ PROGRESS_LINE = re.compile(r"census: .+: .+ \(\d+\.\ds\)")
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads processes from /proc")
 runner = CliRunner()
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie nobody reaped has ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:

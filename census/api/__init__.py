@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,7 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
     from census.load.finish import compute_census
     from census.load.profile import load_profile
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.store.cache import cached_census
 
     sqlite_path = resolve_sqlite(path, progress)
@@ -85,12 +87,11 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
                                idle=options.idle)  # fmt: skip
         return compute_census(profile)
 
-    if not use_cache:
-        return compute()
     # the path the user named this time: the cache may hold it as read through another name
-    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(
-        str(sqlite_path)
-    )
+    named = str(named_source(path, sqlite_path))
+    if not use_cache:
+        return compute().read_through(named)
+    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(named)
 
 
 def summarize_ranks(
@@ -100,13 +101,16 @@ def summarize_ranks(
     folder, read in a process pool or on the Dask cluster of `options.scheduler`."""
     from census.load.finish import merge_census
     from census.load.scheduler import map_ranks
+    from census.sources.kineto.ranks import missing_ranks_note
     from census.sources.ranks import rank_files, rank_places
 
     files = rank_files(folder, options.ranks)
     labels, exports = [label for label, _ in files], [p for _, p in files]
     ranks = map_ranks(_summarize_rank, exports, options, progress, workers, options.scheduler)
     hosts, clocks = rank_places(folder, exports)  # each export opened once more, for both
-    return merge_census(labels, ranks, folder, hosts, clocks), labels, ranks, hosts
+    merged = merge_census(labels, ranks, folder, hosts, clocks)
+    notes = [n for n in (missing_ranks_note(files),) if n]  # traces lacking some of their world
+    return replace(merged, warnings=(*notes, *merged.warnings)), labels, ranks, hosts
 
 
 def _summarize_rank(path: Path, options: Options, workers: int | None) -> Census:
@@ -159,7 +163,7 @@ def _diff_sides(a: tuple, b: tuple, labels: tuple[str, str]) -> CensusDiff:
 def uncaptured_step_ns(path: Path, clock: str = "host") -> float | None:
     """The mean step time of a capture folder's calibration run without nsys (run.json): on the
     host's clock (what NVTX ranges span), or on the GPU's (CUDA events) with clock "gpu"."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(path) if path.is_dir() else None
     key = "uncaptured_gpu_mean_step_time_ns" if clock == "gpu" else "uncaptured_mean_step_time_ns"
@@ -189,7 +193,7 @@ def summary_view(
     """What every format shows of one capture (census.render.render): a Census, or anything
     `summarize` takes, read with `options`; a rank folder's is a RanksView (the merged summary,
     each rank's and the spread). `shown`: what the user named it (else the export's path)."""
-    from census.capture.run import capture_overhead
+    from census.capture.records import capture_overhead
     from census.findings.spread import rank_spread
     from census.model.census import Census
     from census.render.views import RanksView
@@ -259,6 +263,7 @@ def summary_document(
     cache where the same export was summarized with the same options and the same calibration
     run (its capture overhead) before; a rank folder's, uncached."""
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
@@ -274,7 +279,7 @@ def summary_document(
         meta, text = render()
         return meta, spooled(text)
     sqlite_path = resolve_sqlite(path, progress)
-    key = _document_key(sqlite_path, options, top, _calibration(path))
+    key = _document_key(named_source(path, sqlite_path), options, top, _calibration(path))
     return cached_text([sqlite_path], *key, render)
 
 
@@ -291,7 +296,7 @@ def _document_key(
 def _calibration(path: Path) -> dict | None:
     """The calibration run recorded in a capture folder's run.json (None elsewhere): what the
     summary's capture overhead is measured against, which may be added after a summary."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(path) if path.is_dir() else None
     return (info or {}).get("calibration")
@@ -314,6 +319,7 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
     cache when the same two exports were compared with the same options before (labels: their
     names)."""
     from census.sources.export import resolve_sqlite
+    from census.sources.kineto.export import named_source
     from census.sources.ranks import is_multi_rank
     from census.store.cache import cached_text, spooled
 
@@ -331,7 +337,8 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    named = [str(f) for f in files]  # the sides' source paths, as named (see _document_key)
+    # the sides' source paths, as named (see _document_key)
+    named = [str(named_source(p, f)) for p, f in zip((a, b), files, strict=True)]
     return cached_text(files, [list(labels), *options.key(), top, named], "diff-json", render)
 
 
@@ -378,11 +385,13 @@ def run_experiment(spec: ABSpec, progress: Callable[[str], None] | None = None,
                    auto: AutoSpec | None = None) -> Experiment:  # fmt: skip
     """Run a `census ab` experiment into its folder (census.capture.ab; a capture is kept only if
     it holds step ranges; `auto`: --arms auto, census.compare.ab.auto_arms), then read it back."""
+    from census.api.sides import read_ahead
     from census.capture.ab import run_ab
     from census.compare.ab.auto_arms import auto_rule
 
     spec = spec if auto is None else replace(spec, arms=auto.max_arms)
-    return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress)))
+    ahead = partial(read_ahead, summarize=summarize_with)  # A's read while B's is exported
+    return load_experiment(run_ab(spec, progress, _has_steps, auto_rule(auto, progress), ahead))
 
 
 def _has_steps(path: Path) -> bool:

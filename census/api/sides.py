@@ -1,13 +1,16 @@
 """A diff's two sides, each a Census or what census.api.summarize takes, read one after the
 other or side by side (census.api.diff). `summarize` is census.api.summarize_with, `cached`
-whether the cache holds an export's census with the options."""
+whether the cache holds an export's census with the options. An experiment's capture is read
+ahead while census ab still makes the other (read_ahead)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from census.errors import CensusError
 from census.model.census import Census
 from census.options import Options, resolve_input
 from census.sources.export import Progress
@@ -66,3 +69,14 @@ def _pair_beside(sides: tuple, options: Options,
     if not all(is_export_file(p) for p in paths) or any(cached(p, options) for p in paths):
         return None
     return paths
+
+
+def read_ahead(capture: Path, lies_at: Path, summarize: Callable[..., Census]) -> None:
+    """The census of an experiment's capture folder, read by `summarize` (census.api's
+    summarize_with) and cached as the capture at `lies_at`, where census.api.load_experiment
+    reads it once the experiment is in place; a failure is left for that read to say."""
+    from census.sources.export import resolve_sqlite
+
+    with contextlib.suppress(CensusError, OSError):
+        export = resolve_sqlite(capture)
+        summarize(export, Options(), cache_as=lies_at / export.name)

@@ -64,12 +64,13 @@ def run_ab(
     progress: Callable[[str], None] | None = None,
     has_steps: Callable[[Path], bool] | None = None,
     rule: ArmRule | None = None,
+    read_ahead: Callable[[Path, Path], None] | None = None,
 ) -> Path:
     """Arms first (uncaptured), then one capture per side unless told not to or nsys is absent;
     the experiment folder appears only when everything succeeded. `has_steps(capture folder)`:
     whether a side's capture holds step ranges (a later stage reads them); a capture without
-    is refused. With `rule`, spec.arms is the most arms and the rule says when to stop. The
-    experiment's folder."""
+    is refused. With `rule`, spec.arms is the most arms and the rule says when to stop;
+    `read_ahead(A's capture, where it will lie)`: census.capture.overlap. The folder."""
     from census.capture.arms import ArmsSpec, arm_order, run_arms
     from census.capture.nsys import find_nsys
     from census.errors import ResourceError, ToolMissingError
@@ -98,7 +99,7 @@ def run_ab(
         what = (f"the experiment's record ({RECORD}: {len(arms)} arms)", "its captures")
         try:
             if nsys:
-                _capture_sides(spec, nsys, work, progress, has_steps)
+                _capture_sides(spec, nsys, work, progress, has_steps, read_ahead)
         except ResourceError as exc:
             raise _without_captures(exc, work, spec.folder, record, what) from None
         record["wall_s"] = round(time.monotonic() - started, 1)
@@ -191,23 +192,38 @@ def _capture_sides(
     work: Path,
     progress: Callable[[str], None] | None,
     has_steps: Callable[[Path], bool] | None,
+    read_ahead: Callable[[Path, Path], None] | None = None,
 ) -> None:
+    """One capture per side into `work`: overlapped where they can be (census.capture.overlap:
+    A's report exported while B's program runs, A's capture read while B's report is exported,
+    `read_ahead(A's capture folder, where the experiment's A will lie)`), else one after the
+    other."""
+    from census.capture.overlap import can_overlap, capture_overlapped
     from census.capture.run import CaptureSpec, run_capture
     from census.errors import CaptureError
 
-    for side, label in zip(("a", "b"), spec.labels, strict=True):
-        if progress:
-            progress(f"capture of {label} under nsys")
-        command = spec.commands[side]
+    sides = ("a", "b")
+    specs = [CaptureSpec(name=side, command=spec.commands[side], out_dir=work, nsys=nsys,
+                         warmup=spec.warmup, active=spec.active) for side in sides]  # fmt: skip
 
-        def verify(folder: Path, command=command, label=label) -> None:
+    def verify(label: str, command: tuple[str, ...]) -> Callable[[Path], None]:
+        def check(folder: Path) -> None:
             if has_steps is not None and not has_steps(folder):
                 raise CaptureError(
                     f"the capture of {label} holds no NVTX step ranges", list(command)
                 )
 
-        run_capture(CaptureSpec(name=side, command=command, out_dir=work, nsys=nsys,
-                                warmup=spec.warmup, active=spec.active), verify)  # fmt: skip
+        return check
+
+    checks = [verify(label, s.command) for label, s in zip(spec.labels, specs, strict=True)]
+    if can_overlap(specs):
+        ahead = None if read_ahead is None else lambda a: read_ahead(a, spec.folder / "a")
+        capture_overlapped(specs, spec.labels, checks, ahead, progress)
+        return
+    for one, label, check in zip(specs, spec.labels, checks, strict=True):
+        if progress:
+            progress(f"capture of {label} under nsys")
+        run_capture(one, check)
 
 
 def _arm_record(arm: Arm) -> dict:

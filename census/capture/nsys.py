@@ -1,9 +1,13 @@
-"""Finding nsys: the one executable every capture and every `.nsys-rep` export runs."""
+"""Finding nsys, the one executable every capture and every `.nsys-rep` export runs; its
+version, and the `nsys export` command census runs (options pinned by version)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from census.errors import ToolMissingError
@@ -31,3 +35,45 @@ def find_nsys(explicit: str | None = None, option: str | None = "--nsys") -> str
     if not found:
         raise ToolMissingError(f"nsys not found on PATH: {NSYS_INSTALL_HINT} or {where}")
     return found
+
+
+# `nsys export` settings to pin from the first version they are proven on (docs/performance.md,
+# "what could cut the export"): tables made only where they hold rows (--lazy, a default nsys
+# says "is likely to change"), no NVTX payload blobs and no repeated JSON blocks (census reads
+# neither; both off by default), no progress bar. None of them makes 2025.3's export faster
+# than its defaults do: they keep a later nsys from making it slower. Proven on no version yet
+# (no GPU this session): `scripts/gpu_pipeline.sh after` exports one report with them and
+# without; once the tables and their rows are the same, EXPORT_PINNED_FROM = (2025, 3).
+EXPORT_PINNED_FROM: tuple[int, int] | None = None
+EXPORT_PINNED = ("--lazy=true", "--include-blobs=false", "--include-json=false", "--quiet=true")
+
+
+@functools.lru_cache(maxsize=8)
+def nsys_version(nsys: str) -> tuple[int, int] | None:
+    """(year, release) of `nsys --version` ("... version 2025.3.1.0" -> (2025, 3)); None when it
+    does not say."""
+    try:
+        out = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60,
+                             check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"version (\d+)\.(\d+)", out.stdout)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def export_command(nsys: str, report: Path, output: Path) -> list[str]:
+    """`nsys export` of `report` to the SQLite file `output` (replaced), with EXPORT_PINNED on
+    the versions they are proven on (nsys's version asked only where some are)."""
+    pinned = pinned_export_options(nsys_version(nsys)) if EXPORT_PINNED_FROM else ()
+    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", *pinned,
+            "--output", str(output), str(report)]  # fmt: skip
+
+
+def pinned_export_options(
+    version: tuple[int, int] | None, since: tuple[int, int] | None = EXPORT_PINNED_FROM
+) -> tuple[str, ...]:
+    """EXPORT_PINNED for an nsys of `version` (year, release) from `since` on, else none (an
+    unknown version, or `since` None: none)."""
+    if version is None or since is None or version < since:
+        return ()
+    return EXPORT_PINNED

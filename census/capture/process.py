@@ -84,14 +84,16 @@ def run_group(
                 out.drain(DRAIN_S)  # what it wrote before it was stopped
     text = out.text()
     if proc.returncode != 0:
-        last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
-        raise ProgramError(
-            f"{what} failed ({_ended(proc.returncode)}): {' '.join(command)}: {last.strip()}",
-            command,
-            text,
-            "" if echo else text,
-        )
+        raise failed(command, what, proc.returncode, text, echo)
     return text
+
+
+def failed(command: list[str], what: str, code: int | None, text: str, echo: bool) -> ProgramError:
+    """The error of a program that ended with `code`: its last line of output in the message,
+    and (when its output was not shown as it came) the tail `text` printed after it."""
+    last = next((ln for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+    return ProgramError(f"{what} failed ({_ended(code)}): {' '.join(command)}: {last.strip()}",
+                        command, text, "" if echo else text)  # fmt: skip
 
 
 class _Output:
@@ -138,14 +140,19 @@ class _Output:
             self._decoder = None
 
     def text(self) -> str:
-        """The last lines of the output: bytes that are not UTF-8 escaped (`\\xff`); of a line a
-        carriage return rewrote (a progress bar), what a terminal showed."""
-        whole = bytes(self.tail[-TAIL_BYTES:]).decode("utf-8", errors="backslashreplace")
-        text = whole[-SHOWN_CHARS:]
-        lines = [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in text.split("\n")]
-        if len(text) < len(whole) and len(lines) > 1:
-            lines = lines[1:]  # the first line is cut
-        return "\n".join(lines[-SHOWN_LINES:]).strip("\n")
+        """The last lines of the output (tail_text)."""
+        return tail_text(bytes(self.tail[-TAIL_BYTES:]))
+
+
+def tail_text(tail: bytes) -> str:
+    """The last lines of a program's output `tail`: bytes that are not UTF-8 escaped (`\\xff`);
+    of a line a carriage return rewrote (a progress bar), what a terminal showed."""
+    whole = tail.decode("utf-8", errors="backslashreplace")
+    text = whole[-SHOWN_CHARS:]
+    lines = [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in text.split("\n")]
+    if len(text) < len(whole) and len(lines) > 1:
+        lines = lines[1:]  # the first line is cut
+    return "\n".join(lines[-SHOWN_LINES:]).strip("\n")
 
 
 def _ended(code: int | None) -> str:

@@ -2,6 +2,7 @@
 back and checked field by field before any number of it is used: one record for a single
 process, one per rank (`PATH.rankN`) under a launcher of several ranks. A rank that wrote none
 is named, with its host and the cause where the run's output says them (CANNOT_WRITE lines).
+A capture's run.json is read back here too (read_run_info), with the capture overhead it gives.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from census.capture.launcher import PRECEDENCE
 from census.capture.steps import CANNOT_WRITE, ENV_STEP_TIMES, RANK_SUFFIX
 from census.capture.timing import THROTTLE_REASONS
 from census.errors import CaptureError
-from census.metrics import STEP_TIME_NS
+from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
 from census.units import clip
 
 RECORD_BYTES = 64 << 20  # a million steps' record is about 30 MB
@@ -291,3 +292,42 @@ def _finite(value: Any) -> bool:
 def shown(value: Any) -> str:
     """A value as the record spells it (NaN, Infinity, true), clipped."""
     return clip(json.dumps(value), 40)
+
+
+def read_run_info(folder: Path) -> dict | None:
+    """A capture folder's run.json; None when there is none; an InputError naming it when it
+    is not a census capture record."""
+    from census.errors import InputError
+
+    path = folder / "run.json"
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: unreadable capture record ({exc})") from None
+    calibration = info.get("calibration") if isinstance(info, dict) else None
+    if not isinstance(info, dict) or not isinstance(calibration, dict | None):
+        raise InputError(f"{path}: not a census capture record (a JSON object with a calibration)")
+    return info
+
+
+def capture_overhead(
+    folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
+) -> dict | None:
+    """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
+    against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
+    against the CUDA-event clock."""
+    info = read_run_info(folder) if folder.is_dir() else None
+    gpu = clock == "gpu"
+    key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
+    uncaptured = ((info or {}).get("calibration") or {}).get(key)
+    captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
+    if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
+        return None
+    return {
+        "clock": clock,
+        "captured_mean_step_time_ns": captured,
+        "uncaptured_mean_step_time_ns": uncaptured,
+        "overhead_ratio": captured / uncaptured,
+    }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -21,13 +22,13 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
 from census.capture.keep import finish_folder
-from census.capture.launcher import forwarded, split_launcher
+from census.capture.launcher import Launch, forwarded, split_launcher
 from census.capture.per_rank import (
     check_ranks,
     distributed_profile_command,
@@ -39,7 +40,7 @@ from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
 from census.errors import CaptureError, UsageError
-from census.metrics import GPU_SPAN_NS, STEP_TIME_NS
+from census.metrics import STEP_TIME_NS
 from census.paths import check_output_folder, make_work_folder
 
 DEFAULT_TRACE = "cuda,nvtx"
@@ -72,10 +73,12 @@ class CaptureSpec:
 
 
 def nsys_profile_command(
-    nsys: str, output_base: Path, command: tuple[str, ...], trace: str
+    nsys: str, output_base: Path, command: tuple[str, ...], trace: str, export: bool = True
 ) -> list[str]:
     """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
-    no CPU sampling or context switches (they add overhead and nothing to a kernel census)."""
+    no CPU sampling or context switches (they add overhead and nothing to a kernel census);
+    the SQLite export made by nsys as it ends, unless `export` is False (census exports the
+    report itself later: census.capture.overlap)."""
     return [
         nsys,
         "profile",
@@ -85,7 +88,7 @@ def nsys_profile_command(
         "--capture-range-end=stop",
         "--sample=none",
         "--cpuctxsw=none",
-        "--export=sqlite",
+        *(["--export=sqlite"] if export else []),
         "--force-overwrite=true",
         f"--output={output_base}",
         *command,
@@ -191,36 +194,80 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
+    with capture_work(spec) as work:
+        return finish_capture(profile_capture(spec, work), verify)
+
+
+@contextlib.contextmanager
+def capture_work(spec: CaptureSpec) -> Iterator[Path]:
+    """The capture's hidden work folder (census.paths.make_work_folder), removed on the way out
+    unless finish_capture moved it into place."""
     work = make_work_folder(spec.out_dir, spec.name, "nsys was not started")
     try:
-        started = dt.datetime.now(dt.timezone.utc)
-        calibration = calibrate(spec, work) if spec.calibrate else None
-        launch = split_launcher(spec.command)
-        env = {**os.environ, **step_env(spec)}
-        if launch:
-            into = spec.folder.absolute() if spec.on_ranks else None
-            cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
-            env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
-        else:
-            cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace)
-        tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
-        stems = check_outputs(work, cmd, multi=bool(launch))
-        places = read_places(work) if launch else {}
-        world = check_ranks(stems, places, launch, tail, cmd) if launch else 1
-        if verify:
-            verify(work)
-        recorded = [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
-                    str(spec.folder)) for c in cmd]  # fmt: skip
-        info = run_info(spec, recorded, started, dt.datetime.now(dt.timezone.utc), calibration)
-        if launch:
-            info.update(rank_info(work, stems, places, world))
-        finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
-                      ("the capture's record (run.json)", "its exports"), spec.force,
-                      capture_foreign)  # fmt: skip
-        return spec.folder
+        yield work
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A capture whose program ran under nsys in `work`: the nsys command, its output's tail,
+    when it started, its calibration, and its launcher (None: one process)."""
+
+    spec: CaptureSpec
+    work: Path
+    cmd: list[str]
+    tail: str
+    started: dt.datetime
+    calibration: dict | None
+    launch: Launch | None
+
+
+def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profiled:
+    """The calibration run when asked, then the program under `nsys profile` into `work`;
+    without `export` (one process only) nsys writes the report alone, for `nsys export` later."""
+    started = dt.datetime.now(dt.timezone.utc)
+    calibration = calibrate(spec, work) if spec.calibrate else None
+    launch = split_launcher(spec.command)
+    env = {**os.environ, **step_env(spec)}
+    if launch:
+        into = spec.folder.absolute() if spec.on_ranks else None
+        cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
+        env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
+    else:
+        cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace,
+                                   export)  # fmt: skip
+    tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
+    return Profiled(spec, work, cmd, tail, started, calibration, launch)
+
+
+def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
+                   exported_by: list[str] | None = None) -> Path:  # fmt: skip
+    """The capture's exports checked (and `verify(work)` asked), its run.json written (with
+    `exported_by`, the `nsys export` command census ran, where nsys did not export it as it
+    ended) and its work folder moved into place; the capture's folder."""
+    spec, work, cmd, launch = done.spec, done.work, done.cmd, done.launch
+    stems = check_outputs(work, cmd, multi=bool(launch))
+    places = read_places(work) if launch else {}
+    world = check_ranks(stems, places, launch, done.tail, cmd) if launch else 1
+    if verify:
+        verify(work)
+
+    def recorded(command: list[str]) -> list[str]:  # as run in the capture's folder
+        return [c.replace(str(work.absolute()), str(spec.folder)).replace(str(work),
+                str(spec.folder)) for c in command]  # fmt: skip
+
+    info = run_info(spec, recorded(cmd), done.started, dt.datetime.now(dt.timezone.utc),
+                    done.calibration)  # fmt: skip
+    if exported_by is not None:
+        info["nsys_export_command"] = recorded(exported_by)
+    if launch:
+        info.update(rank_info(work, stems, places, world))
+    finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
+                  ("the capture's record (run.json)", "its exports"), spec.force,
+                  capture_foreign)  # fmt: skip
+    return spec.folder
 
 
 def _run_ranks(cmd: list[str], env: dict[str, str]) -> str:
@@ -320,8 +367,10 @@ def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4)  # asked once a process: census ab's second capture waits less
 def environment_info(nsys: str) -> dict:
-    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown."""
+    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown (torch's
+    asked of a fresh Python, seconds: once per process and nsys; run_info copies the dict)."""
     gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
     torch_info = _probe(
         [
@@ -366,43 +415,4 @@ def run_info(
         "active": spec.active,
         **environment_info(spec.nsys),
         "calibration": calibration,
-    }
-
-
-def read_run_info(folder: Path) -> dict | None:
-    """A capture folder's run.json; None when there is none; an InputError naming it when it
-    is not a census capture record."""
-    from census.errors import InputError
-
-    path = folder / "run.json"
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: unreadable capture record ({exc})") from None
-    calibration = info.get("calibration") if isinstance(info, dict) else None
-    if not isinstance(info, dict) or not isinstance(calibration, dict | None):
-        raise InputError(f"{path}: not a census capture record (a JSON object with a calibration)")
-    return info
-
-
-def capture_overhead(
-    folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
-) -> dict | None:
-    """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
-    against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock."""
-    info = read_run_info(folder) if folder.is_dir() else None
-    gpu = clock == "gpu"
-    key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
-    uncaptured = ((info or {}).get("calibration") or {}).get(key)
-    captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
-    if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
-        return None
-    return {
-        "clock": clock,
-        "captured_mean_step_time_ns": captured,
-        "uncaptured_mean_step_time_ns": uncaptured,
-        "overhead_ratio": captured / uncaptured,
     }

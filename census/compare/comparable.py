@@ -72,7 +72,9 @@ def check_comparable(
     if a.source.nsys_version != b.source.nsys_version and not (a.source.tracer or b.source.tracer):
         notes.append(f"different nsys versions: {la} {a.source.nsys_version}, "
                      f"{lb} {b.source.nsys_version}")  # fmt: skip
-    notes += [f"{label} is a sliced export: some kernels have no launching API row"
+    notes += [f"some of {label}'s kernels were launched before the profiler started (their "
+              "launching call is not in the trace)" if c.source.tracer else
+              f"{label} is a sliced export: some kernels have no launching API row"
               for label, c in sides if c.sliced]  # fmt: skip
     return Comparability(tuple(problems), tuple(notes), frozenset(hidden))
 

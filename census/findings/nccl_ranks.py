@@ -59,11 +59,15 @@ class NcclRanks:
     phases: dict[str, Any]  # STEP_COLUMNS
     # separate nsys sessions whose clocks cannot be set on one: nothing matched
     unaligned: bool = False
+    # the ranks whose trace does not say its host (PyTorch profiler traces): nothing matched
+    unplaced: tuple[str, ...] = ()
+    tracer: str | None = None  # the trace's tracer (census.model.census.Source.tracer); None: nsys
 
     @property
     def matched(self) -> bool:
-        """Whether the ranks' NCCL kernels were matched: one host, and clocks set on one."""
-        return not self.hosts and not self.unaligned
+        """Whether the ranks' NCCL kernels were matched: one host, known, and clocks set on
+        one."""
+        return not self.hosts and not self.unaligned and not self.unplaced
 
     def rank_means(self, r: int) -> dict[str, float] | None:
         """Rank r's means over its steps of the per-step columns; None without steps."""
@@ -91,8 +95,11 @@ def split_ranks(census: Census) -> NcclRanks | None:
                for p in picks]  # fmt: skip
     hosts = [r.host for r in record.ranks]
     known = None if None in hosts else hosts
+    # a trace names its host or not: one whose host is unknown is matched with no other
+    unplaced = tuple(r.label or f"rank {i}" for i, r in enumerate(record.ranks)
+                     if r.host is None) if census.source.tracer else ()  # fmt: skip
     # separate sessions whose clocks could not be set on one: nothing matched
-    split = (split_nccl_time(kernels, known) if record.aligned  # type: ignore[arg-type]
+    split = (split_nccl_time(kernels, known) if record.aligned and not unplaced  # type: ignore[arg-type]
              else unmatched_split(kernels))  # fmt: skip
     steps, phases = len(census.steps), len(census.steps.phases)
     step, phase = record.column("step"), record.column("phase")
@@ -110,13 +117,13 @@ def split_ranks(census: Census) -> NcclRanks | None:
     columns["steps"]["exposed_ns"] = record.step_exposed_ns
     columns["steps"][STEP_TIME_NS] = census.steps.column(DURATION_NS)
     columns["phases"]["exposed_ns"] = record.phase_exposed_ns
-    matched = not split.hosts and record.aligned
+    matched = not split.hosts and record.aligned and not unplaced
     rows = tuple(_row(census, r, info, split.ranks[r].totals, matched)
                  for r, info in enumerate(record.ranks))  # fmt: skip
     unmatched = tuple((record.collectives[u.collective], u.counts) for u in split.unmatched)
     return NcclRanks(rows, split.occurrences, unmatched, split.straggler, split.hosts,
                      split.waited_for, columns["steps"], columns["phases"],
-                     not record.aligned)  # fmt: skip
+                     not record.aligned, unplaced, census.source.tracer)  # fmt: skip
 
 
 def _row(census: Census, r: int, info: Any, totals: Any, matched: bool) -> RankRow:
@@ -158,6 +165,15 @@ def unmatched_line(view: NcclRanks) -> str | None:
     if view.hosts:
         return (f"ranks on {len(view.hosts)} hosts ({', '.join(view.hosts)}): their clocks "
                 "differ, so NCCL kernels are not matched across ranks and no wait is split")  # fmt: skip
+    if view.unplaced:
+        return (f"the traces of {', '.join(view.unplaced)} do not say their host (no host_name, "
+                "and not named by tensorboard_trace_handler `HOST_PID.TIME.pt.trace.json`): "
+                "ranks are matched only on one host's clock, so NCCL kernels are not matched "
+                "across ranks and no wait is split")  # fmt: skip
+    if view.unaligned and view.tracer:
+        return ("not every trace says the wall-clock time its times count from "
+                "(baseTimeNanoseconds): their times cannot be set on one clock, so NCCL kernels "
+                "are not matched across ranks and no wait is split")  # fmt: skip
     if view.unaligned:
         return ("the ranks' exports come from separate nsys sessions, and not every one records "
                 "its trace clock's start (TARGET_INFO_SESSION_START_TIME.systemClockNs, newer "

@@ -59,6 +59,7 @@ class Aggregates:
     by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
+    orphan_copies: int = 0  # memcpys and memsets without one
     bad_kernels: int = 0  # kernels with a missing or negative duration
     devices: frozenset[int] = frozenset()  # the deviceIds of the GPU work
     # the whole capture's sums of the kernels, launch calls, copies and memsets and its unions
@@ -105,6 +106,7 @@ def finish_aggregates(
     agg = Aggregates(groups, names, by_api, dict(memory.kinds), table, any_nccl=any_nccl,
                      totals=totals)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
+    agg.orphan_copies = memory.unlaunched.n
     agg.ranks = gpu.ranks.finish()
     agg.exposed_by_device = gpu.unions.exposed_by_device() if any_nccl else {}
     agg.bad_kernels, agg.devices = gpu.bad_kernels.n, frozenset(gpu.devices)

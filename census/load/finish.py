@@ -349,7 +349,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
     return Census(
         source=Source(
             str(folder),
-            ", ".join(sorted(v or "?" for v in versions)),
+            ", ".join(sorted(v or "?" for v in versions)) if any(versions) else None,
             ranks[0].source.schema_version,
             gpus,
             tuple(sorted(dict(t for c in reversed(ranks) for t in c.source.read_with_sql).items())),

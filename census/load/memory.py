@@ -23,6 +23,7 @@ import numpy as np
 from census.definitions import MEMSET_KIND
 from census.load.accumulators import (
     CopySums,
+    Count,
     KindSums,
     MemsetSums,
     Missing,
@@ -54,6 +55,7 @@ class MemoryResult:
     memsets: MemsetSums = per_key(MemsetSums, batches=True)
     kinds: KindSums = batched(KindSums)  # per copy kind, and memsets
     missing: Missing = batched(Missing)  # rows without a call
+    unlaunched: Count = field(default_factory=Count)  # copies and memsets without a call
     # the job's intervals that count in busy time, as one run sorted by start
     busy: Runs = field(default_factory=Runs)
     span: Spans = field(default_factory=lambda: Spans(0))  # GPU work launched in each
@@ -92,6 +94,7 @@ def read_memory_part(
         if copies:
             _known(b)
             add_batch(res, b)
+            res.unlaunched.add(int(np.count_nonzero(~b["found"])))
         else:  # a whole graph: no copy, but GPU work whose call is looked up all the same
             res.missing.add(b)
         add_spans(res.span, step, b["start"], b["end"])

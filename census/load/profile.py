@@ -230,11 +230,23 @@ def _start_idle(conn, schema, procs: set[int], path, progress, gathered, inputs,
         raise
 
 
+def _unlaunched_line(agg: Aggregates, kernels: int) -> str:
+    """A trace's GPU events whose launching call is not in it, counted in one line."""
+    copies = sum(sums[0] for sums in agg.memory.values())
+    orphan = agg.orphan_kernels + agg.orphan_copies
+    return (f"{orphan:,} of {kernels + copies:,} GPU events ({agg.orphan_kernels:,} kernels, "
+            f"{agg.orphan_copies:,} copies and memsets) were launched before the profiler "
+            "started (their launching call is not in the trace): they count in the totals and "
+            "in no step")  # fmt: skip
+
+
 def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:
     out = []
     kernels = sum(g.count for g in agg.kernel_groups)
     orphan = agg.orphan_kernels
-    if orphan and schema.has(sc.RUNTIME):
+    if schema.tracer and (orphan or agg.orphan_copies):
+        out.append(_unlaunched_line(agg, kernels))
+    elif orphan and schema.has(sc.RUNTIME):
         out.append(
             f"{orphan} of {kernels} kernels have no launching CUDA API row (a sliced export?): "
             "they count in the totals but in no step"

@@ -85,6 +85,7 @@ def nccl_ranks_json(ranks: NcclRanks) -> dict[str, Any]:
         "matched": ranks.matched,
         "hosts": list(ranks.hosts),
         "one_clock": not ranks.unaligned,
+        "hosts_unknown": list(ranks.unplaced),
         "occurrences": ranks.occurrences,
         "unmatched": [{"collective": name, "counts": dict(zip(labels, counts, strict=True))}
                       for name, counts in ranks.unmatched],

@@ -133,10 +133,11 @@ def render_summary_markdown(view: SummaryView, top: int = 15, ops: bool = False)
     return "\n".join(out)
 
 
-def render_ranks_markdown(view: RanksView, top: int = 15) -> str:
-    """The merged summary, then each rank and the spread over ranks."""
+def render_ranks_markdown(view: RanksView, top: int = 15, ops: bool = False) -> str:
+    """The merged summary (with `ops` its operations), then each rank and the spread over
+    ranks."""
     hosts = sr.hosts_line(view)
-    return "\n".join([render_summary_markdown(view.merged, top), "#### Ranks (per step)", "",
+    return "\n".join([render_summary_markdown(view.merged, top, ops), "#### Ranks (per step)", "",
                       markdown_table(*sr.rank_rows(view)), "",
                       *([one_line(hosts), ""] if hosts else []), "#### Spread over ranks", "",
                       markdown_table(*sr.spread_rows(view)), ""])  # fmt: skip

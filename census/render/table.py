@@ -169,10 +169,11 @@ def render_ranks(
     width: int | None = None,
     color: bool = False,
     all_steps: bool = False,
+    ops: bool = False,
 ) -> str:
-    """A rank folder: the merged summary, then one row per rank and min / median / max over
-    ranks (a straggler stands out)."""
-    return render_summary(view.merged, top, width, color, all_steps) + rich_text(
+    """A rank folder: the merged summary (with `ops` its operations), then one row per rank and
+    min / median / max over ranks (a straggler stands out)."""
+    return render_summary(view.merged, top, width, color, all_steps, ops=ops) + rich_text(
         lambda console: _draw_spread(view, console), width, color
     )
 

@@ -7,7 +7,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from census.capture.nsys import find_nsys
+from census.capture.nsys import export_command, find_nsys
 from census.errors import CaptureError, InputError, ToolMissingError
 from census.paths import atomic_target, cache_dir
 
@@ -121,17 +121,7 @@ def export_report(report: Path, progress: Progress | None = None, nsys: str | No
         progress(f"exporting {report.name} to SQLite with nsys")
     target.parent.mkdir(parents=True, exist_ok=True)
     with atomic_target(target) as tmp:
-        cmd = [
-            exe,
-            "export",
-            "--type",
-            "sqlite",
-            "--force-overwrite",
-            "true",
-            "--output",
-            str(tmp),
-            str(report),
-        ]
+        cmd = export_command(exe, report, tmp)
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not tmp.exists():
             tail = (proc.stdout + proc.stderr).strip()[-2000:]

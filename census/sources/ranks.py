@@ -25,25 +25,46 @@ from typing import TypeVar
 
 from census.errors import InputError
 from census.sources import schema as sc
+from census.sources.kineto.ranks import folder_traces, trace_place, trace_rank_files
+from census.sources.readonly import SQLITE_MAGIC
 
 T = TypeVar("T")
 _RANK = re.compile(r"rank[_-]?(\d+)", re.IGNORECASE)
 
 
 def is_multi_rank(path: Path) -> bool:
-    """Whether `path` is a folder of more than one .sqlite export."""
-    return path.is_dir() and len(list(path.glob("*.sqlite"))) > 1
+    """Whether `path` is a folder of more than one .sqlite export or PyTorch profiler trace
+    (both kinds together: rank_files refuses it)."""
+    if not path.is_dir():
+        return False
+    sqlites = len(list(path.glob("*.sqlite")))
+    return sqlites > 1 or sqlites + len(folder_traces(path)) > 1
 
 
 def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
-    """(label, export) for each rank of a multi-rank folder, ordered by rank number: the files
-    its run.json names, or (when `declared`, the user's --ranks) every .sqlite in it."""
+    """(label, export or trace) for each rank of a multi-rank folder, ordered by rank number:
+    the files its run.json names, the ranks its traces' distributedInfo name
+    (census.sources.kineto.ranks), or (when `declared`, the user's --ranks) every .sqlite in
+    it. Without a run.json naming its ranks, a folder holding both exports and traces is
+    refused in one line (exit 1)."""
     recorded = _recorded_ranks(folder)
     if recorded is not None:
         return recorded
-    found = [checked_export(folder, p) for p in sorted(folder.glob("*.sqlite"))]
+    traces = folder_traces(folder)
+    sqlites = sorted(folder.glob("*.sqlite"))
+    if traces and sqlites:
+        raise InputError(
+            f"{folder}: holds both nsys exports ({_names(sqlites)}) and PyTorch profiler traces "
+            f"({_names(traces)}): a rank folder holds one kind, one file per rank; give a "
+            "folder of one kind, or name one file"
+        )
+    named = trace_rank_files(folder, traces, declared) if traces else None
+    if named is not None:
+        return named
+    # exports, or (--ranks) traces that name no rank: by the rank number in their names
+    found = traces or [checked_export(folder, p) for p in sqlites]
     if not declared:
-        names = ", ".join(p.name for p in found[:6]) + (", …" if len(found) > 6 else "")
+        names = _names(found)
         differ = _differences(found)
         raise InputError(
             f"{folder}: {len(found)} exports ({names}) in a folder that is not a census capture "
@@ -55,12 +76,17 @@ def rank_files(folder: Path, declared: bool = False) -> list[tuple[str, Path]]:
         m = _RANK.search(p.stem)
         return (int(m.group(1)) if m else 1 << 30, p.name)
 
-    return [(p.stem, p) for p in sorted(found, key=order)]
+    return [(p.name.removesuffix(".gz").removesuffix(".json").removesuffix(".sqlite"), p)
+            for p in sorted(found, key=order)]  # fmt: skip
+
+
+def _names(paths: list[Path]) -> str:
+    return ", ".join(p.name for p in paths[:6]) + (", …" if len(paths) > 6 else "")
 
 
 def _recorded_ranks(folder: Path) -> list[tuple[str, Path]] | None:
     """The rank -> file map of a census capture's run.json; None when it has none."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(folder)
     ranks = (info or {}).get("ranks")
@@ -152,7 +178,7 @@ def rank_places(folder: Path, exports: list[Path]) -> tuple[list[str | None], li
     on one host can be set on one clock (each session keeps its own trace clock); None where the
     export records no systemClockNs (older nsys): its times cannot be aligned with another
     session's."""
-    from census.capture.run import read_run_info
+    from census.capture.records import read_run_info
 
     info = read_run_info(folder) or {}
     places = info.get("rank_places") if isinstance(info.get("rank_places"), dict) else {}
@@ -164,10 +190,21 @@ def rank_places(folder: Path, exports: list[Path]) -> tuple[list[str | None], li
         place = places.get(named.get(path.name, ""), {})
         recorded = place.get("host") if isinstance(place, dict) else None
         recorded = recorded if isinstance(recorded, str) else None
-        host, clock = _read_export(path, partial(_place, recorded)) or (recorded, None)
+        if _is_sqlite(path):
+            host, clock = _read_export(path, partial(_place, recorded)) or (recorded, None)
+        else:  # a trace: what it and its name say (census.sources.kineto.ranks)
+            host, clock = trace_place(path, recorded)
         hosts.append(host)
         clocks.append(clock)
     return hosts, clocks
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return True  # opening it as an export names the problem
 
 
 def _place(recorded: str | None, conn: sqlite3.Connection, schema: sc.Schema):

@@ -15,8 +15,11 @@ one door (census.sqlite.read_batches and the SQL beside it), as an .nsys-rep is 
   split's host ranges: start, end, globalTid, nameId (the name as the trace writes it),
   sequence (args' `Sequence number`, NULL where none) and backward (1 where args' `Fwd thread
   id` > 0 or the name is the autograd engine's call of a node), for census.load.op_ranges.
-- META_DATA_EXPORT: the tracer, and the rank and world size where the trace names them;
-  TARGET_INFO_GPU: the GPUs' ids and names from `deviceProperties`.
+- META_DATA_EXPORT: the tracer; the rank and world size where the trace names them
+  (`distributedInfo`); its `traceName` and `host_name` where it has them; its clock's origin
+  (KINETO_CLOCK_ORIGIN_NS: `baseTimeNanoseconds`, the wall-clock ns its `ts` count from; 0 for an
+  older trace whose `ts` count from the epoch; absent where neither holds).
+- TARGET_INFO_GPU: the GPUs' ids and names from `deviceProperties`.
 
 Written in the cache folder (never beside the user's trace), atomically, streamed batch by
 batch; made again only when the trace is newer.
@@ -38,7 +41,7 @@ from census.sources.kineto.tables import Strings
 from census.sources.schema import OP_RANGES
 
 TRACER = "torch.profiler (Kineto)"
-EXPORT_VERSION = 3  # in the export's name: a census that writes exports otherwise makes its own
+EXPORT_VERSION = 4  # in the export's name: a census that writes exports otherwise makes its own
 _TID_BITS = (1 << 24) - 1
 _GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
                "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
@@ -64,6 +67,13 @@ def kineto_target(trace: Path) -> Path:
     name = trace.name.removesuffix(".gz").removesuffix(".json")
     stamp = f"{stat.st_size}-{stat.st_mtime_ns}-v{EXPORT_VERSION}"
     return cache_dir() / "exports" / f"{name}-{stamp}.kineto.sqlite"
+
+
+def named_source(named: Path, export: Path) -> Path:
+    """What a census names as its source: the export read, or the trace the user named where
+    `export` is its export in the cache folder (export_kineto)."""
+    made = export.parent == cache_dir() / "exports" and export.name.endswith(".kineto.sqlite")
+    return named if made and named.is_file() else export
 
 
 def export_kineto(trace: Path) -> Path:
@@ -107,10 +117,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
     conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", enumerate(strings))
     conn.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
-    meta = [("EXPORT_SCHEMA_VERSION", "3"), ("TRACER", TRACER)]
-    info = batches.meta.get("distributedInfo")
-    if isinstance(info, dict):
-        meta += [(f"KINETO_{k.upper()}", str(info[k])) for k in ("rank", "world_size") if k in info]
+    meta = [("EXPORT_SCHEMA_VERSION", "3"), ("TRACER", TRACER), *_trace_meta(conn, batches.meta)]
     conn.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta)
     gpus = batches.meta.get("deviceProperties")
     conn.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT)")
@@ -120,6 +127,27 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
             [(g["id"], str(g.get("name"))) for g in gpus
              if isinstance(g, dict) and isinstance(g.get("id"), int)],
         )  # fmt: skip
+
+
+EPOCH_AFTER_NS = 10**18  # 2001-09-09: a time past it counts from the epoch
+
+
+def _trace_meta(conn: sqlite3.Connection, top: dict) -> list[tuple[str, str]]:
+    """What the trace's top-level keys say of its place: rank, world size, name, host, and the
+    wall-clock time (ns since the epoch) its `ts` count from."""
+    info = top.get("distributedInfo")
+    meta = [(f"KINETO_{k.upper()}", str(info[k]))
+            for k in ("rank", "world_size") if isinstance(info, dict) and k in info]  # fmt: skip
+    meta += [(f"KINETO_{k.upper()}", top[k]) for k in ("traceName", "host_name")
+             if isinstance(top.get(k), str) and top[k]]  # fmt: skip
+    base = top.get("baseTimeNanoseconds")
+    if isinstance(base, int) and not isinstance(base, bool):
+        meta.append(("KINETO_CLOCK_ORIGIN_NS", str(base)))
+    else:  # older Kineto wrote ts since the epoch, with no base: so when the times are past 2001
+        first = conn.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+        if isinstance(first, int) and first >= EPOCH_AFTER_NS:
+            meta.append(("KINETO_CLOCK_ORIGIN_NS", "0"))
+    return meta
 
 
 class _HostProcess:

@@ -160,17 +160,23 @@ def _check_file(path: Path) -> None:
 def is_kineto(path: Path) -> bool:
     """Whether a file (plain or gzipped) holds a Kineto trace, by its content: a JSON object
     with a `traceEvents` key in its first MiB. Its name does not matter."""
+    start = sniff(path)
+    return start.lstrip().startswith(b"{") and b'"traceEvents"' in start
+
+
+def sniff(path: Path) -> bytes:
+    """The first MiB of a file's content, gunzipped where it is gzip; b"" where it is no
+    regular file or cannot be read."""
     import gzip
     import zlib
 
     if not Path(path).is_file():  # a FIFO would block; a folder is no trace
-        return False
+        return b""
     try:
         with Path(path).open("rb") as fh:
             head = fh.read(2)
         opener = gzip.open if head == b"\x1f\x8b" else open
         with opener(path, "rb") as fh:
-            start = fh.read(SNIFF_BYTES)
+            return fh.read(SNIFF_BYTES)
     except (OSError, EOFError, zlib.error):
-        return False
-    return start.lstrip().startswith(b"{") and b'"traceEvents"' in start
+        return b""
