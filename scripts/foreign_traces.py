@@ -3,7 +3,8 @@ definitions (tests/helpers/kineto_census.py: json, gzip, Decimal; none of census
 torch.profiler traces from other projects, kept outside the repository (docs/kineto.md lists
 them and their sources).
 
-    PYTHONPATH=$PWD python scripts/foreign_traces.py /work/foreign-traces/*/* --out table.md
+    PYTHONPATH=$PWD python scripts/foreign_traces.py /work/foreign-traces/*/* \
+        --out rows.jsonl --sources /work/foreign-traces/SOURCES.tsv
 
 For each trace: census's exit code (a trace census refuses must get one `Error:` line and the
 documented exit code 1, never a traceback), then every key of `totals` and, step by step (matched
@@ -52,10 +53,9 @@ def compare(doc: dict, want: dict) -> list[str]:
 
 
 def describe(path: Path) -> dict:
-    """What the trace says of itself: schema, events, kernels, rank, first GPU, CUDA runtime."""
-    doc, events = oracle_events(path)
+    """What the trace says of itself: schema, events, rank, first GPU, CUDA runtime."""
+    doc, _ = oracle_events(path)
     return {"events": len(doc.get("traceEvents", [])),
-            "kernels": sum(e["cat"] == "kernel" for e in events),
             "schema": doc.get("schemaVersion"),
             "rank": (doc.get("distributedInfo") or {}).get("rank"),
             "gpu": ((doc.get("deviceProperties") or [{}])[0]).get("name"),
@@ -76,10 +76,32 @@ def check(path: Path, cache: str) -> dict:
     except (ValueError, KeyError, AssertionError, TypeError) as exc:
         return {**row, "result": f"reading failed: {type(exc).__name__}: {exc}"}
     bad = compare(doc, want)
-    row.update(steps=len(want["steps"]), unattributed=want["unattributed"],
-               no_call=want["no_call"], no_bytes=want["no_bytes"], mismatches=bad)  # fmt: skip
+    row.update(kernels=want["totals"]["kernel_count"], steps=len(want["steps"]),
+               unattributed=want["unattributed"], no_call=want["no_call"],
+               no_bytes=want["no_bytes"], mismatches=bad)  # fmt: skip
     row["result"] = "equal" if not bad else f"{len(bad)} mismatches"
     return row
+
+
+def markdown(rows: list[dict], sources: Path) -> list[str]:
+    """docs/kineto.md's table: each trace's source (SOURCES.tsv: file, repository, path, commit,
+    date of the file's last change), what it holds and the result."""
+    known = {}
+    for line in sources.read_text().splitlines():
+        name, repo, path, commit, date = line.split("\t")
+        known[name] = (repo, path, commit, date)
+    out = ["| repository | path (commit, date) | GPU | events | kernels | steps | result |",
+           "| --- | --- | --- | ---: | ---: | ---: | --- |"]  # fmt: skip
+    for r in rows:
+        name = "/".join(Path(r["trace"]).parts[-2:])
+        repo, path, commit, date = known.get(name, ("?", name, "?", "?"))
+        cells = [repo, f"`{path}` ({commit}, {date})", r.get("gpu") or "",
+                 f"{r['events']:,}" if "events" in r else "",
+                 f"{r['kernels']:,}" if "kernels" in r else "", str(r.get("steps", "")),
+                 r["result"] + (f", {r['no_bytes']} copies without bytes" if r.get("no_bytes")
+                                else "")]  # fmt: skip
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,11 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("traces", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, help="write the rows here as JSON lines")
+    ap.add_argument("--sources", type=Path, help="SOURCES.tsv: print a markdown table from it")
     args = ap.parse_args(argv)
-    failed = 0
+    failed, rows = 0, []
     with tempfile.TemporaryDirectory(prefix="foreign-traces-") as cache:
         for path in args.traces:
             row = check(path, cache)
+            rows.append(row)
             failed += row["result"] not in ("equal", "refused")
             print(json.dumps({k: v for k, v in row.items() if k != "mismatches"}), flush=True)
             for line in row.get("mismatches", [])[:20]:
@@ -99,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.out:
                 with args.out.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")
+    if args.sources:
+        print("\n".join(markdown(rows, args.sources)))
     print(f"{len(args.traces) - failed} of {len(args.traces)} traces agree or are refused cleanly")
     return 1 if failed else 0
 
