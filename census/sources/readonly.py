@@ -43,21 +43,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     if len(head) == 0:
         raise InputError(f"{path}: empty file, not an nsys SQLite export")
     if head != SQLITE_MAGIC:
-        start = _text_start(path, head)
-        if start.startswith(b"{") and b'"traceEvents"' in start:
-            raise InputError(
-                f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
-                "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
-                "with `nsys export --type sqlite`)"
-            )
-        if start.startswith((b"{", b"[")):  # a Chakra execution trace, any other JSON
-            raise InputError(
-                f"{path}: JSON that is neither a PyTorch profiler trace (no `traceEvents` key "
-                "near its start) nor an nsys SQLite export"
-            )
-        raise InputError(
-            f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
-        )
+        raise _not_sqlite(path, head)
     header = _check_not_truncated(path)
     try:
         conn = sqlite3.connect(_readonly_uri(path, header), uri=True, timeout=2.0)
@@ -217,6 +203,24 @@ def _remove_copies(pid: int) -> None:
     for _, copy, owner in _copies.values():
         if owner == pid:
             shutil.rmtree(copy.parent, ignore_errors=True)
+
+
+def _not_sqlite(path: Path, head: bytes) -> InputError:
+    """What a file that is no SQLite database is, as one line: a Kineto trace, other JSON (a
+    Chakra execution trace), or neither."""
+    start = _text_start(path, head)
+    if start.startswith(b"{") and b'"traceEvents"' in start:
+        return InputError(
+            f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
+            "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
+            "with `nsys export --type sqlite`)"
+        )
+    if start.startswith((b"{", b"[")):
+        return InputError(
+            f"{path}: JSON that is neither a PyTorch profiler trace (no `traceEvents` key near "
+            "its start) nor an nsys SQLite export"
+        )
+    return InputError(f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)")
 
 
 def _text_start(path: Path, head: bytes) -> bytes:
