@@ -83,6 +83,11 @@ def check(path: Path, cache: str) -> dict:
     return row
 
 
+def _no_bytes(count: int) -> str:
+    """The result's note on copies and memsets without `args.bytes` (counted as 0)."""
+    return f", {count} {'copy' if count == 1 else 'copies'} without bytes" if count else ""
+
+
 def markdown(rows: list[dict], sources: Path) -> list[str]:
     """docs/kineto.md's table: each trace's source (SOURCES.tsv: file, repository, path, commit,
     date of the file's last change), what it holds and the result."""
@@ -95,11 +100,15 @@ def markdown(rows: list[dict], sources: Path) -> list[str]:
     for r in rows:
         name = "/".join(Path(r["trace"]).parts[-2:])
         repo, path, commit, date = known.get(name, ("?", name, "?", "?"))
-        cells = [repo, f"`{path}` ({commit}, {date})", r.get("gpu") or "",
-                 f"{r['events']:,}" if "events" in r else "",
-                 f"{r['kernels']:,}" if "kernels" in r else "", str(r.get("steps", "")),
-                 r["result"] + (f", {r['no_bytes']} copies without bytes" if r.get("no_bytes")
-                                else "")]  # fmt: skip
+        cells = [
+            repo,
+            f"`{path}` ({commit}, {date})",
+            r.get("gpu") or "",
+            f"{r['events']:,}" if "events" in r else "",
+            f"{r['kernels']:,}" if "kernels" in r else "",
+            str(r.get("steps", "")),
+            r["result"] + _no_bytes(r.get("no_bytes", 0)),
+        ]
         out.append("| " + " | ".join(cells) + " |")
     return out
 
