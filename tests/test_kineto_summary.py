@@ -107,3 +107,27 @@ def test_torch_1_9_categories(tmp_path) -> None:
     )
     assert {k: step[k] for k in want} == {**want, "memset_count": 0, "memset_bytes": 0}
     assert independent_census(path)["totals"] == doc["totals"]
+
+
+def test_events_set_aside_are_said(tmp_path) -> None:
+    """A kernel with a negative duration is left out, and copies without `args.bytes` (ROCm's
+    traces write none) count 0 bytes: `census summary` says both, with counts, never silently."""
+    gpu = {"pid": 0, "tid": 7}
+    args = {"device": 0, "stream": 7, "correlation": 5}
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 2, "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "k", **gpu, "ts": 12, "dur": -3, "args": args},
+        {"ph": "X", "cat": "kernel", "name": "k", **gpu, "ts": 20, "dur": 3, "args": args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", **gpu,
+         "ts": 30, "dur": 3, "args": args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", **gpu,
+         "ts": 40, "dur": 3, "args": {**args, "bytes": 64}},
+    ]  # fmt: skip
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    doc = summary(path)
+    assert (doc["totals"]["kernel_count"], doc["totals"]["h2d_count"]) == (1, 2)
+    assert doc["totals"]["h2d_bytes"] == 64
+    assert "1 kernels events with a negative duration, left out" in doc["warnings"]
+    assert "1 copies or memsets carry no `args.bytes`: their bytes count as 0" in doc["warnings"]
