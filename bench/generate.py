@@ -3,9 +3,13 @@
 Copy i of every kernel, runtime, memcpy, memset and NVTX row is shifted by i x (the source's time
 span + a gap) and its correlationId by i x (the largest correlationId + 1), so links between API
 calls and GPU work, step ranges and per-step figures stay consistent: a census of the result is
-the source's census repeated. StringIds and metadata are copied once.
+the source's census repeated. StringIds and metadata are copied once. A source that is census's
+export of a Kineto trace (census.sources.kineto.export) has its op ranges replicated too.
 
     python bench/generate.py --kernels 1000000 -o bench/out/eager-1e6.sqlite [--source FILE]
+    python bench/generate.py --kernels 1000000 -o bench/out/ops-1e6.sqlite --source EXPORT
+        (EXPORT: census.sources.export.resolve_sqlite of a Kineto trace, e.g. HTA's NCCL
+        sample in tests/data/kineto: its op ranges come along; docs/performance.md)
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ REPLICATED = (
     "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET",
     "NVTX_EVENTS",
+    "KINETO_OP_RANGES",  # a Kineto trace's export's op ranges (#56), where the source has them
 )
 GAP_NS = 1_000_000
 
@@ -86,7 +91,7 @@ def _extent(conn: sqlite3.Connection, tables: set[str]) -> tuple[int, int, int]:
         if a is not None:
             lo = a if lo is None else min(lo, a)
             hi = b if hi is None else max(hi, b)
-        if table != "NVTX_EVENTS":
+        if table not in ("NVTX_EVENTS", "KINETO_OP_RANGES"):
             c = conn.execute(f'SELECT MAX(correlationId) FROM "{table}"').fetchone()[0]
             corr = max(corr, (c or 0) + 1)
     return lo or 0, hi or 0, corr

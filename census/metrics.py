@@ -46,16 +46,16 @@ IDLE_OTHER_NS = "idle_other_ns"
 
 
 class Metric(NamedTuple):
-    """One census key: its name (its unit as suffix), unit, definition, label, the views that show
-    it, its narrow-table heading, whether a view hides it at 0, and its source in a Kineto trace."""
+    """One census key: its name (its unit as suffix), unit, definition, label (its one name in
+    every table's row or heading, card and chart), the views that show it, whether a view hides
+    it at 0, and its source in a Kineto trace."""
 
     name: str
     unit: str  # "count", "ns" or "bytes"
     definition: str
-    label: str  # how every table, card and chart names it
+    label: str  # how every table (a row or a column), card and chart names it, in every format
     # the views that show it beside the lists of every key (VIEWS); a tuple of their names
     shown: tuple[str, ...] = ()
-    column: str = ""  # its heading in a narrow table (a phase table's column); "" : the label
     hidden_when_zero: bool = False  # left out of a view where it is 0 on every side
     kineto: str = ""  # what it is read from in a torch.profiler (Kineto) trace (KINETO_SOURCES)
 
@@ -111,7 +111,7 @@ def copy_metrics(copy: CopyKind, name: str) -> tuple[Metric, Metric]:
                f"CUPTI_ACTIVITY_KIND_MEMCPY rows with copyKind {copy.kind} ({name})",
                f"{copy.short} copies", copy.shown[:1], hidden_when_zero=copy.hidden_when_zero),
         Metric(f"{copy.key}_bytes", "bytes", "Σ bytes over those copies", f"{copy.short} bytes",
-               copy.shown, copy.short, copy.hidden_when_zero),
+               copy.shown, copy.hidden_when_zero),
     )  # fmt: skip
 
 
@@ -161,7 +161,6 @@ METRICS: tuple[Metric, ...] = _with_kineto((
         "the step's range, on any thread of the step's process)",
         "GPU kernels",
         (VIEW_DIFF, VIEW_PHASES, VIEW_CARDS),
-        "kernels",
     ),
     Metric(KERNEL_TIME_NS, "ns", "Σ (end − start) over those kernels", "kernel time"),
     Metric(
@@ -203,7 +202,6 @@ METRICS: tuple[Metric, ...] = _with_kineto((
         "launch API calls (see launch API), one per correlationId",
         "launch API calls",
         (VIEW_DIFF, VIEW_PHASES),
-        "launch calls",
     ),
     Metric(
         LAUNCH_API_TIME_NS,
@@ -294,7 +292,7 @@ PHASE_METRICS: tuple[Metric, ...] = (
 PHASE_SPAN_METRIC = Metric(GPU_SPAN_NS, "ns", "latest end − earliest start of the kernels, "
     "memcpys, memsets and whole CUDA graphs launched in the time the phase owns in the step (all its segments), not "
     "clipped to it; null when it launched none; per_phase: the mean over the steps where it is "
-    "not null", "GPU span of the work launched in the phase (unclipped)")  # fmt: skip
+    "not null", "phase GPU span (unclipped)")  # fmt: skip
 # Where the GPU idle time of a step (or phase) goes (census/load/idle.py); they add up to
 # gpu_idle_ns (a phase's: duration_ns − gpu_busy_ns).
 IDLE_METRICS: tuple[Metric, ...] = (
@@ -344,7 +342,14 @@ def shown_in(view: str) -> tuple[Metric, ...]:
 
 
 _NAMED = (*METRICS, *TIMING_METRICS, GPU_START_METRIC, *IDLE_METRICS)
+# Every key's one name (the label) in every table, card and chart of every format: the renderers
+# (census/render/) name a key by these alone (tests/test_one_label.py); a phase's own keys (its
+# time, the GPU busy in its window, the GPU span of its work) by PHASE_LABELS.
 LABELS: dict[str, str] = {m.name: m.label for m in _NAMED}
+PHASE_LABELS: dict[str, str] = {
+    **LABELS,
+    **{m.name: m.label for m in (*PHASE_METRICS, PHASE_SPAN_METRIC)},
+}
 DEFINITIONS: dict[str, str] = {m.name: m.definition for m in _NAMED}
 TIMING_KEYS: tuple[str, ...] = tuple(m.name for m in TIMING_METRICS)
 IDLE_KEYS: tuple[str, ...] = tuple(m.name for m in IDLE_METRICS)

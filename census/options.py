@@ -29,12 +29,15 @@ class Options:
     scheduler: str | None = None  # a rank folder's exports read on Dask (--scheduler); not a key
 
     def __post_init__(self) -> None:
-        from census.load.patterns import check_pattern
+        checked = {field: getattr(self, field) for field in FLAGS}
+        check_selection(checked, {field: f"{field}=" for field in FLAGS})
 
-        for option, pattern in (("--steps", self.steps_regex), ("--phases", self.phases_regex)):
-            check_pattern(option, pattern)
-        if self.skip_first < 0:
-            raise UsageError("--skip-first must be 0 or more")
+    @classmethod
+    def from_flags(cls, *values: Any) -> Options:
+        """Options of the command line's values, in the fields' order: a value Options refuses
+        is named as its flag (`--steps`), not as its field (`steps_regex=`)."""
+        check_selection(dict(zip(FLAGS, values, strict=False)), FLAGS)
+        return cls(*values)
 
     def key(self) -> list:
         """The options that change a census, as the cache's key: steps_regex, skip_first,
@@ -115,16 +118,30 @@ def with_options(options: Options | None, selection: dict[str, Any]) -> Options:
 def _check_keywords(selection: dict[str, Any]) -> None:
     """A UsageError in the API's words (`steps=`, not the CLI's `--steps`) for a keyword of
     SELECTION that Options would refuse."""
+    given = {SELECTION[key]: value for key, value in selection.items()}
+    check_selection(given, {SELECTION[key]: f"{key}=" for key in SELECTION})
+
+
+# The fields of Options that can be refused, in their order, and their command line's flags.
+FLAGS = {"steps_regex": "--steps", "skip_first": "--skip-first", "phases_regex": "--phases"}
+
+
+def check_selection(values: dict[str, Any], names: dict[str, str]) -> None:
+    """A UsageError for a value of Options' FLAGS fields (`values`, by field; None: not given)
+    that Options refuses, naming it as `names` does: a keyword (`steps=`) or a flag (`--steps`)."""
     from census.load.patterns import check_pattern
 
-    for key in ("steps", "phases"):
-        value = selection.get(key)
+    for field in ("steps_regex", "phases_regex"):
+        value, name = values.get(field), names[field]
         if value is not None and not isinstance(value, str):
             raise UsageError(
-                f"{key}= takes a regular expression (a str), not {type(value).__name__}"
+                f"{name} takes a regular expression (a str), not {type(value).__name__}"
             )
         if value is not None:
-            check_pattern(f"{key}=", value)
-    skip = selection.get("skip_first")
-    if skip is not None and (not isinstance(skip, int) or isinstance(skip, bool) or skip < 0):
-        raise UsageError(f"skip_first= takes a whole number 0 or more, not {skip!r}")
+            check_pattern(name, value)
+    skip, name = values.get("skip_first"), names["skip_first"]
+    if skip is None or (isinstance(skip, int) and not isinstance(skip, bool) and skip >= 0):
+        return
+    if name.startswith("--"):
+        raise UsageError(f"{name} must be 0 or more")
+    raise UsageError(f"{name} takes a whole number 0 or more, not {skip!r}")

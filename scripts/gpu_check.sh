@@ -183,6 +183,7 @@ idle() {
     python3 - "$P/$n/capture.sqlite" <<'PY'
 import sys
 from pathlib import Path
+from census.load.finish import compute_census
 from census.load.profile import load_profile
 from census.load.idle import idle_splits, read_timelines
 from census.sources import schema as sc
@@ -200,7 +201,7 @@ oracle = {k: v for k, v in idle_by_range_oracle(path).items() if v}
 mine = {k: v for k, v in ref.idle_by_range.items() if v}
 print("  idle by range equal to the oracle:", mine == oracle, "largest:",
       sorted(mine.items(), key=lambda kv: -kv[1])[:3])
-busy = ref.aggregates.busy_ns
+busy = {s.idx: c.gpu_busy_ns for s, c in zip(ref.steps, compute_census(ref).steps)}
 law = all(i.idle_after_sync_ns + i.idle_launch_ns + i.idle_other_ns
           == s.end_ns - s.start_ns - busy.get(s.idx, 0) for s in ref.steps for i in [ref.step_idle[s.idx]])
 print("  the law (after sync + launch + other = idle) on every step:", law,

@@ -56,6 +56,40 @@ def test_keywords_are_named_as_the_api_names_them(keywords: dict, message: str) 
     assert "--" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("fields", "message", "flag"),
+    [
+        ({"steps_regex": "("}, r"^steps_regex='\(' is not a valid regular expression", "--steps"),
+        (
+            {"phases_regex": "["},
+            r"^phases_regex='\[' is not a valid regular expression",
+            "--phases",
+        ),
+        ({"steps_regex": 5}, r"^steps_regex= takes a regular expression \(a str\), not int", None),
+        (
+            {"skip_first": -1},
+            r"^skip_first= takes a whole number 0 or more, not -1",
+            "--skip-first",
+        ),
+    ],
+)
+def test_options_fields_are_named_as_options_names_them(
+    fields: dict, message: str, flag: str | None
+) -> None:
+    """census.Options built in Python names its own fields; the command line, its flags."""
+    from typer.testing import CliRunner
+
+    from census.cli import app
+
+    with pytest.raises(UsageError, match=message) as caught:
+        census.Options(**fields)
+    assert "--" not in str(caught.value)
+    if flag is not None:
+        [value] = fields.values()
+        r = CliRunner().invoke(app, ["summary", "sample:eager", flag, str(value)])
+        assert r.exit_code == 2 and r.stderr.startswith(f"Error: {flag} ")
+
+
 def test_load_experiment_of_a_missing_folder_says_it_does_not_exist(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-experiment"
     with pytest.raises(InputError) as caught:

@@ -186,7 +186,7 @@ def test_a_capture_folders_document_follows_its_calibration_run(tmp_path: Path) 
     (folder / "run.json").write_text(json.dumps({"calibration": calibration}))
     _, text = summary_document(folder, Options(), top=5)
     doc = json.loads("".join(text))
-    assert doc["capture"] == {"clock": "host", "captured_mean_step_time_ns": step_ns,
+    assert doc["capture"] == {"clock": "host", "tracer": "nsys", "captured_mean_step_time_ns": step_ns,
                               "uncaptured_mean_step_time_ns": step_ns / 2,
                               "overhead_ratio": 2.0}  # fmt: skip
     assert "".join(text) == render(census_api.summary_view(folder), "json", top=5)

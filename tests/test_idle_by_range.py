@@ -12,6 +12,7 @@ import pytest
 
 import census
 from census.cli import app
+from census.load.finish import compute_census
 from census.load.idle import idle_splits, read_timelines
 from census.load.idle_ranges import innermost
 from census.load.profile import load_profile
@@ -166,9 +167,10 @@ def test_gathered_timelines_equal_a_separate_read(path: Path, tmp_path: Path) ->
                 timelines = read_timelines(conn, sc.read_schema(conn), {s.proc for s in p.steps})
                 assert idle_splits(timelines, list(p.steps), list(p.segments)) == (
                     p.step_idle, p.segment_idle)  # fmt: skip
-                for s in p.steps:  # the law: the parts add up to the step's idle time
-                    i = p.step_idle[s.idx]
-                    busy = p.aggregates.busy_ns.get(s.idx, 0)
+                # the law: the parts add up to the step's idle time (the census's steps are in
+                # the profile's order)
+                for s, c in zip(p.steps, compute_census(p).steps, strict=True):
+                    i, busy = p.step_idle[s.idx], c.gpu_busy_ns
                     assert i.idle_after_sync_ns + i.idle_launch_ns + i.idle_other_ns == (
                         s.end_ns - s.start_ns - busy)  # fmt: skip
     finally:

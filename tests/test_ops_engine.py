@@ -241,3 +241,61 @@ def test_ops_frame_equals_the_summary_json() -> None:
     mean = frame["per_step_kernel_count"].sum()
     assert mean == doc["per_step"]["kernel_count"]
     assert census.frames.ops("sample:eager").empty
+
+
+def test_the_kineto_export_holds_every_cpu_op() -> None:
+    import sqlite3
+
+    from census.sources.kineto.export import export_kineto
+
+    events = read_events(PAIR["eager"])
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    conn = sqlite3.connect(export_kineto(PAIR["eager"]))
+    try:
+        rows = conn.execute(
+            "SELECT o.start, o.end, s.value, o.sequence, o.backward FROM KINETO_OP_RANGES o "
+            "JOIN StringIds s ON s.id = o.nameId ORDER BY o.rowid"
+        ).fetchall()
+    finally:
+        conn.close()
+    prefix = "autograd::engine::evaluate_function: "
+    want = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], e["args"].get("Sequence number"),
+             int(int(e["args"].get("Fwd thread id", 0)) > 0 or e["name"].startswith(prefix)))
+            for e in ops]  # fmt: skip
+    assert sorted(rows) == sorted(want) and len(rows) == 7182
+    assert sum(r[4] for r in rows) == 1446  # the backward nodes' ranges (144 AccumulateGrad calls)
+
+
+def test_kernels_without_a_launching_call_are_unattributed(tmp_path: Path) -> None:
+    e = Export()
+    e.range("step 0", 0, 10_000)
+    e.range("aten::mm, seq = 1", 100, 900)
+    e.launch("sm90_gemm", 200, 1_000, 1_400)
+    e.launch("triton_poi_fused_add_0", 300, 1_500, 1_600)
+    e.kernels.append(dict(e.kernels[0], correlationId=None, start=2_000, end=2_100))
+    c = census.summarize(e.write(tmp_path / "calls.sqlite"))
+    assert (c.ops.op, c.ops.total_kernel_count.tolist()) == (("add", "aten::mm", None), [1, 1, 1])
+    assert c.ops.kernel_count.tolist() == [[1], [1], [0]]  # the NULL correlationId: no step
+    e.omit.add("CUPTI_ACTIVITY_KIND_RUNTIME")  # no calls at all: only the Triton group named
+    c = census.summarize(e.write(tmp_path / "no-calls.sqlite"))
+    assert (c.ops.op, c.ops.total_kernel_count.tolist()) == (("add", None), [1, 2])
+
+
+def test_a_rank_folders_operations_are_its_ranks_side_by_side(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    _emit_nvtx_export(run / "rank0.sqlite")
+    _emit_nvtx_export(run / "rank1.sqlite")
+    c = census.summarize(run, ranks=True)
+    assert c.ops.op == ("add + mul", "aten::mm", "aten::mm", None) and len(c.steps) == 4
+    assert c.ops.kernel_count.tolist() == [[1, 1, 1, 1], [1, 1, 1, 1], [1, 1, 1, 1], [0] * 4]
+    assert c.ops.total_kernel_count.tolist() == [4, 4, 4, 2]  # each rank's kernel in no step
+    assert c.ops.forward[2] == ("linear",)
+    for fmt in ("table", "markdown"):  # a rank folder's rendering takes --ops too
+        r = CliRunner().invoke(app, ["summary", str(run), "--ranks", "--ops", "--format", fmt])
+        assert r.exit_code == 0 and "operations by kernel time (per step, mean)" in r.stdout
+    mixed = tmp_path / "mixed"  # one rank without op ranges
+    mixed.mkdir()
+    _emit_nvtx_export(mixed / "rank0.sqlite")
+    _emit_nvtx_export(mixed / "rank1.sqlite", with_ops=False)
+    assert census.summarize(mixed, ranks=True).ops is None

@@ -81,20 +81,21 @@ def test_real_run_ahead_capture_first_line_and_tables(ra_eager: Path) -> None:
     lines = summary(ra_eager)
     assert lines[0] == AHEAD.format(n="6 steps") + "GPU-bound: GPU busy 99% of the step"
     window = table(lines, "Step window (the step's NVTX range; GPU time clipped to it)")
-    assert window[1] == ["step time (host)", "22.41 ms"]
+    assert window[1] == ["step time", "22.41 ms"]
     launched = table(
         lines, "Kernel census: Work launched in the step (GPU time not clipped to the step)"
     )
     assert launched[-2:] == [
         ["GPU span (first to last GPU op)", "", "46.70 ms"],
-        ["host lead (GPU end − step end)", "", "+215.02 ms"],
+        ["GPU end after the step's range", "", "+215.02 ms"],
     ]
     steps = table(lines, "Steps: their windows (NVTX range; GPU time clipped to it)")
-    assert steps[0] == ["step", "step time (host)", "GPU busy", "GPU idle"]
+    assert steps[0] == ["step", "step time", "GPU busy in the step window",
+                        "GPU idle in the step window"]  # fmt: skip
     assert steps[1] == ["step 5", "6.34 ms", "5.81 ms", "528.2 µs"]
     work = table(lines, "Steps: the work launched in each (GPU time not clipped to the step)")
-    assert work[0] == ["step", "kernels", "non-NCCL union", "launch API time", "GPU span",
-                       "host lead"]  # fmt: skip
+    assert work[0] == ["step", "GPU kernels", "non-NCCL union (unclipped)", "launch API time",
+                       "GPU span (first to last GPU op)", "GPU end after the step's range"]  # fmt: skip
     assert work[1] == ["step 5", "131", "43.96 ms", "1.08 ms", "44.41 ms", "+38.39 ms"]
     assert work[-1] == ["step 16", "131", "47.15 ms", "36.19 ms", "47.44 ms", "+291.42 ms"]
     # on the NVTX ranges steps 12-16 were the tail (47 ms against a 5.94 ms median); on the GPU
@@ -107,8 +108,9 @@ def test_real_run_ahead_capture_first_line_and_tables(ra_eager: Path) -> None:
     assert not any("(tail)" in ln for ln in lines)
     phases = table(lines, "Phases (per step, mean; GPU busy: in the phase's window; GPU span: "
                    "unclipped)")  # fmt: skip
-    assert phases[0] == ["phase", "GPU span", "host time", "GPU busy", "kernels", "launch calls",
-                         "launch API time", "D2D"]  # fmt: skip
+    assert phases[0] == ["phase", "phase GPU span (unclipped)", "phase time",
+                         "GPU busy in the phase window", "GPU kernels", "launch API calls",
+                         "launch API time", "D2D bytes"]  # fmt: skip
     assert phases[1] == ["forward", "14.34 ms", "5.47 ms", "5.40 ms", "42", "42", "3.33 ms", "0 B"]
     assert phases[2][:3] == ["backward", "27.96 ms", "12.95 ms"]
     assert phases[4][:3] == ["(outside phases)", "", "47.4 µs"]  # no GPU work: no span
@@ -127,13 +129,13 @@ def test_real_run_ahead_capture_tail_json_and_page(ra_eager: Path) -> None:
     assert text[0] == summary_lead(c)
     assert text[0].startswith("the host ran ahead of the GPU by ~6 steps:")
     assert text[3:11] == [
-        "46.70 ms", "GPU span (per step)",
-        "+215.02 ms", "host lead: GPU end after the step's range (per step)",
-        "22.41 ms", "step time: the host's NVTX range (per step)",
+        "46.70 ms", "GPU span (first to last GPU op) (per step)",
+        "+215.02 ms", "GPU end after the step's range (per step)",
+        "22.41 ms", "step time (per step)",
         "22.25 ms", "GPU busy in the step window (per step)",
     ]  # fmt: skip
     head = text.index("Phases (per step, mean; GPU span: unclipped)")
-    assert text[head + 1 : head + 4] == ["phase", "GPU span", "host time"]
+    assert text[head + 1 : head + 4] == ["phase", "phase GPU span (unclipped)", "phase time"]
     forward = text.index("forward", head)
     assert text[forward : forward + 4] == ["forward", "14.34 ms", "5.47 ms", "5.40 ms"]
 
@@ -213,8 +215,8 @@ def test_tails_on_gpu_spans_when_the_host_ran_ahead(tmp_path: Path) -> None:
         "(1 without GPU work left out)"
     ) in lines
     assert table(lines, "Tail steps against the median step") == [
-        ["step", "GPU span", "over median", "phase that grew (GPU span)", "Δ kernels",
-         "Δ launches"],
+        ["step", "GPU span (first to last GPU op)", "over median", "phase that grew (GPU span)",
+         "Δ GPU kernels", "Δ launch API calls"],
         ["step 6", "8.00 ms", "+4.00 ms", "backward +4.00 ms", "0", "0"],
     ]  # fmt: skip
     work = table(lines, "Steps: the work launched in each (GPU time not clipped to the step)")
@@ -243,19 +245,21 @@ def test_the_launch_bound_capture_keeps_its_first_line_and_the_host_clock() -> N
     )
     assert launched[-2:] == [
         ["GPU span (first to last GPU op)", "", "11.62 ms"],
-        ["host lead (GPU end − step end)", "", "+112.0 µs"],
+        ["GPU end after the step's range", "", "+112.0 µs"],
     ]
     work = table(lines, "Steps: the work launched in each (GPU time not clipped to the step)")
-    assert work[0] == ["step", "kernels", "non-NCCL union", "launch API time", "GPU span"]
+    assert work[0] == ["step", "GPU kernels", "non-NCCL union (unclipped)", "launch API time",
+                       "GPU span (first to last GPU op)"]  # fmt: skip
     assert work[1] == ["step 5", "247", "4.94 ms", "1.84 ms", "11.17 ms"]
     assert (
         "step time: median 11.33 ms, p95 14.15 ms, max 17.41 ms; tail above 14.88 ms: 1 of 20 "
         "step(s); --all-steps lists every step"
     ) in lines
-    assert table(lines, "Tail steps against the median step")[0][:2] == ["step", "time"]
+    assert table(lines, "Tail steps against the median step")[0][:2] == ["step", "step time"]
     phases = table(lines, "Phases (per step, mean; GPU busy: in the phase's window; GPU span: "
                    "unclipped)")  # fmt: skip
-    assert phases[0][:3] == ["phase", "time", "GPU busy"] and phases[0][-1] == "GPU span"
+    assert phases[0][:3] == ["phase", "phase time", "GPU busy in the phase window"]
+    assert phases[0][-1] == "phase GPU span (unclipped)"
     assert phases[1][0] == "forward" and phases[1][-1] == "3.39 ms"
     assert tail_steps(c).clock == HOST_RANGE
     doc = json.loads(runner.invoke(app, ["summary", str(launch_bound("eager")), "--json"]).stdout)
@@ -263,7 +267,8 @@ def test_the_launch_bound_capture_keeps_its_first_line_and_the_host_clock() -> N
     text = page_text(render_summary_html(census_view(c, "eager")))
     assert text[0] == SAMPLE_LEAD
     assert text[4:12:2] == ["step time (per step)", "GPU busy in the step window (per step)",
-                            "GPU idle in the step window (per step)", "GPU span (per step)"]  # fmt: skip
+                            "GPU idle in the step window (per step)",
+                            "GPU span (first to last GPU op) (per step)"]  # fmt: skip
     assert text[9] == "11.62 ms"
 
 
@@ -279,10 +284,10 @@ def test_the_page_charts_the_gpu_spans_and_drops_empty_idle_columns(ra_eager: Pa
     (span,) = [ch for ch in summary_charts(c) if ch.title.startswith("GPU span of each step")]
     assert [round(y * 1e6) for y in span.figure.data[0].y] == [s.gpu_span_ns for s in c.steps]
     page = render_summary_html(census_view(c, "ra-eager"))
-    assert "idle after syncs" not in page
+    assert "<th class=''>idle after a sync</th>" not in page
     with_idle = render_summary_html(
         census_view(census.summarize(ra_eager, use_cache=False, idle=True), "x")
     )
-    assert "idle after syncs" in with_idle
+    assert "<th class=''>idle after a sync</th>" in with_idle
     plain = [ch.title for ch in summary_charts(census.summarize(str(launch_bound("eager"))))]
     assert not any(t.startswith("GPU span of each step") for t in plain)

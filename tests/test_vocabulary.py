@@ -6,6 +6,7 @@ everywhere; `--sample` wherever a profile is read; `doctor --json`; `dashboard -
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,58 @@ def test_demo_json_is_the_diff_json_of_the_bundled_captures(
     r = runner.invoke(app, ["demo", "--json", "--html", str(page)])
     assert r.exit_code == 0 and json.loads(r.stdout) == json.loads(diff.stdout)
     assert r.stderr.endswith(f"wrote {page}\n") and page.stat().st_size > 100_000
+
+
+def test_capture_json_is_the_summary_json_with_the_capture_s_own_facts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`census capture --json` (a stand-in nsys copying a real export; a real calibration run
+    of a CPU loop): the summary --json of its folder, with "folder" and "run" (its run.json,
+    calibration included); progress on stderr."""
+    from tests.helpers.files import FAKE_NSYS, SLEEP_TRAIN, fixture_file
+
+    monkeypatch.setenv("FAKE_NSYS_MODE", "copy")
+    monkeypatch.setenv("FAKE_NSYS_SQLITE", str(fixture_file("h200_eager_3steps.sqlite")))
+    loop = [sys.executable, SLEEP_TRAIN, "--ms", "1", "--steps", "4"]
+    r = runner.invoke(app, ["capture", "run", "-o", str(tmp_path), "--nsys", FAKE_NSYS,
+                            "--calibrate", "--json", "--", *loop])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    folder = tmp_path / "run"
+    doc, run = json.loads(r.stdout), json.loads((folder / "run.json").read_text("utf-8"))
+    assert doc.pop("folder") == str(folder) and doc.pop("run") == run
+    assert run["command"] == loop and len(run["calibration"]["uncaptured_step_time_ns"]) == 4
+    summary = runner.invoke(app, ["summary", str(folder), "--json"])
+    assert summary.exit_code == 0 and doc == json.loads(summary.stdout)
+    assert doc["totals"]["kernel_count"] == 861
+    calibrated = run["calibration"]["uncaptured_mean_step_time_ns"]
+    assert doc["capture"]["uncaptured_mean_step_time_ns"] == calibrated
+    assert r.stderr.endswith(f"capture written to {folder}\n")
+
+
+def test_capture_json_of_a_launcher_s_ranks_is_the_rank_folder_s_document(tmp_path: Path) -> None:
+    """A launcher's ranks (a rank folder of two real exports and its run.json): the capture's
+    document is the rank folder's `census summary --json`, with "folder" and "run"."""
+    import shutil
+
+    from census.api import summary_view
+    from census.capture.records import read_run_info
+    from census.render import render
+    from census.render.views import CaptureView
+    from tests.helpers.files import fixture_file
+
+    folder = tmp_path / "ddp"
+    folder.mkdir()
+    for rank in (0, 1):
+        shutil.copy(fixture_file("h200_eager_3steps.sqlite"), folder / f"rank{rank}.sqlite")
+    record = {
+        "name": "ddp",
+        "ranks": {"0": "rank0.sqlite", "1": "rank1.sqlite"},
+        "calibration": None,
+    }
+    (folder / "run.json").write_text(json.dumps(record), "utf-8")
+    view = CaptureView(summary_view(folder), str(folder), read_run_info(folder))
+    doc = json.loads(render(view, "json", top=15))
+    assert doc.pop("folder") == str(folder) and doc.pop("run") == record
+    summary = runner.invoke(app, ["summary", str(folder), "--json"])
+    assert summary.exit_code == 0 and doc == json.loads(summary.stdout)
+    assert [rank["rank"] for rank in doc["ranks"]] == ["rank0", "rank1"]

@@ -401,20 +401,19 @@ def _has_steps(path: Path) -> bool:
 
 
 def capture_steps(spec: CaptureSpec, nsys: str | None = None) -> Path:
-    """Capture `spec.command` under nsys (`nsys`: its path, else found) into its capture folder,
-    kept only if it holds step ranges; the folder."""
-    from census.capture.nsys import find_nsys
+    """Capture `spec.command` under its profiler (nsys: `nsys`, else found; or torch.profiler)
+    into its capture folder, kept only if it holds step ranges; the folder."""
+    from census.capture.nsys import find_nsys_to_capture
     from census.capture.run import run_capture, validate_spec
 
     validate_spec(spec)  # the name and the folder, before nsys is looked for or anything runs
-    spec = replace(spec, nsys=find_nsys(nsys))
+    spec = replace(spec, nsys=find_nsys_to_capture(nsys)) if spec.profiler == "nsys" else spec
 
     def verify(work: Path) -> None:
         if not _has_steps(work):
-            raise CaptureError(
-                f"{spec.name}: the capture holds no NVTX step ranges, so it was discarded: wrap "
-                "each training step with census.step(i) or iterate with census.steps(loader)",
-                list(spec.command),
-            )
+            ranges = "NVTX" if spec.profiler == "nsys" else "torch.profiler"
+            raise CaptureError(f"{spec.name}: the capture holds no {ranges} step ranges, so it was "
+                               "discarded: wrap each training step with census.step(i) or iterate "
+                               "with census.steps(loader)", list(spec.command))  # fmt: skip
 
     return run_capture(spec, verify)

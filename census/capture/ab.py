@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from census.capture.keep import finish_folder, kept
+from census.capture.torch_trace import TORCH, TRACER_NAME
 from census.errors import CensusError, UsageError
 from census.metrics import STEP_TIME_NS
 from census.model.ab import Arm
@@ -39,7 +40,8 @@ RECORDS = "records"  # the arms' step-times records while they run; removed once
 class ABSpec:
     """What `census ab` runs: each side's command and label, the measured arms (a multiple of 4; the
     most under `--arms auto`), the warm-up and measured steps per arm (None: the script's own),
-    whether to capture each side with nsys, and where its folder goes."""
+    whether to capture each side and with which profiler (nsys, or torch: torch.profiler inside
+    the program, census.capture.torch_trace), and where its folder goes."""
 
     name: str
     commands: dict[str, tuple[str, ...]]  # "a", "b" -> argv
@@ -52,6 +54,7 @@ class ABSpec:
     nsys: str | None = None
     force: bool = False
     needs_gpu: bool = False  # the commands run on a CUDA GPU (the demo): checked before any arm
+    profiler: str = "nsys"  # the captures' profiler; the arms run without any
 
     @property
     def folder(self) -> Path:
@@ -66,14 +69,14 @@ def run_ab(
     rule: ArmRule | None = None,
     read_ahead: Callable[[Path, Path], None] | None = None,
 ) -> Path:
-    """Arms first (uncaptured), then one capture per side unless told not to or nsys is absent;
-    the experiment folder appears only when everything succeeded. `has_steps(capture folder)`:
+    """Arms first (uncaptured), then one capture per side (under spec.profiler) unless told not
+    to or nsys is its profiler and absent; the experiment folder appears only when everything
+    succeeded. `has_steps(capture folder)`:
     whether a side's capture holds step ranges (a later stage reads them); a capture without
     is refused. With `rule`, spec.arms is the most arms and the rule says when to stop;
     `read_ahead(A's capture, where it will lie)`: census.capture.overlap. The folder."""
     from census.capture.arms import ArmsSpec, arm_order, run_arms
-    from census.capture.nsys import find_nsys
-    from census.errors import ResourceError, ToolMissingError
+    from census.errors import ResourceError
 
     _validate(spec)
     try:
@@ -83,12 +86,7 @@ def run_ab(
     if spec.needs_gpu:
         _check_gpu()
     started = time.monotonic()
-    note, nsys = None if spec.capture else "--no-capture", None
-    if spec.capture:
-        try:
-            nsys = find_nsys(spec.nsys)
-        except ToolMissingError:
-            note = "nsys is not installed"
+    note, nsys = _capture_tool(spec)
     # assembled in the experiment's output folder from the start: the ranks write their records
     # into it, which every node must see (census.capture.arms)
     work = make_work_folder(spec.out_dir, spec.name, "no arm was run")
@@ -98,8 +96,8 @@ def run_ab(
         record = _record(spec, arms, note, rule)
         what = (f"the experiment's record ({RECORD}: {len(arms)} arms)", "its captures")
         try:
-            if nsys:
-                _capture_sides(spec, nsys, work, progress, has_steps, read_ahead)
+            if note is None:
+                _capture_sides(spec, nsys or "nsys", work, progress, has_steps, read_ahead)
         except ResourceError as exc:
             raise _without_captures(exc, work, spec.folder, record, what) from None
         record["wall_s"] = round(time.monotonic() - started, 1)
@@ -109,6 +107,23 @@ def run_ab(
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return spec.folder
+
+
+def _capture_tool(spec: ABSpec) -> tuple[str | None, str | None]:
+    """Why the sides are not captured (None: they are), and nsys where it captures them
+    (torch.profiler records inside the program: no tool)."""
+    from census.capture.nsys import find_nsys, torch_installed
+    from census.errors import ToolMissingError
+
+    if not spec.capture:
+        return "--no-capture", None
+    if spec.profiler == TORCH:
+        return None, None
+    try:
+        return None, find_nsys(spec.nsys)
+    except ToolMissingError:
+        hint = "; --profiler torch captures without it" if torch_installed() else ""
+        return f"nsys is not installed{hint}", None
 
 
 def _record(spec: ABSpec, arms: list[Arm], note: str | None, rule: ArmRule | None) -> dict:
@@ -204,14 +219,13 @@ def _capture_sides(
 
     sides = ("a", "b")
     specs = [CaptureSpec(name=side, command=spec.commands[side], out_dir=work, nsys=nsys,
-                         warmup=spec.warmup, active=spec.active) for side in sides]  # fmt: skip
+                         warmup=spec.warmup, active=spec.active, profiler=spec.profiler)
+             for side in sides]  # fmt: skip
 
     def verify(label: str, command: tuple[str, ...]) -> Callable[[Path], None]:
         def check(folder: Path) -> None:
             if has_steps is not None and not has_steps(folder):
-                raise CaptureError(
-                    f"the capture of {label} holds no NVTX step ranges", list(command)
-                )
+                raise CaptureError(f"the capture of {label} holds no step ranges", list(command))
 
         return check
 
@@ -222,7 +236,7 @@ def _capture_sides(
         return
     for one, label, check in zip(specs, spec.labels, checks, strict=True):
         if progress:
-            progress(f"capture of {label} under nsys")
+            progress(f"capture of {label} under {TRACER_NAME[spec.profiler]}")
         run_capture(one, check)
 
 

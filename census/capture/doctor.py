@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import os
 import subprocess
 import sys
@@ -136,7 +139,7 @@ def cannot_capture(nsys: str | None) -> str | None:
         find_nsys(nsys)
     except ToolMissingError:
         return "nsys is not installed"
-    probe = subprocess.run(
+    found = subprocess.run(
         [
             sys.executable,
             "-c",
@@ -145,4 +148,39 @@ def cannot_capture(nsys: str | None) -> str | None:
         capture_output=True,
         check=False,
     )
-    return None if probe.returncode == 0 else "no CUDA GPU visible to torch"
+    return None if found.returncode == 0 else "no CUDA GPU visible to torch"
+
+
+def probe(cmd: list[str], timeout: float = 30.0) -> str | None:
+    """The stripped standard output of `cmd` when it exits 0 within `timeout` s; else None."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        if out.returncode == 0:
+            return out.stdout.strip()
+    return None
+
+
+@functools.lru_cache(maxsize=4)  # asked once a process: census ab's second capture waits less
+def environment_info(nsys: str | None) -> dict:
+    """GPU model and driver, CUDA and torch versions, nsys version (`nsys` None: not asked): None
+    where unknown (torch's asked of a fresh Python, seconds: once per process and nsys; run_info
+    copies the dict)."""
+    gpu = probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    torch_info = probe(
+        [
+            sys.executable,
+            "-c",
+            "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))",
+        ],
+    )
+    torch_version, cuda_version = json.loads(torch_info) if torch_info else (None, None)
+    gpus = [ln.split(",")[0].strip() for ln in gpu.splitlines()] if gpu else []
+    driver = gpu.splitlines()[0].split(",")[1].strip() if gpu and "," in gpu else None
+    nsys_version = probe([nsys, "--version"]) if nsys else None
+    return {
+        "gpus": gpus,
+        "driver_version": driver,
+        "cuda_version": cuda_version,
+        "torch_version": torch_version,
+        "nsys_version": nsys_version,
+    }

@@ -24,6 +24,7 @@ node variable, else rank // (world / its world)) and its world the number of nod
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -217,3 +218,25 @@ def per_rank_command(launch: Launch, per_rank: list[str]) -> list[str]:
     if launch.kind == TORCHRUN:
         return [*launch.launcher, "--no-python", *per_rank]
     return [*launch.launcher, *per_rank]
+
+
+# -- a rank's place, written for census capture (census.capture.per_rank reads it back) ------
+PLACE = ".rank{rank}.json"  # in the capture's work folder, read and removed by read_places
+# The line a rank prints when its node cannot write into the capture folder
+CANNOT_WRITE = "census: rank {rank} of {world} on {host} cannot write into the capture folder"
+
+
+def write_place(work: Path, env: RankEnv, host: str) -> str | None:
+    """Write this rank's place in the job to WORK/PLACE, atomically; why it could not, else None."""
+    place = {"rank": env.rank, "world_size": env.world, "local_rank": env.local_rank,
+             "node": env.node, "host": host, "pid": os.getpid(), "launcher": env.launcher,
+             "launcher_note": env.note,
+             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+    target = work / PLACE.format(rank=env.rank)
+    part = target.with_name(f"{target.name}.{os.getpid()}.part")
+    try:
+        part.write_text(json.dumps(place), encoding="utf-8")
+        os.replace(part, target)
+    except OSError as exc:
+        return str(exc.strerror or exc).replace(":", ",")
+    return None

@@ -1,9 +1,11 @@
-"""Finding nsys, the one executable every capture and every `.nsys-rep` export runs; its
+"""Finding nsys, the one executable every nsys capture and every `.nsys-rep` export runs (for a
+capture, where it is missing and torch is installed, the error says `--profiler torch`); its
 version, and the `nsys export` command census runs (options pinned by version)."""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -35,6 +37,28 @@ def find_nsys(explicit: str | None = None, option: str | None = "--nsys") -> str
     if not found:
         raise ToolMissingError(f"nsys not found on PATH: {NSYS_INSTALL_HINT} or {where}")
     return found
+
+
+TORCH_HINT = "or capture without nsys: census capture --profiler torch (torch is installed here)"
+
+
+def find_nsys_to_capture(explicit: str | None = None) -> str:
+    """find_nsys for a capture: where nsys is missing and torch is installed, its one-line error
+    also says that torch.profiler can capture (`--profiler torch`)."""
+    try:
+        return find_nsys(explicit)
+    except ToolMissingError as exc:
+        if not torch_installed():
+            raise
+        raise ToolMissingError(f"{exc}; {TORCH_HINT}") from None
+
+
+def torch_installed() -> bool:
+    """Whether census's Python can import torch (found, not imported)."""
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 # `nsys export` settings to pin from the first version they are proven on (docs/performance.md,

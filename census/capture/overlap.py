@@ -44,9 +44,9 @@ OVERLAP_ENV = "CENSUS_AB_OVERLAP"  # "0": the sides captured one after the other
 
 
 def can_overlap(specs: list[CaptureSpec]) -> bool:
-    """Whether the captures' exports can be overlapped: single-process commands, and
-    $CENSUS_AB_OVERLAP not 0."""
-    if os.environ.get(OVERLAP_ENV, "").strip() == "0":
+    """Whether the captures' exports can be overlapped: nsys's (torch.profiler's traces are
+    written by the program), single-process commands, and $CENSUS_AB_OVERLAP not 0."""
+    if os.environ.get(OVERLAP_ENV, "").strip() == "0" or any(s.profiler != "nsys" for s in specs):
         return False
     return not any(split_launcher(spec.command) for spec in specs)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -23,14 +22,11 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from census.capture.launcher import Launch, RankEnv, per_rank_command
+from census.capture.launcher import CANNOT_WRITE, PLACE, Launch, per_rank_command
 from census.capture.records import rank_list, said_lines, where_and_why
 from census.errors import CaptureError
 
 WRAPPER = "census.cli.on_rank"
-PLACE = ".rank{rank}.json"  # in the capture's work folder, read and removed by read_places
-# The line a rank prints when its node cannot write into the capture folder
-CANNOT_WRITE = "census: rank {rank} of {world} on {host} cannot write into the capture folder"
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -50,22 +46,6 @@ def distributed_profile_command(
     capture folder will be: --summarize-on-ranks) it then computes that rank's census."""
     per_rank = wrapper_command(work, nsys, trace, summarize_into, launch.program)
     return per_rank_command(launch, per_rank)
-
-
-def write_place(work: Path, env: RankEnv, host: str) -> str | None:
-    """Write this rank's place in the job to WORK/PLACE, atomically; why it could not, else None."""
-    place = {"rank": env.rank, "world_size": env.world, "local_rank": env.local_rank,
-             "node": env.node, "host": host, "pid": os.getpid(), "launcher": env.launcher,
-             "launcher_note": env.note,
-             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
-    target = work / PLACE.format(rank=env.rank)
-    part = target.with_name(f"{target.name}.{os.getpid()}.part")
-    try:
-        part.write_text(json.dumps(place), encoding="utf-8")
-        os.replace(part, target)
-    except OSError as exc:
-        return str(exc.strerror or exc).replace(":", ",")
-    return None
 
 
 def run_rank(command: list[str]) -> int:
@@ -105,9 +85,10 @@ def read_places(work: Path) -> dict[int, dict[str, Any]]:
 
 
 def check_ranks(stems: list[str], places: dict[int, dict], launch: Launch, tail: str,
-                command: list[str]) -> int:  # fmt: skip
-    """The world size; a CaptureError naming the ranks of 0 .. world − 1 that left no export, with
-    their hosts and the cause where their lines in the output say them."""
+                command: list[str], suffix: str = ".sqlite") -> int:  # fmt: skip
+    """The world size; a CaptureError naming the ranks of 0 .. world − 1 that left no export (an
+    nsys export, or with `suffix` a torch.profiler trace), with their hosts and the cause where
+    their lines in the output say them."""
     ranks = {int(s.removeprefix("rank")) for s in stems}
     said = said_lines(CANNOT_WRITE, tail)
     worlds = [p.get("world_size") for p in places.values() if isinstance(p.get("world_size"), int)]
@@ -116,21 +97,23 @@ def check_ranks(stems: list[str], places: dict[int, dict], launch: Launch, tail:
     missing = [r for r in range(world) if r not in ranks]
     if not missing:
         return world
-    named = unwritten(tail, command, missing, world)
+    named = unwritten(tail, command, missing, world, suffix)
     if named is not None:
         raise named
     hosts_seen = sorted({str(p["host"]) for p in places.values() if p.get("host")})
     seen = f" (the ranks that did ran on {', '.join(hosts_seen)})" if hosts_seen else ""
-    raise CaptureError(f"{_missing_head(missing, world)}{seen}: did every rank reach the capture "
-                       "range (census.steps / cudaProfilerStart)?", command)  # fmt: skip
+    where = "census.steps" + (" / cudaProfilerStart" if suffix == ".sqlite" else "")
+    raise CaptureError(f"{_missing_head(missing, world, suffix)}{seen}: did every rank reach the "
+                       f"capture range ({where})?", command)  # fmt: skip
 
 
-def _missing_head(missing: list[int], world: int) -> str:
-    return f"{rank_list(missing)} of {world} left no nsys export in the capture folder"
+def _missing_head(missing: list[int], world: int, suffix: str = ".sqlite") -> str:
+    what = "nsys export" if suffix == ".sqlite" else "torch.profiler trace"
+    return f"{rank_list(missing)} of {world} left no {what} in the capture folder"
 
 
 def unwritten(tail: str, command: list[str], missing: list[int] | None = None,
-              world: int | None = None) -> CaptureError | None:  # fmt: skip
+              world: int | None = None, suffix: str = ".sqlite") -> CaptureError | None:  # fmt: skip
     """The error naming the ranks whose node could not write into the capture folder (their
     CANNOT_WRITE lines in `tail`), with their hosts and the cause; None without such lines."""
     said = said_lines(CANNOT_WRITE, tail)
@@ -139,21 +122,24 @@ def unwritten(tail: str, command: list[str], missing: list[int] | None = None,
     world = world or max(w for _, w, _, _ in said)
     missing = missing if missing is not None else sorted({r for r, *_ in said})
     where, why = where_and_why(said, missing)
-    return CaptureError(f"{_missing_head(missing, world)}: {where} the rank could not write into "
+    return CaptureError(f"{_missing_head(missing, world, suffix)}: {where} the rank could not write into "
                         f"it ({why}): every node must see the capture folder: give -o a folder "
                         "on a filesystem that every node shares (docs/cluster.md)", command)  # fmt: skip
 
 
-def rank_info(work: Path, stems: list[str], places: dict[int, dict], world: int) -> dict:
-    """What run.json records of the ranks: the world size, each rank's export, the hosts and
-    their ranks, and each rank's place with the GPUs its export saw."""
-    ranks = {int(s.removeprefix("rank")): f"{s}.sqlite" for s in stems}
+def rank_info(work: Path, stems: list[str], places: dict[int, dict], world: int,
+              suffix: str = ".sqlite") -> dict:  # fmt: skip
+    """What run.json records of the ranks: the world size, each rank's export (`suffix`: an nsys
+    export, or a torch.profiler trace), the hosts and their ranks, and each rank's place with
+    the GPUs its export saw (null for a trace: not read here)."""
+    ranks = {int(s.removeprefix("rank")): f"{s}{suffix}" for s in stems}
+    export = suffix == ".sqlite"
     hosts: dict[str, list[int]] = {}
     out = {}
     for rank in sorted(ranks):
         place = {k: v for k, v in places.get(rank, {}).items() if k not in ("rank", "world_size")}
-        place["gpus"] = export_gpus(work / ranks[rank])
-        host = place.get("host") or export_host(work / ranks[rank])
+        place["gpus"] = export_gpus(work / ranks[rank]) if export else None
+        host = place.get("host") or (export_host(work / ranks[rank]) if export else None)
         place["host"] = host
         hosts.setdefault(str(host), []).append(rank)
         out[str(rank)] = place

@@ -315,9 +315,9 @@ def read_run_info(folder: Path) -> dict | None:
 def capture_overhead(
     folder: Path, per_step_timing: dict[str, float] | None, clock: str = "host"
 ) -> dict | None:
-    """Captured step time against the calibration run's uncaptured step time: the NVTX ranges
+    """Captured step time against the calibration run's uncaptured step time: the step ranges
     against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock."""
+    against the CUDA-event clock; `tracer`: the profiler that made the capture (run.json)."""
     info = read_run_info(folder) if folder.is_dir() else None
     gpu = clock == "gpu"
     key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
@@ -327,6 +327,7 @@ def capture_overhead(
         return None
     return {
         "clock": clock,
+        "tracer": (info or {}).get("profiler") or "nsys",
         "captured_mean_step_time_ns": captured,
         "uncaptured_mean_step_time_ns": uncaptured,
         "overhead_ratio": captured / uncaptured,

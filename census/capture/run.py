@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from census import __version__
+from census.capture.doctor import environment_info, probe
 from census.capture.keep import finish_folder
 from census.capture.launcher import Launch, forwarded, split_launcher
 from census.capture.per_rank import (
@@ -39,6 +37,7 @@ from census.capture.per_rank import (
 from census.capture.process import ProgramError, run_group
 from census.capture.records import read_record
 from census.capture.steps import ENV_ACTIVE, ENV_RUN, ENV_STEP_TIMES, ENV_WARMUP, RANK_SUFFIX
+from census.capture.torch_trace import TORCH, TRACE_SUFFIX, TRACER_NAME, trace_env, trace_stems
 from census.errors import CaptureError, UsageError
 from census.metrics import STEP_TIME_NS
 from census.paths import check_output_folder, make_work_folder
@@ -51,8 +50,9 @@ REPORT_STEM = "capture"
 class CaptureSpec:
     """What `census capture` runs: the capture's name (its folder under out_dir), the command, the
     nsys executable and its `-t` list, the warm-up and measured steps (None: the script's own),
-    whether to replace a capture, whether to time a calibration run without nsys first, more
-    environment, and whether each rank summarizes its own export."""
+    whether to replace a capture, whether to time a calibration run without the profiler first,
+    more environment, whether each rank summarizes its own export, and the profiler (nsys, or
+    torch: torch.profiler, census.capture.torch_trace)."""
 
     name: str
     command: tuple[str, ...]
@@ -65,6 +65,7 @@ class CaptureSpec:
     calibrate: bool = False
     env: dict[str, str] = field(default_factory=dict)
     on_ranks: bool = False  # with several ranks, each summarizes its export (census.cli.on_rank)
+    profiler: str = "nsys"  # or "torch": torch.profiler inside the program, no nsys
 
     @property
     def folder(self) -> Path:
@@ -145,7 +146,9 @@ def check_capture_folder(folder: Path, force: bool) -> None:
 
 
 # What census writes into a capture folder (nsys's reports and exports, one per rank or one).
-_CAPTURE_FILE = re.compile(r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm)|run\.json")
+_CAPTURE_FILE = re.compile(
+    r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm|pt\.trace\.json\.gz)|run\.json"
+)
 
 
 def folder_names(folder: Path) -> list[str] | str:
@@ -184,13 +187,15 @@ def json_object(path: Path) -> dict | None:
 def is_capture_record(path: Path) -> bool:
     """Whether `path` is the run.json census writes (run_info)."""
     info = json_object(path)
+    torch = info is not None and info.get("profiler") == TRACER_NAME[TORCH]  # no nsys command
     return (info is not None and isinstance(info.get("census_version"), str)
             and isinstance(info.get("command"), list)
-            and isinstance(info.get("nsys_command"), list))  # fmt: skip
+            and (isinstance(info.get("nsys_command"), list) or torch))  # fmt: skip
 
 
 def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None) -> Path:
-    """Run the capture; return the finished folder holding capture.nsys-rep, .sqlite, run.json.
+    """Run the capture; return the finished folder holding its exports (capture.nsys-rep and
+    .sqlite, or torch.profiler's capture.pt.trace.json.gz; one per rank) and run.json.
 
     `verify(folder)` may raise to reject the capture before it is moved into place."""
     validate_spec(spec)
@@ -202,7 +207,9 @@ def run_capture(spec: CaptureSpec, verify: Callable[[Path], None] | None = None)
 def capture_work(spec: CaptureSpec) -> Iterator[Path]:
     """The capture's hidden work folder (census.paths.make_work_folder), removed on the way out
     unless finish_capture moved it into place."""
-    work = make_work_folder(spec.out_dir, spec.name, "nsys was not started")
+    work = make_work_folder(
+        spec.out_dir, spec.name, f"{TRACER_NAME[spec.profiler]} was not started"
+    )
     try:
         yield work
     finally:
@@ -226,19 +233,25 @@ class Profiled:
 
 def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profiled:
     """The calibration run when asked, then the program under `nsys profile` into `work`;
-    without `export` (one process only) nsys writes the report alone, for `nsys export` later."""
+    without `export` (one process only) nsys writes the report alone, for `nsys export` later.
+    With spec.profiler "torch" the program runs itself (each rank under its launcher) and
+    census.steps records it with torch.profiler (trace_env), each rank writing its own trace."""
     started = dt.datetime.now(dt.timezone.utc)
     calibration = calibrate(spec, work) if spec.calibrate else None
     launch = split_launcher(spec.command)
     env = {**os.environ, **step_env(spec)}
-    if launch:
+    torch = spec.profiler == TORCH
+    if torch:
+        cmd, env = list(spec.command), {**env, **forwarded(trace_env(work), env)}
+    elif launch:
         into = spec.folder.absolute() if spec.on_ranks else None
         cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
-        env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV}
     else:
         cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace,
                                    export)  # fmt: skip
-    tail = _run_ranks(cmd, env) if launch else run_command(cmd, env, "nsys profile")
+    env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV} if launch else env
+    what = "the program under torch.profiler" if torch else "nsys profile"
+    tail = _run_ranks(cmd, env, what, _suffix(spec)) if launch else run_command(cmd, env, what)
     return Profiled(spec, work, cmd, tail, started, calibration, launch)
 
 
@@ -248,9 +261,12 @@ def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
     `exported_by`, the `nsys export` command census ran, where nsys did not export it as it
     ended) and its work folder moved into place; the capture's folder."""
     spec, work, cmd, launch = done.spec, done.work, done.cmd, done.launch
-    stems = check_outputs(work, cmd, multi=bool(launch))
+    multi, suffix = bool(launch), _suffix(spec)
+    stems = (
+        trace_stems(work, cmd, multi) if suffix == TRACE_SUFFIX else check_outputs(work, cmd, multi)
+    )
     places = read_places(work) if launch else {}
-    world = check_ranks(stems, places, launch, done.tail, cmd) if launch else 1
+    world = check_ranks(stems, places, launch, done.tail, cmd, suffix) if launch else 1
     if verify:
         verify(work)
 
@@ -263,20 +279,25 @@ def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
     if exported_by is not None:
         info["nsys_export_command"] = recorded(exported_by)
     if launch:
-        info.update(rank_info(work, stems, places, world))
+        info.update(rank_info(work, stems, places, world, suffix))
     finish_folder(work, spec.folder, ("run.json", json.dumps(info, indent=2)),
                   ("the capture's record (run.json)", "its exports"), spec.force,
                   capture_foreign)  # fmt: skip
     return spec.folder
 
 
-def _run_ranks(cmd: list[str], env: dict[str, str]) -> str:
+def _suffix(spec: CaptureSpec) -> str:
+    """The name ending of the files a rank's capture is read from (an export or a trace)."""
+    return TRACE_SUFFIX if spec.profiler == TORCH else ".sqlite"
+
+
+def _run_ranks(cmd: list[str], env: dict[str, str], what: str, suffix: str) -> str:
     """The launcher's run (run_command); when it fails because ranks could not write into the
     capture folder, the one line that names them (census.capture.per_rank.unwritten)."""
     try:
-        return run_command(cmd, env, "nsys profile")
+        return run_command(cmd, env, what)
     except ProgramError as exc:
-        named = unwritten(exc.tail, cmd)
+        named = unwritten(exc.tail, cmd, suffix=suffix)
         if named is not None:
             raise named from None
         raise
@@ -324,11 +345,11 @@ def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = Tru
 
 
 def calibrate(spec: CaptureSpec, work: Path) -> dict:
-    """Run the same steps without nsys; census.steps records each step's wall time."""
+    """Run the same steps without the profiler; census.steps records each step's wall time."""
     times = work / "calibration.json"
     env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
     env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
-    what = "calibration run (without nsys)"
+    what = f"calibration run (without {TRACER_NAME[spec.profiler]})"
     run_command(list(spec.command), env, what)
     try:
         record = read_record(times, what, list(spec.command))  # checked as an arm's record is
@@ -359,39 +380,6 @@ def _mean(values: list[int] | None) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _probe(cmd: list[str], timeout: float = 30.0) -> str | None:
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-        if out.returncode == 0:
-            return out.stdout.strip()
-    return None
-
-
-@functools.lru_cache(maxsize=4)  # asked once a process: census ab's second capture waits less
-def environment_info(nsys: str) -> dict:
-    """GPU model and driver, CUDA and torch versions, nsys version: None where unknown (torch's
-    asked of a fresh Python, seconds: once per process and nsys; run_info copies the dict)."""
-    gpu = _probe(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
-    torch_info = _probe(
-        [
-            sys.executable,
-            "-c",
-            "import torch, json; print(json.dumps([torch.__version__, torch.version.cuda]))",
-        ],
-    )
-    torch_version, cuda_version = json.loads(torch_info) if torch_info else (None, None)
-    gpus = [ln.split(",")[0].strip() for ln in gpu.splitlines()] if gpu else []
-    driver = gpu.splitlines()[0].split(",")[1].strip() if gpu and "," in gpu else None
-    nsys_version = _probe([nsys, "--version"])
-    return {
-        "gpus": gpus,
-        "driver_version": driver,
-        "cuda_version": cuda_version,
-        "torch_version": torch_version,
-        "nsys_version": nsys_version,
-    }
-
-
 def run_info(
     spec: CaptureSpec,
     cmd: list[str],
@@ -399,20 +387,25 @@ def run_info(
     ended: dt.datetime,
     calibration: dict | None,
 ) -> dict:
-    """run.json's record of a capture: the spec, the nsys command run, its start and end (ISO
-    8601), host, working directory, git commit, versions (environment_info) and calibration."""
+    """run.json's record of a capture: the spec, the profiler and the command run (nsys's, or
+    the program itself under torch.profiler: `nsys_command` null), its start and end (ISO 8601),
+    host, working directory, git commit, versions (environment_info; no nsys version without
+    nsys) and calibration."""
+    torch = spec.profiler == TORCH
     return {
         "name": spec.name,
         "command": list(spec.command),
-        "nsys_command": cmd,
+        "profiler": TRACER_NAME[spec.profiler],
+        "nsys_command": None if torch else cmd,
+        "profile_command": cmd,
         "start_time": started.isoformat(),
         "end_time": ended.isoformat(),
         "hostname": socket.gethostname(),
         "cwd": os.getcwd(),
-        "git_commit": _probe(["git", "rev-parse", "HEAD"], timeout=5),
+        "git_commit": probe(["git", "rev-parse", "HEAD"], timeout=5),
         "census_version": __version__,
         "warmup": spec.warmup,
         "active": spec.active,
-        **environment_info(spec.nsys),
+        **environment_info(None if torch else spec.nsys),
         "calibration": calibration,
     }

@@ -2,7 +2,9 @@
 
 `census.steps(loader, warmup=K, active=N)` leaves the first K steps out of the capture (warm-up,
 compilation), starts the CUDA profiler range, wraps the next N steps in NVTX ranges, then stops
-the range. torch is used only if the training script already imported it. In a program census
+the range (under `census capture --profiler torch`, torch.profiler's instead:
+census.capture.torch_trace, which also marks the steps and phases for any torch.profiler
+running). torch is used only if the training script already imported it. In a program census
 runs ($CENSUS_RUN set: `census capture`, its calibration run, `census ab`'s arms) the loop ends
 once the measured steps are over, when their number is known (`stop=False` keeps the rest of
 the loop); anywhere else the loop runs whole.
@@ -30,6 +32,7 @@ from typing import Any, TypeVar
 
 from census.capture.launcher import RankEnv, rank_env
 from census.capture.timing import StepTimer
+from census.capture.torch_trace import TorchTrace, mark_close, mark_open
 
 DOMAIN = "census"
 ENV_WARMUP = "CENSUS_WARMUP"
@@ -62,31 +65,38 @@ def _pop(domain: str) -> None:
 
 
 class step:
-    """Wrap one training step in an NVTX push/pop range named `step i` (domain `census`)."""
+    """Wrap one training step in an NVTX push/pop range named `step i` (domain `census`), and in
+    a torch.profiler range of that name when one is running (census.capture.torch_trace)."""
 
-    __slots__ = ("domain", "message")
+    __slots__ = ("domain", "mark", "message")
 
     def __init__(self, i: int, domain: str = DOMAIN) -> None:
-        self.message, self.domain = f"step {i}", domain
+        self.message, self.domain, self.mark = f"step {i}", domain, None
 
     def __enter__(self) -> None:
         _push(self.message, self.domain)
+        self.mark = mark_open(self.message)
 
     def __exit__(self, *exc: object) -> None:
+        if self.mark is not None:
+            mark_close(self.mark)
+            self.mark = None
         _pop(self.domain)
 
 
 class phase:
     """Wrap one phase of a training step (`forward`, `backward`, `optimizer`) in an NVTX
-    push/pop range of that name, inside the step's range; timed too in a timed step."""
+    push/pop range of that name, inside the step's range (and a torch.profiler range, as
+    step's); timed too in a timed step."""
 
-    __slots__ = ("domain", "name", "timer")
+    __slots__ = ("domain", "mark", "name", "timer")
 
     def __init__(self, name: str, domain: str = DOMAIN) -> None:
-        self.name, self.domain, self.timer = name, domain, None
+        self.name, self.domain, self.timer, self.mark = name, domain, None, None
 
     def __enter__(self) -> None:
         _push(self.name, self.domain)
+        self.mark = mark_open(self.name)
         self.timer = _ACTIVE
         if self.timer is not None:
             self.timer.start_phase(self.name)
@@ -94,6 +104,9 @@ class phase:
     def __exit__(self, *exc: object) -> None:
         if self.timer is not None:
             self.timer.end_phase(self.name)
+        if self.mark is not None:
+            mark_close(self.mark)
+            self.mark = None
         _pop(self.domain)
 
 
@@ -137,6 +150,23 @@ def profiler_stop() -> None:
         lib.cudaProfilerStop()
 
 
+def _window_start(trace: TorchTrace | None) -> None:
+    """The capture's start: torch.profiler's under `--profiler torch` (`trace`), else the CUDA
+    profiler range's (profiler_start)."""
+    if trace is None:
+        profiler_start()
+    else:
+        trace.start()
+
+
+def _window_stop(trace: TorchTrace | None) -> None:
+    """The capture's stop: torch.profiler's and its trace written, else profiler_stop."""
+    if trace is None:
+        profiler_stop()
+    else:
+        trace.stop()
+
+
 def _env_int(name: str, default: int | None) -> int | None:
     value = os.environ.get(name)
     return int(value) if value else default
@@ -159,17 +189,17 @@ def steps(
     warmup, active, end = _window(warmup, active, stop)
     times_path = os.environ.get(ENV_STEP_TIMES)
     timer = StepTimer(_torch_cuda()) if times_path else None
-    started = stopped = False
+    trace, started, stopped = TorchTrace.from_env(), False, False  # trace: --profiler torch
     try:
         for i, item in enumerate(iterable):
             in_window = i >= warmup and (active is None or i < warmup + active)
             if in_window and not started:
-                profiler_start()
+                _window_start(trace)
                 started = True
                 if timer:
                     timer.open_window(active)
             if started and not in_window and not stopped:
-                profiler_stop()
+                _window_stop(trace)
                 stopped = True
                 if timer:
                     timer.close_window()
@@ -189,7 +219,7 @@ def steps(
                     _end_timed_step(timer)
     finally:
         if started and not stopped:
-            profiler_stop()
+            _window_stop(trace)
         if timer:
             write_record(timer, times_path)  # type: ignore[arg-type]
 

@@ -119,7 +119,7 @@ def summary(
     fmt = output_format("json" if as_json else fmt)
     check_count("--top", top)
     named = _named(profile, sample)
-    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
+    options = Options.from_flags(steps, skip_first, phases, idle, ranks, scheduler)
     gates = parse_gates(fail_if)
     if gates:
         from census.compare.gates import check_summary_gates
@@ -186,7 +186,7 @@ def diff(
         raise UsageError(
             "--equivalence asks a `census ab` experiment's arms: give its folder alone"
         )
-    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
+    options = Options.from_flags(steps, skip_first, phases, idle, ranks, scheduler)
     pa, pb, names = resolve_input(a), resolve_input(b), parse_labels(labels)
     if piped_json(fmt, html, gates):
         document = partial(diff_document, pa, pb, names, options, top)
@@ -274,7 +274,7 @@ def dashboard(
     html = deprecated(
         "-o/--output (a file here; -o names a folder elsewhere)", output, "--html FILE", html
     )
-    options = Options(steps, skip_first, phases, idle, ranks, scheduler)
+    options = Options.from_flags(steps, skip_first, phases, idle, ranks, scheduler)
     a, b = _sides(a, b, sample)
     pa, pb = resolve_input(a), resolve_input(b) if b else None
     names = parse_labels(labels) if pb else None

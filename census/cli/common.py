@@ -261,7 +261,7 @@ SampleOpt = Annotated[
                  "take two, eager,compiled."),
 ]  # fmt: skip
 # Where an input is named: a file, a folder, or a bundled capture (every PROFILE's help says so).
-PROFILE_HELP = ".sqlite, .nsys-rep, capture folder, or sample:NAME"
+PROFILE_HELP = ".sqlite, .nsys-rep, capture folder, nsys arrowdir/parquetdir folder, or sample:NAME"
 
 
 def deprecated(old: str, value: Any, new: str, given: Any = None) -> Any:
@@ -305,6 +305,25 @@ EquivalenceOpt = Annotated[
 ]
 OutputDirOpt = Annotated[Path, typer.Option("-o", "--output", help="Where captures go.")]
 NsysOpt = Annotated[str | None, typer.Option(help="Path to nsys.")]
+ProfilerOpt = Annotated[
+    str,
+    typer.Option(help="nsys, or torch: torch.profiler records the measured steps inside the "
+                 "program (census.steps), no nsys needed."),
+]  # fmt: skip
+
+
+def check_profiler(profiler: str, nsys: str | None, on_ranks: bool = False) -> None:
+    """--profiler nsys or torch; torch takes no --nsys nor --summarize-on-ranks (nsys's)."""
+    from census.capture.torch_trace import PROFILERS
+    from census.errors import UsageError
+
+    if profiler not in PROFILERS:
+        raise UsageError(f"--profiler {profiler!r}: choose nsys or torch")
+    given = [n for n, v in (("--nsys", nsys), ("--summarize-on-ranks", on_ranks)) if v]
+    if profiler != "nsys" and given:
+        raise UsageError(f"{', '.join(given)}: only with --profiler nsys")
+
+
 STEPS_DEFAULT = DEFAULT_STEPS_REGEX
 
 

@@ -5,9 +5,9 @@ rank's `nsys profile`, then, with --summarize, the census of its export on the r
 
 WORK is the folder the capture is assembled in (which every node must see), FOLDER where it is
 moved once finished. The rank comes from its launcher's variables (census.capture.launcher), as
-census.steps reads them: this process writes WORK/.rankN.json (census.capture.per_rank.PLACE:
+census.steps reads them: this process writes WORK/.rankN.json (census.capture.launcher.PLACE:
 its place in the job) and runs `nsys profile --output=WORK/rankN ... PROGRAM`. A rank whose node
-cannot write into WORK says so in one line (census.capture.per_rank.CANNOT_WRITE) and runs PROGRAM
+cannot write into WORK says so in one line (census.capture.launcher.CANNOT_WRITE) and runs PROGRAM
 without nsys, so that the other ranks are not left waiting in a collective, then exits 1: census
 capture names the ranks and their hosts.
 
@@ -47,8 +47,8 @@ def _options(args: list[str]) -> tuple[dict[str, str], list[str]] | None:
 def main(argv: list[str] | None = None) -> int:
     """Run this rank (module docstring); its exit status: 2 for a command line not USAGE's, 1 when
     WORK cannot be written, else nsys's (summarize_rank's 0 or 130 with --summarize)."""
-    from census.capture.launcher import rank_env
-    from census.capture.per_rank import CANNOT_WRITE, run_rank, write_place
+    from census.capture.launcher import CANNOT_WRITE, rank_env, write_place
+    from census.capture.per_rank import run_rank
     from census.capture.run import DEFAULT_TRACE, nsys_profile_command
 
     parsed = _options(sys.argv[1:] if argv is None else argv)

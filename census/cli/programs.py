@@ -17,7 +17,9 @@ from census.cli.common import (
     LabelsOpt,
     NsysOpt,
     OutputDirOpt,
+    ProfilerOpt,
     app,
+    check_profiler,
     deprecated,
     diff_shown,
     handle_errors,
@@ -36,6 +38,10 @@ ActiveOpt = Annotated[
     typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
 ]
 StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
+CAPTURE_JSON_HELP = (
+    'JSON on stdout: the folder\'s `census summary --json` with "folder" and "run" '
+    "(its run.json, the calibration run's step times included)."
+)
 ABFailIfOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -105,12 +111,16 @@ def capture(
     ] = None,
     on_ranks: OnRanksOpt = False,
     steps: StepsRefusedOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help=CAPTURE_JSON_HELP)] = False,
+    profiler: ProfilerOpt = "nsys",
 ) -> None:
-    """Run COMMAND (after --) under nsys and print its census."""
+    """Run COMMAND (after --) under nsys, or torch.profiler (--profiler torch), and print its
+    census."""
     from census.capture.demo import demo_command
 
     refuse_steps(steps, after_dash=True)
     _check_counts(warmup, active, nproc)
+    check_profiler(profiler, nsys, on_ranks)
     command = tuple(ctx.args)
     if demo:
         if command:
@@ -120,7 +130,7 @@ def capture(
         )
     run = (warmup, active, nsys, trace, output, force)
     calibrate = bool(demo) if calibrate is None else calibrate
-    folder = capture_shown(name, command, *run, calibrate, on_ranks)
+    folder = capture_shown(name, command, *run, calibrate, on_ranks, as_json, profiler)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -232,25 +242,34 @@ def doctor(
 
 
 def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
-                  on_ranks=False) -> Path:  # fmt: skip
+                  on_ranks=False, as_json=False, profiler="nsys") -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
-    ranges), print its census, its capture overhead on stderr; the capture folder."""
+    ranges), print its census, its capture overhead on stderr (`as_json`: its JSON document,
+    census.render.views.CaptureView); the capture folder."""
     from census.api import Options, capture_steps
+    from census.capture.records import read_run_info
     from census.capture.run import CaptureSpec
+    from census.cli.common import shape
+    from census.cli.piped import TOP_DEFAULT
     from census.render import render
     from census.render.table import overhead_note
-    from census.render.views import RanksView
+    from census.render.views import CaptureView, RanksView
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
-                       calibrate=calibrate, on_ranks=on_ranks)  # fmt: skip
+                       calibrate=calibrate, on_ranks=on_ranks, profiler=profiler)  # fmt: skip
     folder = capture_steps(spec, nsys)
-    view, shape = summary_shown(folder, Options()), terminal()
-    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
-        show(render(view, "terminal", **shape), "terminal")
+    view = summary_shown(folder, Options())
+    if as_json:
+        own = CaptureView(view, str(folder), read_run_info(folder))
+        show(render(own, "json", top=TOP_DEFAULT, **shape("json")), "json")
         return folder
-    show(render(view, "terminal", overhead=False, **shape), "terminal")
-    note = overhead_note(view.overhead, shape["width"])
+    term = terminal()
+    if isinstance(view, RanksView):  # a launcher's ranks, and no overhead of their own
+        show(render(view, "terminal", **term), "terminal")
+        return folder
+    show(render(view, "terminal", overhead=False, **term), "terminal")
+    note = overhead_note(view.overhead, term["width"])
     if note:
         print(note, file=sys.stderr)
     return folder
@@ -272,7 +291,7 @@ def ab(
         int | None, typer.Option("--active", help="Measured steps per arm (and per capture).")
     ] = None,
     capture: Annotated[
-        bool, typer.Option(help="After the arms, capture each side once under nsys.")
+        bool, typer.Option(help="After the arms, capture each side once (under --profiler).")
     ] = True,
     fmt: FormatOpt = "table",
     as_json: JsonOpt = False,
@@ -286,6 +305,7 @@ def ab(
     equivalence: EquivalenceOpt = None,
     fail_if: ABFailIfOpt = None,
     steps: StepsRefusedOpt = None,
+    profiler: ProfilerOpt = "nsys",
 ) -> None:
     """A/B experiment: interleaved uncaptured arms decide whether B is faster; one capture per
     side explains why."""
@@ -293,13 +313,13 @@ def ab(
     from census.capture.ab import ABSpec
 
     refuse_steps(steps)
+    check_profiler(profiler, nsys)
     fmt = output_format("json" if as_json else fmt)
     margin, gates = _ab_checks(warmup, active, html, equivalence, fail_if)
     count, auto = _ab_arms(arms, max_arms, min_effect, budget)
     commands, names = _ab_commands(a, b, labels, demo, warmup, active)
-    spec = ABSpec(
-        name, commands, names, count, warmup, active, capture, output, nsys, force, bool(demo)
-    )
+    spec = ABSpec(name, commands, names, count, warmup, active, capture, output, nsys, force,
+                  bool(demo), profiler)  # fmt: skip
     exp = run_experiment(spec, lambda stage: print(f"census ab: {stage}", file=sys.stderr), auto)
     print(f"experiment written to {spec.folder} ({exp.wall_s} s)", file=sys.stderr)
     _report_ab(exp, margin, gates, fmt, html)

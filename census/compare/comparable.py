@@ -147,16 +147,16 @@ def _overhead_problems(
     key = GPU_SPAN_NS if step_clock(a, b) == "gpu" else STEP_TIME_NS
     if not ua or not ub or ta is None or tb is None or not ta[key] or not tb[key]:
         return []
-    out = []
+    out, by = [], a.source.profiler
     ra, rb = ta[key] / ua, tb[key] / ub
     if max(ra, rb) / min(ra, rb) > OVERHEAD_RATIO_LIMIT:
-        out.append(f"nsys slowed the sides differently (x{ra:.2f} and x{rb:.2f} against their "
+        out.append(f"{by} slowed the sides differently (x{ra:.2f} and x{rb:.2f} against their "
                    "calibration runs): captured step times are not comparable")  # fmt: skip
     captured = tb[key] - ta[key]
     if (ub - ua) * captured < 0:
         out.append(
             f"the captured and uncaptured step-time deltas disagree in sign ({labels[1]} − "
-            f"{labels[0]}: {captured / 1e6:+.2f} ms under nsys, {(ub - ua) / 1e6:+.2f} ms in the "
-            "calibration runs): nsys changed the comparison; `census ab` decides"
+            f"{labels[0]}: {captured / 1e6:+.2f} ms under {by}, {(ub - ua) / 1e6:+.2f} ms in the "
+            f"calibration runs): {by} changed the comparison; `census ab` decides"
         )
     return out

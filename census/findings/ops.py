@@ -89,11 +89,15 @@ def group_kernels(
     launched before the trace began)."""
     has = launch >= 0
     at = np.where(has, launch, 0)
+    if not len(launch_ops.op):  # no launching call at all: every kernel unattributed
+        has = np.zeros(len(launch), bool)
+        launch_ops = LaunchOps(*(np.full(1, -1, np.int64) for _ in range(3)))
     op = np.where(has, launch_ops.op[at], -1)
     fwd = np.where(has, launch_ops.forward[at], -1)
     back = np.where(has, launch_ops.node[at] >= 0, False)
-    op_name = np.where(op >= 0, ranges.name_id[np.maximum(op, 0)], -1)
-    fwd_name = np.where(fwd >= 0, ranges.name_id[np.maximum(fwd, 0)], -1)
+    name_of = np.append(ranges.name_id, -1)  # index -1: no range (also with no range at all)
+    op_name = name_of[np.where(op >= 0, op, -1)]
+    fwd_name = name_of[np.where(fwd >= 0, fwd, -1)]
     kinds, kind_of = _kinds(
         (np.asarray(name_id, np.int64), op_name, back.astype(np.int64), fwd_name),
         (len(names), len(ranges.names) + 1, 2, len(ranges.names) + 1),

@@ -146,14 +146,19 @@ def for_keys(result: type[R], keys: int, **made: Any) -> R:
                   **made)  # fmt: skip
 
 
-def finish_declared(results: Sequence[Any], keys: int) -> tuple[Columns, dict[str, int]]:
-    """(the key table of the results' per-key fields, `keys` rows; the whole capture's
+def declared(results: Sequence[Any]) -> tuple[PerKey, ...]:
+    """The results' per-key accumulators (their fields declared with `per_key`), merged and not
+    yet finished: what census.load.finish finishes into the step table (`finish_declared`)."""
+    return tuple(getattr(r, f.name) for r in results for f in fields(r) if PER_KEY in f.metadata)
+
+
+def finish_declared(accumulators: Sequence[Any], keys: int) -> tuple[Columns, dict[str, int]]:
+    """(the key table of per-key accumulators (`declared`), `keys` rows; the whole capture's
     totals of those that have them), every figure computed once."""
-    declared = [getattr(r, f.name) for r in results for f in fields(r) if PER_KEY in f.metadata]
     totals: dict[str, int] = {}
-    for acc in declared:
+    for acc in accumulators:
         totals |= acc.total() if hasattr(acc, "total") else {}
-    return key_table([acc.finish(keys) for acc in declared]), totals
+    return key_table([acc.finish(keys) for acc in accumulators]), totals
 
 
 def key_table(columns: Sequence[Columns]) -> Columns:

@@ -1,21 +1,21 @@
-"""The reduce's finish: the accumulators of the passes (census.load.passes) finished into what
-the census is computed from. What reaches the Census is one row per kernel name and copy kind,
-the whole capture's totals, and one table of columns with one row per step or phase segment:
-the key table, the per-key columns of the accumulators each pass declares
-(census.load.accumulators.finish_declared), each figure computed once.
+"""The reduce's end: the passes' merged accumulators (census.load.passes) as what the census is
+computed from. The rows per kernel name, copy kind and launch API are finished here; the per-key
+accumulators each pass declares (census.load.accumulators.declared) are kept merged and
+unfinished, for census.load.finish to finish straight into the step table's columns
+(census.load.accumulators.finish_declared: the key table and the whole capture's totals), each
+figure computed once.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from census.load.accumulators import finish_declared
-from census.load.figures import Columns, sum_keys
-from census.metrics import GPU_BUSY_NS
+from census.load.accumulators import PerKey, declared
+from census.load.figures import Columns
 from census.sources import schema as sc
 
 if TYPE_CHECKING:
@@ -49,34 +49,34 @@ class ApiSums(NamedTuple):
 
 @dataclass
 class Aggregates:
-    """What the census is computed from: the whole capture's figures, and per key (a step's or
-    a phase segment's idx) the figures of the work launched in it, as columns."""
+    """What the census is computed from: the whole capture's rows per kernel name, copy kind and
+    launch API, and the passes' per-key accumulators (a step's or a phase segment's idx: the
+    work launched in it), merged, to be finished into columns (census.load.finish)."""
 
     kernel_groups: list[KernelGroup]
     names: dict[int, str]
     launch_by_api: dict[str, ApiSums]
     memory: dict[int, list[int]]  # per copy kind (MEMSET_KIND: memsets): accumulators.KindSums
-    by_key: Columns  # the key table: the accumulators' per-key columns (accumulators.key_table)
+    # the passes' per-key accumulators (accumulators.declared), `keys` rows each: the steps, or
+    # with phases the segments (segment i inside step parents[i]); their total()s are the whole
+    # capture's sums of the kernels, launch calls, copies and memsets and its unions
+    per_key: tuple[PerKey, ...]
+    keys: int
+    parents: np.ndarray | None = None
+    # with phases, the steps' own unions (swept under parent_scope keys; a union does not add up
+    # over segments); None without
+    step_unions: Columns | None = None
     any_nccl: bool = False  # some kernel name can be NCCL
     orphan_kernels: int = 0  # kernels without a launching API row (sliced exports)
     orphan_copies: int = 0  # memcpys and memsets without one
     bad_kernels: int = 0  # kernels with a missing or negative duration
     devices: frozenset[int] = frozenset()  # the deviceIds of the GPU work
-    # the whole capture's sums of the kernels, launch calls, copies and memsets and its unions
-    # per device summed (the last two unions, like by_key's, only meaningful when any_nccl), by
-    # name: the same accumulators' as by_key's (their total())
-    totals: dict[str, int] = field(default_factory=dict)
     graph_executions: int = 0  # CUDA graphs traced whole (--cuda-graph-trace=graph)
     # per process its kernels, and its NCCL kernels (census.load.rank_kernels); per deviceId
     # the whole capture's NCCL kernel time not overlapped by non-NCCL kernels there (when
     # any_nccl): |all-kernel union| − |non-NCCL union|
     ranks: RankColumns | None = None
     exposed_by_device: dict[int, int] = field(default_factory=dict)
-
-    @property
-    def busy_ns(self) -> dict[int, int]:
-        """key -> the GPU busy time in it."""
-        return dict(enumerate(self.by_key[GPU_BUSY_NS].tolist()))
 
 
 def finish_aggregates(
@@ -86,12 +86,11 @@ def finish_aggregates(
     any_nccl: bool,
     steps: int,
     parents: np.ndarray | None,
-) -> tuple[Aggregates, Aggregates | None]:
-    """(the steps' aggregates, the segments' or None without phases) from the passes' merged
-    results: the GPU work's, the memcpys' and memsets', the runtime calls'; the key table and
-    the totals of the per-key accumulators each declares (finish_declared). With phases the
-    passes attributed the work to segments (segment i inside step parents[i] of `steps`): the
-    steps' figures are their segments' sums, and their unions their own, swept under
+) -> Aggregates:
+    """The aggregates of the passes' merged results: the GPU work's, the memcpys' and memsets',
+    the runtime calls'; their per-key accumulators kept unfinished (`declared`). With phases
+    the passes attributed the work to segments (segment i inside step parents[i] of `steps`):
+    the steps' figures are their segments' sums, and their unions their own, swept under
     parent_scope keys."""
     from census.load.api_names import read_strings
     from census.load.kernels import parent_scope
@@ -102,9 +101,8 @@ def finish_aggregates(
     names = read_strings(conn, ids) if schema.has(sc.STRINGS) else {}
     keys = steps if parents is None else len(parents)
     by_api = {a: ApiSums(*v) for a, v in runtime.launch.by_api(keys).items()}
-    table, totals = finish_declared(results, keys)
-    agg = Aggregates(groups, names, by_api, dict(memory.kinds), table, any_nccl=any_nccl,
-                     totals=totals)  # fmt: skip
+    agg = Aggregates(groups, names, by_api, dict(memory.kinds), declared(results), keys,
+                     parents, any_nccl=any_nccl)  # fmt: skip
     agg.orphan_kernels = sum(g.count for g in groups if not g.has_api)
     agg.orphan_copies = memory.unlaunched.n
     agg.ranks = gpu.ranks.finish()
@@ -113,13 +111,6 @@ def finish_aggregates(
     if schema.has(sc.GRAPH_TRACE):
         count = f'SELECT COUNT(*) FROM "{sc.GRAPH_TRACE}"'
         agg.graph_executions = conn.execute(count).fetchone()[0]
-    if parents is None:
-        return agg, None
-    # with phases, the steps' own unions are under parent_scope(step) keys, after the segments'
-    own = gpu.unions.finish(steps, first=parent_scope(0, keys))
-    return _steps_of(agg, parents, steps, own), agg
-
-
-def _steps_of(seg: Aggregates, parents: np.ndarray, steps: int, unions: Columns) -> Aggregates:
-    """The steps' aggregates from their segments': sums, and the steps' own unions."""
-    return replace(seg, by_key=sum_keys(seg.by_key, parents, steps) | unions)
+    if parents is not None:
+        agg.step_unions = gpu.unions.finish(steps, first=parent_scope(0, keys))
+    return agg

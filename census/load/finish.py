@@ -1,5 +1,9 @@
 """Aggregates -> Census, and the ranks of one run -> one Census. Pure: no I/O, no plotting.
 
+The passes' per-key accumulators (census.load.aggregates.Aggregates.per_key) finish here, once,
+straight into the step table's named columns (census.load.accumulators.finish_declared: each
+column an accumulator's own sums, not copied) and the whole capture's totals.
+
 The definitions the arithmetic follows (what a kernel class, NCCL, D2D, a launch API is) are
 named in census.definitions; the arithmetic that turns aggregates into those numbers is here.
 """
@@ -20,8 +24,9 @@ from census.definitions import (
 )
 from census.findings.op_ranges import ATEN
 from census.heap import collector_paused
+from census.load.accumulators import finish_declared
 from census.load.aggregates import Aggregates
-from census.load.figures import add_rows, gpu_spans, rows, sum_keys
+from census.load.figures import Columns, add_rows, gpu_spans, rows, sum_keys
 from census.load.intervals import unique
 from census.load.phases import Segments
 from census.load.profile import Profile
@@ -50,7 +55,7 @@ from census.model.census import (
     RangeIdle,
     Source,
 )
-from census.model.ops import OpRows
+from census.model.ops import OpRows, merge_ops
 from census.model.ranks import merge_records
 from census.model.step import Metrics
 from census.model.step_table import PHASE_INTS, Rows, StepTable, concat, int_array
@@ -67,7 +72,12 @@ def _census(profile: Profile) -> Census:
 
     agg = profile.aggregates
     kernels = _kernel_stats(agg)
-    steps = _steps(profile)
+    by_key, totals = finish_declared(agg.per_key, agg.keys)
+    by_step, by_segment = by_key, None
+    if agg.parents is not None:  # the keys are phase segments: a step's figures their sums
+        by_step, by_segment = sum_keys(by_key, agg.parents, len(profile.steps)), by_key
+        by_step |= agg.step_unions
+    steps = _steps(profile, by_step, by_segment)
     return Census(
         source=Source(
             path=str(profile.path),
@@ -77,7 +87,7 @@ def _census(profile: Profile) -> Census:
             read_with_sql=profile.read_with_sql,
             tracer=profile.schema.tracer,
         ),
-        totals=_totals(agg),
+        totals=_totals(totals),
         steps=steps,
         classes=_class_stats(kernels),
         kernels=kernels,
@@ -88,10 +98,10 @@ def _census(profile: Profile) -> Census:
         sliced=agg.orphan_kernels > 0,
         collectives=_collective_stats(kernels),
         nccl_overlap_ns=nccl_overlap_ns(
-            agg, *(agg.totals[k] for k in ("nccl_union_ns", NON_NCCL_UNION_NS, "all_union_ns"))
+            agg, *(totals[k] for k in ("nccl_union_ns", NON_NCCL_UNION_NS, "all_union_ns"))
         ),
         idle_by_range=_range_idle(profile.idle_by_range),
-        nccl=nccl_record(profile, steps),
+        nccl=nccl_record(profile, steps, by_step, by_segment),
         ops=_ops(profile),
     )
 
@@ -108,7 +118,7 @@ def _ops(profile: Profile) -> OpRows | None:
     cols = (table.kernel_count, table.kernel_time_ns, table.launch_count)
     phase = [np.zeros((len(table.keys), 0), np.int64)] * 3
     bounds = np.zeros(n + 1, np.int64)
-    if profile.segment_aggregates is not None:
+    if profile.aggregates.parents is not None:  # phases
         cells = _cells(profile.segments)
         size = len(cells.name)
         phase = [add_rows(cells.of_segment, size, c.T).T for c in cols]
@@ -141,10 +151,10 @@ def _range_idle(by_range: dict[str, int] | None) -> tuple[RangeIdle, ...] | None
     return tuple(RangeIdle(name, -ns) for ns, name in rows)
 
 
-def _totals(agg: Aggregates) -> Metrics:
+def _totals(totals: dict[str, int]) -> Metrics:
     """The whole capture's census keys: the accumulators' totals (the same sums as every
     step's: kernels, launch calls, unions, copies, memsets)."""
-    return Metrics(**{k: v for k, v in _derived(dict(agg.totals)).items() if k in METRIC_KEYS})
+    return Metrics(**{k: v for k, v in _derived(totals).items() if k in METRIC_KEYS})
 
 
 def _derived(col: dict[str, Any]) -> dict[str, Any]:
@@ -155,13 +165,14 @@ def _derived(col: dict[str, Any]) -> dict[str, Any]:
     return col
 
 
-def _steps(profile: Profile) -> StepTable:
+def _steps(profile: Profile, by_step: Columns, by_segment: Columns | None) -> StepTable:
     """The steps as columns: the steps' key table's own columns (row s.idx of each step s), not
-    copied, beside the steps' bounds and NCCL overlap."""
+    copied, beside the steps' bounds and NCCL overlap; the phases from the segments' key table
+    (None: no phases)."""
     import numpy as np
 
     agg = profile.aggregates
-    col = _derived(dict(agg.by_key))
+    col = _derived(dict(by_step))
     by_idx = sorted(profile.steps, key=lambda s: s.idx)
     gpu, launched = gpu_spans(col)
     idle = None if profile.idle is None else profile.idle.steps
@@ -172,7 +183,7 @@ def _steps(profile: Profile) -> StepTable:
                                                   col[NON_NCCL_UNION_NS], col["all_union_ns"]),
                **{k: col[k] for k in METRIC_KEYS}}  # fmt: skip
     steps = _rows([s.name for s in by_idx], columns, gpu, launched, idle)
-    phases, bounds = _phases(profile, col[NON_NCCL_UNION_NS])
+    phases, bounds = _phases(profile, by_segment, col[NON_NCCL_UNION_NS])
     table = StepTable(steps, phases, bounds)
     order = np.fromiter((s.idx for s in profile.steps), np.int64, len(profile.steps))
     return table if np.array_equal(order, np.arange(len(by_idx))) else table.take(order)
@@ -225,7 +236,7 @@ def _cells(segments: Segments) -> _Cells:
                   cell_code[order] == 0, rank[inverse[:n]])  # fmt: skip
 
 
-def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
+def _phases(profile: Profile, by_segment: Columns | None, steps_union: Any) -> tuple[Rows, Any]:
     """Per step idx, its phases by first start and then OUTSIDE_PHASES: each the sum of its
     segments, as rows and the steps' bounds in them (StepTable). The remainder's non-NCCL union
     is the step's less its phases' (a union does not add up; every other key is summed from the
@@ -234,8 +245,7 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     import numpy as np
 
     n = len(profile.steps)
-    agg = profile.segment_aggregates
-    if agg is None:
+    if by_segment is None:
         none = np.zeros(0, np.int64)
         empty = _rows([], dict.fromkeys(PHASE_INTS, none), np.zeros((0, 2), np.int64),
                         np.zeros(0, bool), None)  # fmt: skip
@@ -243,7 +253,7 @@ def _phases(profile: Profile, steps_union: Any) -> tuple[Rows, Any]:
     segments = profile.segments
     cells = _cells(segments)
     size = len(cells.name)
-    col = sum_keys(agg.by_key, cells.of_segment, size)
+    col = sum_keys(by_segment, cells.of_segment, size)
     union = col[NON_NCCL_UNION_NS]
     named = ~cells.outside
     phases_union = add_rows(cells.step[named], n, union[named, None])[:, 0]
@@ -369,6 +379,7 @@ def merge_census(labels: list[str], ranks: list[Census], folder: Path,
         collectives=_sum([x for c in ranks for x in c.collectives], CollectiveStat, "collective"),
         nccl_overlap_ns=sum(c.nccl_overlap_ns for c in ranks),
         idle_by_range=_merged_range_idle(ranks),
+        ops=merge_ops([c.ops for c in ranks]),
         nccl=merge_records(
             [c.nccl for c in ranks],
             [len(c.steps) for c in ranks],

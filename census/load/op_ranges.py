@@ -22,10 +22,10 @@ from census.findings.op_ranges import (
     normalize_op_name,
 )
 from census.load.api_names import read_strings
-from census.load.intervals import INT_NULL
+from census.load.intervals import INT_NULL, distinct
 from census.load.steps import nvtx_text
 from census.sources import schema as sc
-from census.sqlite import TIMED, read_batches, rowid_range
+from census.sqlite import read_batches, rowid_range
 
 _SEQ = re.compile(r",\s*seq\s*=\s*(\d+)")
 # an autograd node's range as emit_nvtx names it: its class (`MmBackward0`,
@@ -36,51 +36,117 @@ _NODE = re.compile(r"^\w+Backward\d*$")
 _OP_LIKE = (f"{ATEN}%", f"{BACKWARD_PREFIX}%", "%, seq = %")
 
 
-def read_op_ranges(conn: sqlite3.Connection, schema: sc.Schema) -> OpRanges | None:
-    """The export's op ranges, or None where it has none."""
+def read_op_ranges(
+    conn: sqlite3.Connection, schema: sc.Schema, launches: Launches | None = None
+) -> OpRanges | None:
+    """The export's op ranges, or None where it has none. With `launches` (the launching
+    calls' start and thread), only the ranges that can answer for them: those holding a launch
+    on their thread, and the forward ranges with a sequence number (a backward node's forward
+    op is chosen among all of those); the answers are the same, and at 10^6 kernels a few
+    million ranges that launch nothing are never kept."""
     if schema.has(sc.OP_RANGES):
-        return _kineto_ranges(conn)
+        return _kineto_ranges(conn, launches)
     if schema.has(sc.NVTX):
-        return _nvtx_ranges(conn, schema)
+        return _nvtx_ranges(conn, schema, launches)
     return None
 
 
-def _kineto_ranges(conn: sqlite3.Connection) -> OpRanges | None:
+def has_op_ranges(conn: sqlite3.Connection, schema: sc.Schema) -> bool:
+    """Whether the export holds any op range (read_op_ranges' ranges, unfiltered)."""
+    if schema.has(sc.OP_RANGES):
+        return rowid_range(conn, sc.OP_RANGES) is not None
+    return schema.has(sc.NVTX) and bool(_nvtx_rows(conn, schema, " LIMIT 1"))
+
+
+class Launches:
+    """The launching calls' start times by thread, sorted, to ask which ranges hold one."""
+
+    def __init__(self, start_ns: np.ndarray, thread: np.ndarray) -> None:
+        order = np.lexsort((start_ns, thread))
+        threads, first = np.unique(thread[order], return_index=True)
+        bounds = np.append(first, len(order))
+        self.by_thread = {int(t): start_ns[order[bounds[i]:bounds[i + 1]]]
+                          for i, t in enumerate(threads.tolist())}  # fmt: skip
+
+    def held(self, start: np.ndarray, end: np.ndarray, thread: np.ndarray) -> np.ndarray:
+        """Whether each [start, end) holds a launch of its thread."""
+        out = np.zeros(len(start), bool)
+        for t, times in self.by_thread.items():
+            mine = np.flatnonzero(thread == t)
+            if len(mine):
+                inside = np.searchsorted(times, end[mine]) - np.searchsorted(times, start[mine])
+                out[mine] = inside > 0
+        return out
+
+
+def _kept(b: dict[str, np.ndarray], launches: Launches | None) -> dict[str, np.ndarray]:
+    """A batch of ranges (start, end, thread, seq, back) with a known start, end and thread,
+    `seq` -1 where none; with `launches`, only those read_op_ranges keeps."""
+    keep = (b["start"] != INT_NULL) & (b["end"] != INT_NULL) & (b["thread"] != INT_NULL)
+    b["seq"] = np.where(b["seq"] == INT_NULL, -1, b["seq"])
+    if launches is not None:
+        keep &= ((b["seq"] >= 0) & ~b["back"]) | launches.held(b["start"], b["end"], b["thread"])
+    return b if keep.all() else {k: v[keep] for k, v in b.items()}
+
+
+def _kineto_ranges(conn: sqlite3.Connection, launches: Launches | None) -> OpRanges | None:
     whole = rowid_range(conn, sc.OP_RANGES)
     if whole is None:
         return None
-    columns = {**TIMED, "thread": "globalTid", "name": "nameId", "seq": "sequence",
-               "back": "backward"}  # fmt: skip
-    parts = [b for b, _ in read_batches(conn, sc.OP_RANGES, columns, whole)]
+    columns = {"start": "start", "end": '"end"', "thread": "globalTid", "name": "nameId",
+               "seq": "sequence", "back": "backward"}  # fmt: skip
+    parts = []
+    for b, _ in read_batches(conn, sc.OP_RANGES, columns, whole):
+        b["back"] = b["back"] == 1
+        parts.append(_kept(b, launches))
     col = {k: np.concatenate([p[k] for p in parts]) for k in columns}
-    ids, raw = np.unique(col["name"], return_inverse=True)
+    ids, raw = distinct(col["name"])
     strings = read_strings(conn, ids.tolist())
     names, new = normalize_names([strings.get(int(i), f"<name id {i}>") for i in ids.tolist()])
-    return _ranges(col["start"], col["dur"], col["thread"], new[raw], col["seq"],
-                   col["back"] == 1, names)  # fmt: skip
+    return OpRanges(start_ns=col["start"], end_ns=col["end"], thread=col["thread"],
+                    name_id=new[raw], sequence=col["seq"], backward=col["back"],
+                    names=names)  # fmt: skip
 
 
-def _nvtx_ranges(conn: sqlite3.Connection, schema: sc.Schema) -> OpRanges | None:
-    text, join = nvtx_text(schema)
-    like = " OR ".join(f"t LIKE '{p}'" for p in _OP_LIKE)
-    rows = conn.execute(
-        f"""SELECT start, "end" - start, globalTid, t FROM (
-              SELECT n.start, n."end", n.globalTid, {text} AS t FROM "{sc.NVTX}" n {join}
-              WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))}))
-            WHERE ({like}) ORDER BY rowid"""
-    ).fetchall()
+def _nvtx_ranges(
+    conn: sqlite3.Connection, schema: sc.Schema, launches: Launches | None
+) -> OpRanges | None:
+    rows = _nvtx_rows(conn, schema)
     if not rows:
         return None
-    start, dur, thread, texts = zip(*rows, strict=True)
-    distinct = list(dict.fromkeys(texts))
-    text_id = {t: i for i, t in enumerate(distinct)}
+    start, end, thread, texts = zip(*rows, strict=True)
+    distinct_texts = list(dict.fromkeys(texts))
+    text_id = {t: i for i, t in enumerate(distinct_texts)}
     raw = np.fromiter((text_id[t] for t in texts), np.int64, len(texts))
-    names, new = normalize_names(distinct)
-    seqs = [_SEQ.search(t) for t in distinct]
+    names, new = normalize_names(distinct_texts)
+    seqs = [_SEQ.search(t) for t in distinct_texts]
     seq = np.array([int(m.group(1)) if m else -1 for m in seqs], np.int64)
     back = np.array([_backward(normalize_op_name(t), s >= 0)
-                     for t, s in zip(distinct, seq.tolist(), strict=True)], bool)  # fmt: skip
-    return _ranges(_ints(start), _ints(dur), _ints(thread), new[raw], seq[raw], back[raw], names)
+                     for t, s in zip(distinct_texts, seq.tolist(), strict=True)], bool)  # fmt: skip
+    b = _kept({"start": _ints(start), "end": _ints(end), "thread": _ints(thread),
+               "seq": seq[raw], "back": back[raw], "name": new[raw]}, launches)  # fmt: skip
+    return OpRanges(
+        start_ns=b["start"],
+        end_ns=b["end"],
+        thread=b["thread"],
+        name_id=b["name"],
+        sequence=b["seq"],
+        backward=b["back"],
+        names=names,
+    )
+
+
+def _nvtx_rows(conn: sqlite3.Connection, schema: sc.Schema, limit: str = "") -> list[tuple]:
+    """(start, end, globalTid, text) of the NVTX ranges whose text is an op range's."""
+    text, join = nvtx_text(schema)
+    like = " OR ".join(f"t LIKE '{p}'" for p in _OP_LIKE)
+    return conn.execute(
+        f"""SELECT start, "end", globalTid, t FROM (
+              SELECT n.rowid AS r, n.start, n."end", n.globalTid, {text} AS t
+              FROM "{sc.NVTX}" n {join}
+              WHERE n.eventType IN ({",".join(map(str, sc.NVTX_RANGE_TYPES))}))
+            WHERE ({like}) ORDER BY r{limit}"""
+    ).fetchall()
 
 
 def _backward(name: str, has_seq: bool) -> bool:
@@ -91,12 +157,3 @@ def _backward(name: str, has_seq: bool) -> bool:
 
 def _ints(values: tuple) -> np.ndarray:
     return np.array([INT_NULL if v is None else v for v in values], np.int64)
-
-
-def _ranges(start, dur, thread, name_id, seq, back, names) -> OpRanges:
-    """The ranges with a known start and end (a range cut off by the capture's end has none)."""
-    keep = (start != INT_NULL) & (dur != INT_NULL) & (thread != INT_NULL)
-    seq = np.where(seq == INT_NULL, -1, seq)
-    return OpRanges(start_ns=start[keep], end_ns=(start + dur)[keep], thread=thread[keep],
-                    name_id=name_id[keep], sequence=seq[keep], backward=back[keep],
-                    names=names)  # fmt: skip

@@ -1,7 +1,7 @@
 """The map-reduce over an export: plan and run the passes (CUDA API calls, then memcpys and
 memsets, then kernels: each needs the API map the first builds; kernels need the busy intervals
-of the second), merge each pass's ranges, and finish the accumulators into the aggregates
-(census.load.aggregates).
+of the second), merge each pass's ranges into the aggregates (census.load.aggregates), whose per-key
+accumulators census.load.finish finishes into the step table.
 
 Each pass splits its tables into consecutive rowid ranges, two per worker process
 (census.load.pool runs them); small exports run in this process.
@@ -57,16 +57,15 @@ def run_passes(
     step_count: int | None = None,
     side_work: Callable[[], Any] | None = None,
     then: Callable[[TimelineParts, Any, int], Any] | None = None,
-) -> tuple[Aggregates, Aggregates | None, Any]:
-    """The passes, reduced and finished: (the steps' aggregates, the segments' or None, what
-    `then` returned or None). `steps` indexes what the work is attributed to: the steps, or
-    their phase segments with `parents[segment]` the step of each, of `step_count` steps
-    (then the steps' unions are kept too, and the steps' aggregates are their segments'
-    sums); `side_work`: work for this process while the workers read the kernels; `then`:
-    with it, the passes gather on the way the intervals the idle split needs
-    (census.load.timeline), and then(those intervals, side_work's result, the worker
-    processes) is started before the aggregates are finished (it runs beside them:
-    census.load.idle_pass) and owns the intervals from then on."""
+) -> tuple[Aggregates, Any]:
+    """The passes, reduced: (the aggregates, what `then` returned or None). `steps` indexes
+    what the work is attributed to: the steps, or their phase segments with `parents[segment]`
+    the step of each, of `step_count` steps (then the steps' unions are kept too, and the
+    steps' figures are their segments' sums); `side_work`: work for this process while the
+    workers read the kernels; `then`: with it, the passes gather on the way the intervals the
+    idle split needs (census.load.timeline), and then(those intervals, side_work's result, the
+    worker processes) is started before the aggregates are made (it runs beside them and
+    census.load.finish: census.load.idle_pass) and owns the intervals from then on."""
     batch_rows = batch_rows or BATCH_ROWS
     timeline = then is not None
     names = read_api_names(conn, schema, syncs=timeline)
@@ -82,9 +81,8 @@ def run_passes(
         if then is not None:
             started = then(gpu.timeline, runner.side_result(), runner.size)
         keys = steps.size if step_count is None else step_count
-        finished = finish_aggregates(conn, schema, (gpu, memory, runtime), any_nccl, keys,
-                                     parents)  # fmt: skip
-        return (*finished, started)
+        agg = finish_aggregates(conn, schema, (gpu, memory, runtime), any_nccl, keys, parents)
+        return agg, started
     except BaseException:
         (gpu.timeline if started is None else started).close()  # the gathered intervals' folder
         raise

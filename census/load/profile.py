@@ -42,7 +42,6 @@ class Profile:
     # the steps cut into phase segments (census.load.phases), read like steps; empty without
     # phase ranges
     segments: Segments = NO_SEGMENTS
-    segment_aggregates: Aggregates | None = None
     # per step idx and per segment idx: the split of the GPU idle time (census.load.idle);
     # None: not computed
     idle: IdleColumns | None = None
@@ -175,15 +174,14 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
         # the workers read the kernels; the split itself runs while the aggregates finish
         side_work = partial(idle_inputs, conn, schema, steps, segments, threads)
         then = partial(_start_idle, conn, schema, {s.proc for s in steps}, path, progress)
-    agg, seg_agg, split = run_passes(conn, path, schema, index, progress, workers, batch_rows,
+    agg, split = run_passes(conn, path, schema, index, progress, workers, batch_rows,
                                      parents, len(steps), side_work, then)  # fmt: skip
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        ops, said = _ops(conn, schema, index, len(segments) if segments else len(steps),
-                         seg_agg or agg, agg, progress)  # fmt: skip
-        profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said),
-                          segments, seg_agg, ops=ops)  # fmt: skip
+        ops, said = _ops(conn, schema, index, agg, progress)
+        profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said), segments,
+                          ops=ops)  # fmt: skip
         if split is None:
             return profile
         columns, by_range = split.result(len(steps), len(segments))
@@ -193,22 +191,26 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     return replace(profile, idle=columns, idle_by_range=by_range)
 
 
-def _ops(conn, schema, index, keys: int, by_key: Aggregates, agg: Aggregates,
+def _ops(conn, schema, index, agg: Aggregates,
          progress: Progress) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
     """The kernels by operation (census.load.ops) where the export has op ranges, checked to
-    add up to every key's and the capture's kernel count and time (else left out, said)."""
+    add up to every key's (a step's, or with phases a segment's) and the capture's kernel count
+    and time (the kernels' accumulator, KernelSums, read: else left out, said)."""
+    from census.load.accumulators import KernelSums
     from census.load.ops import read_ops
     from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
 
     progress("reading operation ranges")
+    keys = agg.keys
     ops = read_ops(conn, schema, index, keys)
     if ops is None:
         return None, ()
-    sums = ((ops.kernel_count, by_key.by_key[KERNEL_COUNT]),
-            (ops.kernel_time_ns, by_key.by_key[KERNEL_TIME_NS]))  # fmt: skip
+    kernels = next(acc for acc in agg.per_key if isinstance(acc, KernelSums))
+    by_key, total = kernels.finish(keys), kernels.total()
+    sums = ((ops.kernel_count, by_key[KERNEL_COUNT]), (ops.kernel_time_ns, by_key[KERNEL_TIME_NS]))
     same = all(np.array_equal(a.sum(axis=0), np.asarray(b)[:keys]) for a, b in sums)
     totals = (int(ops.total_count.sum()), int(ops.total_time_ns.sum()))
-    if same and totals == (agg.totals[KERNEL_COUNT], agg.totals[KERNEL_TIME_NS]):
+    if same and totals == (total[KERNEL_COUNT], total[KERNEL_TIME_NS]):
         return ops, ()
     return None, ("operations left out: their kernels do not add up to the steps' kernel "
                   "count and time (please report this export)",)  # fmt: skip

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from census.definitions import kernel_name, nccl_collective
-from census.load.figures import add_rows
+from census.load.figures import Columns, add_rows
 from census.load.intervals import INT_NULL
 from census.metrics import NON_NCCL_UNION_NS
 from census.model.ranks import NcclRecord, RankInfo
@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from census.model.step_table import StepTable
 
 
-def nccl_record(profile: Profile, table: StepTable) -> NcclRecord | None:
+def nccl_record(profile: Profile, table: StepTable, by_step: Columns,
+                by_segment: Columns | None) -> NcclRecord | None:  # fmt: skip
     """The record of an export whose census has `table` as its steps (rows in profile.steps'
-    order); None when no process launched NCCL kernels and at most one launched any."""
+    order), finished from the key tables `by_step` and `by_segment` (None: no phases); None
+    when no process launched NCCL kernels and at most one launched any."""
     agg = profile.aggregates
     columns = agg.ranks
     if columns is None:
@@ -49,7 +51,7 @@ def nccl_record(profile: Profile, table: StepTable) -> NcclRecord | None:
     at = np.minimum(np.searchsorted(np.array(procs, np.int64), step_proc), len(procs) - 1)
     step_rank = np.where(np.array(procs, np.int64)[at] == step_proc, at, -1) if procs else (
         np.full(len(step_proc), -1, np.int64))  # fmt: skip
-    steps_exposed, phases_exposed = _exposed(profile, table)
+    steps_exposed, phases_exposed = _exposed(profile, table, by_step, by_segment)
     return NcclRecord(ranks, names, kernels.astype(np.int64), step_rank.astype(np.int64),
                       steps_exposed, phases_exposed)  # fmt: skip
 
@@ -112,22 +114,21 @@ def _phase_rows(table: StepTable, names: tuple[str, ...], step_row: Any, code: A
     return np.where((step_row >= 0) & (key[found] == want if len(key) else False), found, -1)
 
 
-def _exposed(profile: Profile, table: StepTable) -> tuple[Any, Any]:
+def _exposed(profile: Profile, table: StepTable, by_step: Columns,
+             by_segment: Columns | None) -> tuple[Any, Any]:  # fmt: skip
     """(per step row, per phase row) the exposed NCCL time of the kernels launched in it."""
     agg = profile.aggregates
     rows = _row_of_idx(profile)
     n_phases = len(table.phases)
     if not agg.any_nccl:
         return np.zeros(len(rows), np.int64), np.zeros(n_phases, np.int64)
-    fig = agg.by_key
-    per_idx = fig["all_union_ns"] - fig[NON_NCCL_UNION_NS]
+    per_idx = by_step["all_union_ns"] - by_step[NON_NCCL_UNION_NS]
     steps = np.zeros(len(rows), per_idx.dtype)
     steps[rows] = per_idx[: len(rows)]
-    seg = profile.segment_aggregates
-    if seg is None or not n_phases:
+    if by_segment is None or not n_phases:
         return steps, np.zeros(n_phases, np.int64)
     segments = profile.segments
-    per_segment = seg.by_key["all_union_ns"] - seg.by_key[NON_NCCL_UNION_NS]
+    per_segment = by_segment["all_union_ns"] - by_segment[NON_NCCL_UNION_NS]
     row = _phase_rows(table, segments.names, rows[segments.step], segments.code)
     keep = row >= 0
     return steps, add_rows(row[keep], n_phases, per_segment[keep, None])[:, 0]

@@ -226,8 +226,13 @@ def _overlapping(steps: list[StepRange]) -> bool:
 
 
 def has_step_ranges(path: Path, steps_regex: str) -> bool:
-    """Whether any export at `path` (a file, or a folder of them) holds a matching step range."""
+    """Whether any export at `path` (a file, or a folder of them: nsys's, or torch.profiler's
+    traces, read through their exports) holds a matching step range."""
+    from census.sources.export import resolve_sqlite
+
     files = sorted(path.glob("*.sqlite")) if path.is_dir() else [path]
+    if path.is_dir() and not files:  # census capture --profiler torch
+        files = [resolve_sqlite(t) for t in sorted(path.glob("*.pt.trace.json.gz"))]
     for file in files:
         conn = open_readonly(file)
         try:

@@ -128,6 +128,11 @@ class Source(Record):
         """Who traced it, as every output names it: `nsys 2025.3.2` or the trace's tracer."""
         return self.tracer or f"nsys {self.nsys_version or '?'}"
 
+    @property
+    def profiler(self) -> str:
+        """The profiler that made it, as sentences name it: `nsys` or `torch.profiler`."""
+        return (self.tracer or "nsys").split(" (")[0]
+
 
 @dataclass(frozen=True, repr=False)
 class Census(Record):

@@ -112,3 +112,46 @@ class OpRows:
 
 
 _ARRAYS = (*STEP_ARRAYS, *PHASE_ARRAYS, *TOTAL_ARRAYS)
+
+
+def merge_ops(records: list[OpRows | None]) -> OpRows | None:
+    """A rank folder's exports' rows as one, as census.model.step_table.concat joins their
+    steps and phases (in order): rows matched by (op, fused, backward), each export's columns
+    side by side, zeros where it lacks a row; the totals summed. None when an export has no op
+    ranges (the others' rows would not add up to the merged totals)."""
+    import numpy as np
+
+    if not records or any(r is None for r in records):
+        return None
+    found = [r for r in records if r is not None]
+    keys: dict[tuple, int] = {}
+    for r in found:
+        for i in range(len(r)):
+            keys.setdefault((r.op[i] is None, r.op[i] or "", r.fused[i], r.backward[i]), len(keys))
+    order = sorted(keys)  # the unattributed last, as in every export
+    at = {k: i for i, k in enumerate(order)}
+    arrays = {}
+    for name in _ARRAYS:
+        parts = []
+        for r in found:
+            col = getattr(r, name)
+            out = np.zeros((len(order), *col.shape[1:]), col.dtype)
+            rows = [
+                at[(r.op[i] is None, r.op[i] or "", r.fused[i], r.backward[i])]
+                for i in range(len(r))
+            ]
+            out[rows] = col
+            parts.append(out)
+        arrays[name] = (
+            sum(parts[1:], parts[0]) if name in TOTAL_ARRAYS else np.concatenate(parts, axis=1)
+        )
+    merged: dict[tuple, tuple[set, set]] = {k: (set(), set()) for k in order}
+    for r in found:
+        for i in range(len(r)):
+            forward, lists = merged[(r.op[i] is None, r.op[i] or "", r.fused[i], r.backward[i])]
+            forward.update(r.forward[i])
+            lists.update(r.lists[i])
+    return OpRows(op=tuple(None if k[0] else k[1] for k in order),
+                  fused=tuple(k[2] for k in order), backward=tuple(k[3] for k in order),
+                  forward=tuple(tuple(sorted(merged[k][0])) for k in order),
+                  lists=tuple(tuple(sorted(merged[k][1])) for k in order), **arrays)  # fmt: skip

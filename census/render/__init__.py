@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from importlib import import_module
 from typing import Any
 
-from census.render.views import DiffView, ExperimentView, RanksView, SummaryView
+from census.render.views import CaptureView, DiffView, ExperimentView, RanksView, SummaryView
 
 FORMATS = ("terminal", "markdown", "json", "html")
 
@@ -43,18 +43,23 @@ RENDERERS: dict[tuple[type, str], str] = {
     (ExperimentView, "markdown"): "ab:render_experiment_markdown",
     (ExperimentView, "json"): "json_docs:render_experiment_json",
     (ExperimentView, "html"): "html_ab:render_experiment_html",
+    (CaptureView, "json"): "json_capture:render_capture_json",
 }
 
 
 def render(
-    view: SummaryView | RanksView | DiffView | ExperimentView, fmt: str, **options: Any
+    view: SummaryView | RanksView | DiffView | ExperimentView | CaptureView,
+    fmt: str,
+    **options: Any,
 ) -> str:
     """`view` as text in `fmt` (terminal, markdown, json or html)."""
     return "".join(render_pieces(view, fmt, **options))
 
 
 def render_pieces(
-    view: SummaryView | RanksView | DiffView | ExperimentView, fmt: str, **options: Any
+    view: SummaryView | RanksView | DiffView | ExperimentView | CaptureView,
+    fmt: str,
+    **options: Any,
 ) -> Iterable[str]:
     """render's text in pieces, in order: their join is render's text. A renderer gives a
     text, or (a compact JSON document) pieces made each time they are iterated."""

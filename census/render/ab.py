@@ -94,7 +94,13 @@ def phase_rows(st: ABStats) -> list[list[str]]:
     return rows
 
 
-CAPTURES_TITLE = "Census of the captures (under nsys)"
+def captures_title(view: ExperimentView) -> str:
+    """The title over an experiment's captures' diff, naming the profiler that made them."""
+    diff = view.diff.diff if view.diff is not None else None
+    by = " and ".join(sorted({c.source.profiler for c in (diff.a, diff.b)} if diff else {"nsys"}))
+    return f"Census of the captures (under {by})"
+
+
 TAIL_TITLE = "Tail steps, uncaptured arms (each against its own arm's median)"
 TAIL_HEAD = ["arm", "side", "step", "time", "arm median", "excess", "phase that grew", "by",
              "other phases"]  # fmt: skip
@@ -169,7 +175,7 @@ def render_experiment_table(
     exp, parts = view.experiment, view.explanation
     text = rich_text(lambda console: _draw(exp, parts, console), width, color)
     if view.diff is not None:
-        text += rich_text(lambda console: console.print(f"[bold]{CAPTURES_TITLE}[/bold]"),
+        text += rich_text(lambda console: console.print(f"[bold]{captures_title(view)}[/bold]"),
                           width, color)  # fmt: skip
         text += render_diff_table(view.diff, top, width, color)
     return text
@@ -265,7 +271,7 @@ def render_experiment_markdown(view: ExperimentView, top: int = 15) -> str:
             markdown_table(*filled(ARM_HEAD, arm_rows(exp))), "", *([arms_note, ""] if arms_note else []),
             "</details>", ""]  # fmt: skip
     if view.diff is not None:
-        out += [f"### {CAPTURES_TITLE}", "", render_diff_markdown(view.diff, top)]
+        out += [f"### {captures_title(view)}", "", render_diff_markdown(view.diff, top)]
     else:
         out += [one_line(line) for line in parts.findings]
     return "\n".join(out)

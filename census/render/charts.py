@@ -162,6 +162,10 @@ def _step_charts(census: Census) -> list[Chart]:
     return charts
 
 
+# The step-time waterfall's steps between the two sides' step times.
+_WATERFALL_STEPS = tuple(f"Δ {LABELS[k]}" for k in (GPU_BUSY_NS, GPU_IDLE_NS))
+
+
 def diff_charts(d: CensusDiff) -> list[Chart]:
     """The diff's panels: class time and count, kernel changes, step accounting."""
     import plotly.graph_objects as go
@@ -196,7 +200,7 @@ def diff_charts(d: CensusDiff) -> list[Chart]:
     if step.delta is not None:
         wf = go.Figure(
             go.Waterfall(
-                x=[f"{esc(la)} step", "Δ GPU busy", "Δ GPU idle", f"{esc(lb)} step"],
+                x=[f"{esc(la)} step", *_WATERFALL_STEPS, f"{esc(lb)} step"],
                 measure=["absolute", "relative", "relative", "total"],
                 y=[step.a / 1e6, busy.delta / 1e6, idle.delta / 1e6, 0],
                 text=[

@@ -17,6 +17,7 @@ from census.metrics import (
     KERNEL_COUNT,
     LABELS,
     LAUNCH_API_COUNT,
+    PHASE_LABELS,
     STEP_TIME_NS,
     SYNC_COUNT,
     SYNC_TIME_NS,
@@ -25,7 +26,7 @@ from census.metrics import (
     launched_title,
     shown_in,
 )
-from census.units import fmt_bytes, fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
+from census.units import fmt_count, fmt_metric, fmt_ns, fmt_pct, one_line
 
 # The step-window keys and the launched-work keys, each group in a table of its own (see
 # census.metrics: LAUNCHED_TITLE, WINDOW_TITLE).
@@ -61,10 +62,14 @@ def accounting_rows(d: CensusDiff) -> list[list[str]]:
     if step.delta is None:
         return []
     return [
-        ["Δ GPU busy", fmt_ns(busy.delta, signed=True)],
-        ["Δ GPU idle", fmt_ns(idle.delta, signed=True)],
-        ["= Δ step time", fmt_ns(step.delta, signed=True)],
+        [f"Δ {LABELS[GPU_BUSY_NS]}", fmt_ns(busy.delta, signed=True)],
+        [f"Δ {LABELS[GPU_IDLE_NS]}", fmt_ns(idle.delta, signed=True)],
+        [f"= Δ {LABELS[STEP_TIME_NS]}", fmt_ns(step.delta, signed=True)],
     ]
+
+
+# The changes a phase row shows beside its time, in its columns' order.
+PHASE_DELTAS = (GPU_SPAN_NS, GPU_BUSY_NS, KERNEL_COUNT, LAUNCH_API_COUNT, D2D_BYTES)
 
 
 def phase_rows(d: CensusDiff) -> list[list[str]]:
@@ -74,11 +79,7 @@ def phase_rows(d: CensusDiff) -> list[list[str]]:
         dur = m[DURATION_NS]
         rows.append([
             name, fmt_ns(dur.a), fmt_ns(dur.b), fmt_ns(dur.delta, signed=True),
-            fmt_ns(m[GPU_SPAN_NS].delta, signed=True),
-            fmt_ns(m[GPU_BUSY_NS].delta, signed=True),
-            fmt_count(m[KERNEL_COUNT].delta, signed=True),
-            fmt_count(m[LAUNCH_API_COUNT].delta, signed=True),
-            fmt_bytes(m[D2D_BYTES].delta, signed=True),
+            *(fmt_metric(k, m[k].delta, signed=True) for k in PHASE_DELTAS),
         ])  # fmt: skip
     return rows
 
@@ -132,11 +133,12 @@ def kernel_rows(d: CensusDiff, top: int) -> list[list[str]]:
 def headers(d: CensusDiff, short: bool = False) -> dict[str, list[str]]:
     """Column heads; `short`: the two sides as A and B (a narrow terminal, long labels)."""
     la, lb = ("A", "B") if short else d.labels
+    time = PHASE_LABELS[DURATION_NS]
     return {
         "headline": ["Metric", la, lb, "Delta", "Delta %"],
         "accounting": ["Step accounting", "per step"],
-        "phases": ["Phase", f"{la} time", f"{lb} time", "Δ time", "Δ GPU span", "Δ GPU busy",
-                   "Δ kernels", "Δ launches", "Δ D2D"],
+        "phases": ["Phase", f"{la} {time}", f"{lb} {time}", f"Δ {time}",
+                   *(f"Δ {PHASE_LABELS[k]}" for k in PHASE_DELTAS)],
         "idle_ranges": ["Host range", f"{la} GPU idle", f"{lb} GPU idle", "Δ"],
         "classes": ["Class", f"{la} count", f"{lb} count", "Δ count", f"{la} time", f"{lb} time",
                     "Δ time"],

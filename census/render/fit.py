@@ -32,6 +32,40 @@ def simplify(name: str) -> str:
     return _SCOPE.sub(_unqualify, _CAST.sub("", text))
 
 
+# What a simplified kernel name carries that tells least, dropped before anything is cut: the
+# lambdas nested in a functor's type (`[lambda() (instance 3)]::operator ()() `), each kept only
+# by its argument types where it has any (`lambda(BFloat16)`).
+_EMPTY_LAMBDA = re.compile(r"::\[lambda\(\) \(instance \d+\)\]")
+_LAMBDA = re.compile(r"\[lambda(\([^()]*\))? \(instance \d+\)\]")
+_PARENS = re.compile(r"[()]")
+_ENDS_NAME = re.compile(r"[\w>]\Z")
+
+
+def compact(text: str) -> str:
+    """A simplified name (simplify) without its parameter lists, its own and those of the
+    functions in its template arguments, and with its lambdas as `lambda(ARGS)`: the function's
+    name and its template arguments, what tells kernels of one name apart."""
+    text = text.replace("operator ()() ", "").replace("<void ", "<")
+    text = _EMPTY_LAMBDA.sub("", text.replace(", void ", ", "))
+    text = _LAMBDA.sub(lambda m: "lambda" + (m[1] or ""), text)
+    kept, at = [], 0
+    stack: list[bool] = []  # whether each open parenthesis starts a parameter list
+    inside = 0  # how many of those are open
+    for m in _PARENS.finditer(text):
+        if m[0] == "(":
+            before = text[max(0, m.start() - 6) : m.start()]
+            params = bool(_ENDS_NAME.search(before)) and not before.endswith("lambda")
+            if params and not inside:
+                kept.append(text[at : m.start()])
+            stack.append(params)
+            inside += params
+        elif stack and stack.pop():
+            inside -= 1
+            if not inside:
+                at = m.end()
+    return "".join(kept) + ("" if inside else text[at:])
+
+
 def _unqualify(m: re.Match[str]) -> str:
     """What stays of a qualifier: nothing; of a word that does not start like an identifier,
     its part before the first letter or underscore (`9ab::` leaves `9`)."""
@@ -51,13 +85,33 @@ def _cut(text: str, width: int, at: int | None = None) -> str:
         head = (width - 1) * 3 // 5
         return text[:head] + ELLIPSIS + text[len(text) - (width - 1 - head) :]
     base = re.match(r"[^<(]*", text).end()  # the function's own name, before its arguments
-    lead = min(base, max(6, (width - 1) // 2 - 2))
-    start = max(lead, at - 6)
+    # the name kept whole where the window still has room beside it; else its start
+    lead = base if base + 8 <= width else min(base, max(6, (width - 1) // 2 - 2))
     room = width - lead - 1
+    start = max(lead, _word_start(text, at, max(1, min(12, room - 3))))
+    start = max(lead, min(start, len(text) - room))  # a window at the end fills its room
     window = text[start : start + room]
     if start + room < len(text):
         window = window[:-1] + ELLIPSIS
     return text[:lead] + (ELLIPSIS if start > lead else "") + window
+
+
+def _word_start(text: str, at: int, back: int) -> int:
+    """Where the window showing position `at` begins: the start of the word or template
+    argument `at` is in, when that is at most `back` characters before it; else `at` - `back`
+    (so that `at` is inside the window, before the ellipsis that may end it)."""
+    for i in range(at - 1, max(-1, at - back - 1), -1):
+        if text[i] in " <:":
+            return i + (text[i] != "<")
+    return max(0, at - back)
+
+
+def _head(text: str, width: int) -> str:
+    """A compact name in `width` columns: a name with template arguments by its start (its
+    function's name first); a plain one by its start and end (`triton_..._view_11`)."""
+    if len(text) <= width or "<" not in text:
+        return _cut(text, width)
+    return text[: width - 1] + ELLIPSIS
 
 
 def _common_prefix(texts: list[str]) -> int:
@@ -69,16 +123,23 @@ def _common_prefix(texts: list[str]) -> int:
 
 
 def short_names(names: list[str], width: int) -> list[str]:
-    """Each name in at most `width` columns; names that differ are shown differently (by the
-    part where they differ, when cutting would hide it; by a `#n` suffix as a last resort)."""
+    """Each name in at most `width` columns; names that differ are shown differently. A name is
+    shown by its function's name and template arguments (compact) first, its parameters only
+    where they alone tell it apart, and its namespaces only where those alone do; cut, it keeps
+    the function's name whole where that leaves room and the part where it differs from the
+    names it would be confused with; a `#n` suffix is the last resort."""
     full = [simplify(n) for n in names]
-    shown = [_cut(f, width) for f in full]
-    for source in (full, [" ".join(n.split()) for n in names]):
+    short = [compact(f) for f in full]
+    shown = [_head(s, width) for s in short]
+    raw = [" ".join(n.split()) for n in names]
+    for source, before in ((short, None), (full, short), (raw, full)):
         for _ in range(4):
             groups = _collisions(names, shown)
             if not groups:
                 return shown
             for group in groups:
+                if before is not None and len({before[i] for i in group}) > 1:
+                    continue  # told apart by the shorter form: not by this one's extra text
                 at = _common_prefix([source[i] for i in group])
                 for i in group:
                     shown[i] = _cut(source[i], width, at)
@@ -88,7 +149,9 @@ def short_names(names: list[str], width: int) -> list[str]:
             k = order.index(names[i]) + 1
             if k > 1:
                 tag = f" #{k}"
-                shown[i] = _cut(shown[i], width - len(tag)) + tag
+                room = width - len(tag)
+                text = shown[i] if len(shown[i]) <= room else shown[i][: room - 1] + ELLIPSIS
+                shown[i] = text + tag
     return shown
 
 

@@ -24,6 +24,7 @@ from census.metrics import (
     IDLE_LAUNCH_NS,
     IDLE_OTHER_NS,
     LABELS,
+    PHASE_LABELS,
     STEP_TIME_NS,
     VIEW_CARDS,
     shown_in,
@@ -292,16 +293,15 @@ def _summary_kernels(census: Census) -> str:
 
 def _timing_cards(timing: dict[str, float | None], ahead: bool) -> list[tuple[str, str]]:
     """The step's cards: its window's, then its GPU span; when the host ran ahead of the GPU,
-    the GPU span and the host's lead first, and the step time named as the host's."""
+    the GPU span and how long after the step's range its GPU work ended first."""
     window = [(f"{LABELS[k]} (per step)", fmt_metric(k, timing[k]))
               for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS)]  # fmt: skip
-    span = ("GPU span (per step)", fmt_metric(GPU_SPAN_NS, timing[GPU_SPAN_NS]))
+    span = (f"{LABELS[GPU_SPAN_NS]} (per step)", fmt_metric(GPU_SPAN_NS, timing[GPU_SPAN_NS]))
     if not ahead:
         return [*window, span]
-    lead = ("host lead: GPU end after the step's range (per step)",
+    lead = (f"{LABELS[HOST_LEAD_NS]} (per step)",
             fmt_metric(HOST_LEAD_NS, timing[HOST_LEAD_NS], signed=True))  # fmt: skip
-    host = ("step time: the host's NVTX range (per step)", window[0][1])
-    return [span, lead, host, *window[1:]]
+    return [span, lead, *window]
 
 
 def _idle_range_table(census: Census) -> str:
@@ -317,19 +317,20 @@ def _phase_table(census: Census) -> str:
     if not per:
         return ""
     keys = phase_keys(census)
-    head = ["phase", "time", "GPU busy", "idle after syncs", "idle launching", "idle other",
-            *(k.column or k.label for k in keys)]  # fmt: skip
+    time, busy, span = (PHASE_LABELS[k] for k in (DURATION_NS, GPU_BUSY_NS, GPU_SPAN_NS))
+    idle = (IDLE_AFTER_SYNC_NS, IDLE_LAUNCH_NS, IDLE_OTHER_NS)
+    head = ["phase", time, busy, *(LABELS[k].strip() for k in idle), *(k.label for k in keys)]
     rows = [[name, fmt_metric(DURATION_NS, m[DURATION_NS]), fmt_metric("x_ns", m[GPU_BUSY_NS]),
              fmt_metric("x_ns", m[IDLE_AFTER_SYNC_NS]), fmt_metric("x_ns", m[IDLE_LAUNCH_NS]),
              fmt_metric("x_ns", m[IDLE_OTHER_NS]), *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in per.items()]  # fmt: skip
     spans = [fmt_metric(GPU_SPAN_NS, m[GPU_SPAN_NS]) for m in per.values()]
     if census.host_ran_ahead():
-        head = ["phase", "GPU span", "host time", *head[2:]]
-        rows = [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
+        head = ["phase", span, *head[1:]]
+        rows = [[r[0], s, *r[1:]] for r, s in zip(rows, spans, strict=True)]
     else:
-        head = [*head, "GPU span"]
-        rows = [[*r, span] for r, span in zip(rows, spans, strict=True)]
+        head = [*head, span]
+        rows = [[*r, s] for r, s in zip(rows, spans, strict=True)]
     if all(m[IDLE_OTHER_NS] is None for m in per.values()):  # no idle split: no empty columns
         keep = [i for i, h in enumerate(head) if not h.startswith("idle ")]
         head, rows = [head[i] for i in keep], [[r[i] for i in keep] for r in rows]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from census.render.ab import (
     ARM_HEAD,
-    CAPTURES_TITLE,
     E2E_HEAD,
     TAIL_HEAD,
     TAIL_TITLE,
     arm_rows,
+    captures_title,
     delta_line,
     e2e_rows,
     filled,
@@ -64,7 +64,7 @@ def render_experiment_html(view: ExperimentView) -> str:
     tail = ""
     if view.diff is not None:
         diff_head, diff_figs, tail = diff_parts(view.diff.diff, view.diff.explanation)
-        head += f"<h2>{esc(CAPTURES_TITLE)}</h2>" + diff_head
+        head += f"<h2>{esc(captures_title(view))}</h2>" + diff_head
         figs += diff_figs
     else:
         head += "".join(f"<p>{esc(line)}</p>" for line in parts.findings)

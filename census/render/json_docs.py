@@ -1,6 +1,6 @@
 """Every JSON contract census prints, in one module: `census summary --json` (summary_json, and
-spread_json for rank folders), `census diff --format json` (diff_json) and `census ab --json`
-(experiment_json)."""
+spread_json for rank folders), `census diff --format json` (diff_json), `census ab --json`
+(experiment_json); `census capture --json` adds a capture's facts (census.render.json_capture)."""
 
 from __future__ import annotations
 
@@ -388,28 +388,31 @@ def render_summary_json(view: SummaryView, top: int = 20, indent: int | None = N
     """`census summary --json`: the summary and its capture overhead (`capture`: the view's,
     null without a calibration run); compact (`indent` None) in pieces made as they are
     iterated (census.render.render_pieces)."""
-    return _document({**summary_json(view, top, indent is None), "capture": view.overhead},
-                     indent)  # fmt: skip
+    return document({**summary_json(view, top, indent is None), "capture": view.overhead}, indent)
 
 
-def _document(doc: dict[str, Any], indent: int | None) -> str | Raw:
+def document(doc: dict[str, Any], indent: int | None) -> str | Raw:
     """A document built with its per-step lists as text (census.render.json_rows) when compact
     (`indent` None), as pieces; else indented text."""
     return json_rows.document(doc) if indent is None else json.dumps(doc, indent=indent)
 
 
 def render_ranks_json(view: RanksView, top: int = 20, indent: int | None = None) -> str:
-    """`census summary --json` of a rank folder: the merged summary, each rank's, the spread."""
+    """`census summary --json` of a rank folder: ranks_json as text."""
+    return json.dumps(ranks_json(view, top), indent=indent)
+
+
+def ranks_json(view: RanksView, top: int = 20) -> dict[str, Any]:
+    """A rank folder's document: the merged summary, each rank's, the spread."""
     spread = spread_json(view)
     extra = folder_ranks_json(view.merged, view.labels, spread["ranks"])
-    return json.dumps({**summary_json(view.merged, top, ranks=False), **spread, **extra},
-                      indent=indent)  # fmt: skip
+    return {**summary_json(view.merged, top, ranks=False), **spread, **extra}
 
 
 def render_diff_json(view: DiffView, top: int = 20, indent: int | None = None) -> str | Raw:
     """`census diff --json`: diff_json (`top`: each side's top kernels), compact in pieces as
     render_summary_json's."""
-    return _document(diff_json(view, top, indent is None), indent)
+    return document(diff_json(view, top, indent is None), indent)
 
 
 def render_experiment_json(view: ExperimentView, top: int = 20, indent: int | None = None) -> str:

@@ -15,10 +15,13 @@ from census.metrics import (
     IDLE_AFTER_SYNC_NS,
     IDLE_LAUNCH_NS,
     IDLE_OTHER_NS,
+    KERNEL_COUNT,
     LABELS,
+    LAUNCH_API_COUNT,
     METRIC_KEYS,
     NCCL_KERNEL_TIME_NS,
     NON_NCCL_UNION_NS,
+    PHASE_LABELS,
     STEP_TIME_NS,
     SYNC_COUNT,
     SYNC_TIME_NS,
@@ -34,8 +37,6 @@ Table = tuple[list[str], list[list[str]]]
 
 WINDOW_ROWS = (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS, IDLE_AFTER_SYNC_NS,
                IDLE_LAUNCH_NS, IDLE_OTHER_NS, SYNC_COUNT, SYNC_TIME_NS)  # fmt: skip
-SPAN_ROW = "GPU span (first to last GPU op)"
-LEAD_ROW = "host lead (GPU end − step end)"
 
 
 def about_line(census: Census) -> str:
@@ -47,18 +48,12 @@ def about_line(census: Census) -> str:
     return f"{src.traced_by}{schema} · GPUs {gpus} · {census.step_count} step(s)"
 
 
-def step_time_label(ahead: bool) -> str:
-    """The NVTX range's time: the host's enqueueing, when the host ran ahead of the GPU."""
-    return "step time (host)" if ahead else "step time"
-
-
 def window_rows(census: Census) -> Table | None:
     """The step window, per step (mean); the idle split only with --idle; None without steps."""
     timing = census.per_step_timing()
     if not timing:
         return None
-    labels = {**LABELS, STEP_TIME_NS: step_time_label(bool(census.host_ran_ahead()))}
-    rows = [[labels[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
+    rows = [[LABELS[k], fmt_metric(k, timing[k])] for k in WINDOW_ROWS if timing[k] is not None]
     return ["metric", "per step (mean)"], rows
 
 
@@ -102,8 +97,8 @@ def census_rows(census: Census) -> Table:
             for k in METRIC_KEYS]  # fmt: skip
     timing = census.per_step_timing()
     if timing:
-        rows += [[SPAN_ROW, "", fmt_ns(timing[GPU_SPAN_NS])],
-                 [LEAD_ROW, "", fmt_ns(timing[HOST_LEAD_NS], signed=True)]]  # fmt: skip
+        rows += [[LABELS[GPU_SPAN_NS], "", fmt_ns(timing[GPU_SPAN_NS])],
+                 [LABELS[HOST_LEAD_NS], "", fmt_ns(timing[HOST_LEAD_NS], signed=True)]]  # fmt: skip
     return ["metric", "total", "per step (mean)"], rows
 
 
@@ -120,12 +115,13 @@ def tail_line(tail: Tail, steps: int) -> str:
     )
 
 
-TAIL_HEAD = ["step", "time", "over median", "phase that grew", "Δ kernels", "Δ launches",
-             "Δ GPU busy", "Δ GPU idle"]  # fmt: skip
+_TAIL_DELTAS = [f"Δ {LABELS[k]}" for k in (KERNEL_COUNT, LAUNCH_API_COUNT)]
+TAIL_HEAD = ["step", LABELS[STEP_TIME_NS], "over median", "phase that grew", *_TAIL_DELTAS,
+             f"Δ {LABELS[GPU_BUSY_NS]}", f"Δ {LABELS[GPU_IDLE_NS]}"]  # fmt: skip
 # On the GPU's clock the step windows time the host's enqueueing: their Δ GPU busy and idle are
 # left out (the JSON keeps them).
-TAIL_HEAD_GPU = ["step", "GPU span", "over median", "phase that grew (GPU span)", "Δ kernels",
-                 "Δ launches"]  # fmt: skip
+TAIL_HEAD_GPU = ["step", LABELS[GPU_SPAN_NS], "over median", "phase that grew (GPU span)",
+                 *_TAIL_DELTAS]  # fmt: skip
 
 
 def tail_rows(tail: Tail) -> Table:
@@ -154,15 +150,16 @@ def phase_rows(census: Census) -> Table:
     """The phase table: per phase, per step (mean); its GPU span first when the host ran ahead
     (the phase's time is then the host's)."""
     keys = phase_keys(census)
-    head = ["phase", "time", "GPU busy", *(m.column or m.label for m in keys)]
+    time, busy, span = (PHASE_LABELS[k] for k in (DURATION_NS, GPU_BUSY_NS, GPU_SPAN_NS))
+    head = ["phase", time, busy, *(m.label for m in keys)]
     rows = [[name, fmt_ns(m[DURATION_NS]), fmt_ns(m[GPU_BUSY_NS]),
              *(fmt_metric(k.name, m[k.name]) for k in keys)]
             for name, m in census.per_phase().items()]  # fmt: skip
     spans = [fmt_ns(m[GPU_SPAN_NS]) for m in census.per_phase().values()]
     if census.host_ran_ahead():
-        head = ["phase", "GPU span", "host time", *head[2:]]
-        return head, [[r[0], span, *r[1:]] for r, span in zip(rows, spans, strict=True)]
-    return [*head, "GPU span"], [[*r, span] for r, span in zip(rows, spans, strict=True)]
+        head = ["phase", span, *head[1:]]
+        return head, [[r[0], s, *r[1:]] for r, s in zip(rows, spans, strict=True)]
+    return [*head, span], [[*r, s] for r, s in zip(rows, spans, strict=True)]
 
 
 def class_rows(census: Census) -> Table:

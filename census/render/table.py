@@ -5,7 +5,19 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 
-from census.metrics import WINDOW_TITLE, launched_title
+from census.metrics import (
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN_NS,
+    HOST_LEAD_NS,
+    KERNEL_COUNT,
+    LABELS,
+    LAUNCH_API_TIME_NS,
+    NON_NCCL_UNION_NS,
+    STEP_TIME_NS,
+    WINDOW_TITLE,
+    launched_title,
+)
 from census.render.fit import print_fit
 from census.render.summaryrows import (
     IDLE_RANGES_TITLE,
@@ -24,7 +36,6 @@ from census.render.summaryrows import (
     phase_rows,
     rank_rows,
     spread_rows,
-    step_time_label,
     tail_line,
     tail_rows,
     window_rows,
@@ -127,8 +138,9 @@ def _step_tables(view: SummaryView, all_steps: bool) -> tuple[tuple, tuple]:
     outliers = {o.index for o in tail.outliers} if tail else set()  # tail: None without steps
     shown = range(n) if all_steps or n <= SHOWN_STEPS else sorted(
         {*range(EDGE_STEPS), *range(n - EDGE_STEPS, n), *outliers})  # fmt: skip
-    launched_head = ["step", "kernels", "non-NCCL union", "launch API time", "GPU span",
-                     *(["host lead"] if ahead else [])]  # fmt: skip
+    keys = (KERNEL_COUNT, NON_NCCL_UNION_NS, LAUNCH_API_TIME_NS, GPU_SPAN_NS,
+            *((HOST_LEAD_NS,) if ahead else ()))  # fmt: skip
+    launched_head = ["step", *(LABELS[k] for k in keys)]
     window, launched = [], []
     last = -1
     for i in shown:
@@ -143,23 +155,26 @@ def _step_tables(view: SummaryView, all_steps: bool) -> tuple[tuple, tuple]:
                          fmt_ns(s.gpu_span_ns),
                          *([fmt_ns(s.host_lead_ns, signed=True)] if ahead else [])])  # fmt: skip
         last = i
-    window_head = ["step", step_time_label(ahead), "GPU busy", "GPU idle"]
+    window_head = ["step", *(LABELS[k] for k in (STEP_TIME_NS, GPU_BUSY_NS, GPU_IDLE_NS))]
     return (window_head, window), (launched_head, launched)
 
 
 def render_overhead(overhead: dict) -> str:
-    """One line: a capture's step time inside nsys against its calibration run without."""
+    """One line: a capture's step time inside its profiler (nsys, torch.profiler) against its
+    calibration run without."""
     captured = fmt_ns(overhead["captured_mean_step_time_ns"])
     uncaptured = fmt_ns(overhead["uncaptured_mean_step_time_ns"])
     ratio = f"(x{overhead['overhead_ratio']:.2f})"
+    tracer = overhead.get("tracer") or "nsys"
     if overhead.get("clock") == "gpu":
         return (
-            f"capture overhead on the GPU: GPU span {captured}/step inside nsys vs {uncaptured}"
-            f"/step uncaptured (CUDA events) {ratio}: nsys narrows or widens the gaps you compare"
+            f"capture overhead on the GPU: GPU span {captured}/step inside {tracer} vs "
+            f"{uncaptured}/step uncaptured (CUDA events) {ratio}: {tracer} narrows or widens the "
+            "gaps you compare"
         )
     return (
-        f"capture overhead: {captured}/step inside nsys vs {uncaptured}/step uncaptured "
-        f"{ratio}: nsys narrows or widens the gaps you compare"
+        f"capture overhead: {captured}/step inside {tracer} vs {uncaptured}/step uncaptured "
+        f"{ratio}: {tracer} narrows or widens the gaps you compare"
     )
 
 

@@ -76,3 +76,13 @@ class RanksView:
     def census(self) -> Census:
         """The merged census of the ranks."""
         return self.merged.census
+
+
+@dataclass(frozen=True)
+class CaptureView:
+    """A capture census just made: its summary (a launcher's ranks' as a RanksView), its folder
+    and its record (run.json: the command, nsys's, the machine, the calibration run)."""
+
+    summary: SummaryView | RanksView
+    folder: str
+    run: dict | None

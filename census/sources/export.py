@@ -65,7 +65,14 @@ def _from_capture_dir(folder: Path, progress: Progress | None, nsys: str | None)
         return sqlites[0]
     if not sqlites and len(reports) == 1:
         return export_report(reports[0], progress, nsys)
+    traces = [*folder.glob("*.pt.trace.json"), *folder.glob("*.pt.trace.json.gz")]
+    if not sqlites and not reports and len(traces) == 1:  # census capture --profiler torch
+        return resolve_sqlite(traces[0], progress)
     if not sqlites and not reports:
+        from census.sources.columnar import columnar_suffix, export_columnar
+
+        if columnar_suffix(folder):  # by content: an nsys arrowdir/parquetdir's table files
+            return export_columnar(folder, progress)
         raise _no_export(folder)
     raise InputError(
         f"{folder}: holds several exports ({', '.join(p.name for p in sqlites or reports)}); "

@@ -20,3 +20,9 @@ def terminal_tables(text: str) -> list[list[str]]:
 def cells(line: str) -> list[str]:
     """The cells of one row of a terminal table."""
     return [c.strip() for c in line.strip("│").split("│")]
+
+
+def headings(table: list[str]) -> list[str]:
+    """The column headings of one rich table, each joined over the lines it is wrapped on."""
+    head = [cells(ln.replace("┃", "│")) for ln in table if ln.startswith("┃")]
+    return [" ".join(w for w in col if w) for col in zip(*head, strict=True)]

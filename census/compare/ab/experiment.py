@@ -30,7 +30,7 @@ from census.model.shown import shown
 from census.units import coverage_name, fmt_ci, fmt_ns, fmt_pct
 
 # census.compare.explain's phase sentence starts so; in an experiment it is qualified
-BY_PHASE, UNDER_NSYS = "by phase", "by phase under nsys"
+BY_PHASE = "by phase"
 
 
 @dataclass(frozen=True, repr=False)
@@ -216,10 +216,10 @@ def experiment_warnings(exp: Experiment) -> list[str]:
     out += disturbed_warnings(exp)
     out += count_warnings(exp.arms, exp.labels)
     captured = _captured_delta(exp.diff)
-    if captured is not None and exp.stats.delta_median_ns * captured < 0:
+    if exp.diff is not None and captured is not None and exp.stats.delta_median_ns * captured < 0:
         out.append(
-            "the captured and the uncaptured step-time deltas disagree in sign: nsys changed the "
-            "comparison; trust the arms"
+            "the captured and the uncaptured step-time deltas disagree in sign: "
+            f"{exp.diff.a.source.profiler} changed the comparison; trust the arms"
         )
     return out
 
@@ -365,12 +365,15 @@ def explain_parts(exp: Experiment) -> Explanation:
     if step.delta is not None and census_lines:
         # the census headline is about captured steps: say so, never as the verdict
         census_lines[0] = (
-            f"under nsys the captures differ by {fmt_ns(step.delta, signed=True)}/step "
+            f"under {exp.diff.a.source.profiler} the captures differ by "
+            f"{fmt_ns(step.delta, signed=True)}/step "
             f"({fmt_pct(step.pct)}): {census_lines[0]}"
         )
     # so are the captures' phases (census.compare.explain's "by phase" sentence)
     census_lines = [
-        UNDER_NSYS + line[len(BY_PHASE) :] if line.startswith(BY_PHASE) else line
+        f"{BY_PHASE} under {exp.diff.a.source.profiler}" + line[len(BY_PHASE) :]
+        if line.startswith(BY_PHASE)
+        else line
         for line in census_lines
         if not line.startswith(HOST_BOUND)  # said again below, on the arms' step times
     ]

@@ -70,10 +70,12 @@ def kineto_target(trace: Path) -> Path:
 
 
 def named_source(named: Path, export: Path) -> Path:
-    """What a census names as its source: the export read, or the trace the user named where
-    `export` is its export in the cache folder (export_kineto)."""
-    made = export.parent == cache_dir() / "exports" and export.name.endswith(".kineto.sqlite")
-    return named if made and named.is_file() else export
+    """What a census names as its source: the export read, or the trace (or nsys Arrow/Parquet
+    folder) the user named where `export` is its export in the cache folder (export_kineto,
+    census.sources.columnar.export_columnar)."""
+    made = export.parent == cache_dir() / "exports" and export.name.endswith(
+        (".kineto.sqlite", ".columnar.sqlite"))  # fmt: skip
+    return named if made and named.exists() else export
 
 
 def export_kineto(trace: Path) -> Path:
