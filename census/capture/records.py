@@ -317,7 +317,8 @@ def capture_overhead(
 ) -> dict | None:
     """Captured step time against the calibration run's uncaptured step time: the step ranges
     against the host's clock, or (clock "gpu", a host that ran ahead of its GPU) the GPU spans
-    against the CUDA-event clock; `tracer`: the profiler that made the capture (run.json)."""
+    against the CUDA-event clock; `tracer`: the profiler that made the capture (run.json); with
+    `op_ranges` where the run recorded them (--ops)."""
     info = read_run_info(folder) if folder.is_dir() else None
     gpu = clock == "gpu"
     key = "uncaptured_gpu_mean_step_time_ns" if gpu else "uncaptured_mean_step_time_ns"
@@ -325,10 +326,12 @@ def capture_overhead(
     captured = (per_step_timing or {}).get(GPU_SPAN_NS if gpu else STEP_TIME_NS)
     if not isinstance(uncaptured, int | float) or not uncaptured or not captured:
         return None
+    ops = (info or {}).get("op_ranges")
     return {
         "clock": clock,
         "tracer": (info or {}).get("profiler") or "nsys",
         "captured_mean_step_time_ns": captured,
         "uncaptured_mean_step_time_ns": uncaptured,
         "overhead_ratio": captured / uncaptured,
+        **({"op_ranges": ops} if isinstance(ops, str) else {}),
     }

@@ -25,8 +25,10 @@ from pathlib import Path
 
 from census import __version__
 from census.capture.doctor import environment_info, probe
+from census.capture.inductor import inductor_env, keep_inductor_map
 from census.capture.keep import finish_folder
 from census.capture.launcher import Launch, forwarded, split_launcher
+from census.capture.ops import NSYS_PYTORCH, op_ranges, ops_env
 from census.capture.per_rank import (
     check_ranks,
     distributed_profile_command,
@@ -66,6 +68,7 @@ class CaptureSpec:
     env: dict[str, str] = field(default_factory=dict)
     on_ranks: bool = False  # with several ranks, each summarizes its export (census.cli.on_rank)
     profiler: str = "nsys"  # or "torch": torch.profiler inside the program, no nsys
+    ops: bool = False  # --ops: op ranges in the captured run (census.capture.ops)
 
     @property
     def folder(self) -> Path:
@@ -73,17 +76,17 @@ class CaptureSpec:
         return self.out_dir / self.name
 
 
-def nsys_profile_command(
-    nsys: str, output_base: Path, command: tuple[str, ...], trace: str, export: bool = True
-) -> list[str]:
+def nsys_profile_command(nsys: str, output_base: Path, command: tuple[str, ...], trace: str,
+                         export: bool = True, ops: str | None = None) -> list[str]:  # fmt: skip
     """Flags for this analysis: CUDA + NVTX, graph nodes as kernels, the profiler-API range,
-    no CPU sampling or context switches (they add overhead and nothing to a kernel census);
+    no CPU sampling or context switches (overhead, nothing to a census); nsys's op ranges: `ops`;
     the SQLite export made by nsys as it ends, unless `export` is False (census exports the
     report itself later: census.capture.overlap)."""
     return [
         nsys,
         "profile",
         f"--trace={trace}",
+        *([NSYS_PYTORCH] if ops == NSYS_PYTORCH else []),
         "--cuda-graph-trace=node",
         "--capture-range=cudaProfilerApi",
         "--capture-range-end=stop",
@@ -104,14 +107,16 @@ MULTI_GPU_ENV = {
 }
 
 
-def step_env(spec: CaptureSpec, run: str = "capture") -> dict[str, str]:
+def step_env(spec: CaptureSpec, run: str = "capture", work: Path | None = None,
+             ops: str | None = None) -> dict[str, str]:  # fmt: skip
     """What census sets for the captured program (or its calibration run, `run`): its steps,
     that census runs it (census.steps then ends the loop after the measured steps), with
     --summarize-on-ranks census's cache folder as this node sees it (each rank caches its census
-    there; shared, it reaches the node that asks), and Open MPI told to pass them on."""
+    there; shared, it reaches the node that asks), Inductor's cache in `work`, $CENSUS_OPS
+    (census.capture.ops.ops_env) and Open MPI told to pass them on."""
     from census.paths import cache_dir
 
-    env = {**spec.env, ENV_RUN: run}
+    env = {**spec.env, **inductor_env(work), **ops_env(ops, run), ENV_RUN: run}
     if spec.warmup is not None:
         env[ENV_WARMUP] = str(spec.warmup)
     if spec.active is not None:
@@ -146,9 +151,8 @@ def check_capture_folder(folder: Path, force: bool) -> None:
 
 
 # What census writes into a capture folder (nsys's reports and exports, one per rank or one).
-_CAPTURE_FILE = re.compile(
-    r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm|pt\.trace\.json\.gz)|run\.json"
-)
+_CAPTURE = r"(capture|rank\d+)\.(nsys-rep|sqlite|qdstrm|pt\.trace\.json\.gz)"
+_CAPTURE_FILE = re.compile(_CAPTURE + r"|(run|inductor_map)\.json")
 
 
 def folder_names(folder: Path) -> list[str] | str:
@@ -220,7 +224,8 @@ def capture_work(spec: CaptureSpec) -> Iterator[Path]:
 @dataclass(frozen=True)
 class Profiled:
     """A capture whose program ran under nsys in `work`: the nsys command, its output's tail,
-    when it started, its calibration, and its launcher (None: one process)."""
+    when it started, its calibration, its launcher (None: one process) and who recorded its op
+    ranges (census.capture.ops.op_ranges)."""
 
     spec: CaptureSpec
     work: Path
@@ -229,6 +234,7 @@ class Profiled:
     started: dt.datetime
     calibration: dict | None
     launch: Launch | None
+    ops: str | None = None
 
 
 def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profiled:
@@ -239,8 +245,9 @@ def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profi
     started = dt.datetime.now(dt.timezone.utc)
     calibration = calibrate(spec, work) if spec.calibrate else None
     launch = split_launcher(spec.command)
-    env = {**os.environ, **step_env(spec)}
     torch = spec.profiler == TORCH
+    ops = None if torch else op_ranges(spec.ops, spec.nsys, bool(launch))
+    env = {**os.environ, **step_env(spec, "capture", work, ops)}
     if torch:
         cmd, env = list(spec.command), {**env, **forwarded(trace_env(work), env)}
     elif launch:
@@ -248,11 +255,12 @@ def profile_capture(spec: CaptureSpec, work: Path, export: bool = True) -> Profi
         cmd = distributed_profile_command(spec.nsys, work.absolute(), launch, spec.trace, into)
     else:
         cmd = nsys_profile_command(spec.nsys, work / REPORT_STEM, spec.command, spec.trace,
-                                   export)  # fmt: skip
+                                   export, ops)  # fmt: skip
     env = {**MULTI_GPU_ENV, **env, **MULTI_GPU_ENV} if launch else env
     what = "the program under torch.profiler" if torch else "nsys profile"
     tail = _run_ranks(cmd, env, what, _suffix(spec)) if launch else run_command(cmd, env, what)
-    return Profiled(spec, work, cmd, tail, started, calibration, launch)
+    keep_inductor_map(work)  # Inductor's generated code read into its map, then removed
+    return Profiled(spec, work, cmd, tail, started, calibration, launch, ops)
 
 
 def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
@@ -276,6 +284,7 @@ def finish_capture(done: Profiled, verify: Callable[[Path], None] | None = None,
 
     info = run_info(spec, recorded(cmd), done.started, dt.datetime.now(dt.timezone.utc),
                     done.calibration)  # fmt: skip
+    info["op_ranges"] = done.ops
     if exported_by is not None:
         info["nsys_export_command"] = recorded(exported_by)
     if launch:
@@ -347,7 +356,7 @@ def run_command(cmd: list[str], env: dict[str, str], what: str, echo: bool = Tru
 def calibrate(spec: CaptureSpec, work: Path) -> dict:
     """Run the same steps without the profiler; census.steps records each step's wall time."""
     times = work / "calibration.json"
-    env = {**os.environ, **step_env(spec, "calibration"), ENV_STEP_TIMES: str(times)}
+    env = {**os.environ, **step_env(spec, "calibration", work), ENV_STEP_TIMES: str(times)}
     env = {**env, **forwarded({ENV_STEP_TIMES: str(times)}, env)}
     what = f"calibration run (without {TRACER_NAME[spec.profiler]})"
     run_command(list(spec.command), env, what)

@@ -7,7 +7,9 @@ census.capture.torch_trace, which also marks the steps and phases for any torch.
 running). torch is used only if the training script already imported it. In a program census
 runs ($CENSUS_RUN set: `census capture`, its calibration run, `census ab`'s arms) the loop ends
 once the measured steps are over, when their number is known (`stop=False` keeps the rest of
-the loop); anywhere else the loop runs whole.
+the loop); anywhere else the loop runs whole. In the run `census capture --ops` captures, where
+nsys has no PyTorch option of its own, torch.autograd.profiler.emit_nvtx is on for the measured
+steps ($CENSUS_OPS: op_ranges_asked); never in a calibration run or an A/B arm.
 
 In a timed run ($CENSUS_STEP_TIMES: calibration, `census ab` arms) `census.record(name, value)`
 and `census.count(name, n)` called inside a measured step are kept in its record
@@ -39,6 +41,10 @@ ENV_WARMUP = "CENSUS_WARMUP"
 ENV_ACTIVE = "CENSUS_ACTIVE"
 ENV_STEP_TIMES = "CENSUS_STEP_TIMES"  # calibration and A/B arms: write the steps' timing here
 ENV_RUN = "CENSUS_RUN"  # set by census for the programs it runs: "capture", "calibration", "arm"
+# `census capture --ops` where nsys has no PyTorch option of its own: census.steps records op
+# ranges (torch.autograd.profiler.emit_nvtx) around the measured window, in the captured run alone
+ENV_OPS = "CENSUS_OPS"
+OPS_EMIT_NVTX = "emit_nvtx"
 RANK_SUFFIX = ".rank"  # with several ranks, rank N's record is $CENSUS_STEP_TIMES + ".rankN"
 # The line a rank prints when it cannot write its record; census ab finds it in the arm's output
 # (census.capture.arms) to name the rank's host and the cause.
@@ -150,21 +156,49 @@ def profiler_stop() -> None:
         lib.cudaProfilerStop()
 
 
-def _window_start(trace: TorchTrace | None) -> None:
+def op_ranges_asked() -> bool:
+    """Whether this program is to record op ranges itself: $CENSUS_OPS says emit_nvtx and it is
+    the run census captures ($CENSUS_RUN capture), never a calibration run or an A/B arm, whose
+    timing they would disturb, whatever the environment they inherit says."""
+    return os.environ.get(ENV_OPS) == OPS_EMIT_NVTX and os.environ.get(ENV_RUN) == "capture"
+
+
+def enter_op_ranges() -> contextlib.AbstractContextManager | None:
+    """torch.autograd.profiler.emit_nvtx entered when op_ranges_asked and the script runs torch
+    on a GPU (torch is never imported here); the context to exit, else None."""
+    torch = _torch_cuda() if op_ranges_asked() else None
+    if torch is None:
+        return None
+    ranges = torch.autograd.profiler.emit_nvtx()
+    ranges.__enter__()
+    return ranges
+
+
+def exit_op_ranges(ranges: contextlib.AbstractContextManager | None) -> None:
+    """Leave what enter_op_ranges entered (None: nothing)."""
+    if ranges is not None:
+        ranges.__exit__(None, None, None)
+
+
+def _window_start(trace: TorchTrace | None) -> contextlib.AbstractContextManager | None:
     """The capture's start: torch.profiler's under `--profiler torch` (`trace`), else the CUDA
-    profiler range's (profiler_start)."""
-    if trace is None:
-        profiler_start()
-    else:
+    profiler range's (profiler_start) and the op ranges entered where asked (enter_op_ranges,
+    whose context is returned)."""
+    if trace is not None:
         trace.start()
+        return None
+    profiler_start()
+    return enter_op_ranges()
 
 
-def _window_stop(trace: TorchTrace | None) -> None:
-    """The capture's stop: torch.profiler's and its trace written, else profiler_stop."""
-    if trace is None:
-        profiler_stop()
-    else:
+def _window_stop(trace: TorchTrace | None, ops: contextlib.AbstractContextManager | None) -> None:
+    """The capture's stop: torch.profiler's and its trace written, else the op ranges left and
+    profiler_stop."""
+    if trace is not None:
         trace.stop()
+        return
+    exit_op_ranges(ops)
+    profiler_stop()
 
 
 def _env_int(name: str, default: int | None) -> int | None:
@@ -189,17 +223,17 @@ def steps(
     warmup, active, end = _window(warmup, active, stop)
     times_path = os.environ.get(ENV_STEP_TIMES)
     timer = StepTimer(_torch_cuda()) if times_path else None
-    trace, started, stopped = TorchTrace.from_env(), False, False  # trace: --profiler torch
+    trace = TorchTrace.from_env()  # --profiler torch: torch.profiler records the window
+    ops, started, stopped = None, False, False
     try:
         for i, item in enumerate(iterable):
             in_window = i >= warmup and (active is None or i < warmup + active)
             if in_window and not started:
-                _window_start(trace)
-                started = True
+                ops, started = _window_start(trace), True
                 if timer:
                     timer.open_window(active)
             if started and not in_window and not stopped:
-                _window_stop(trace)
+                _window_stop(trace, ops)
                 stopped = True
                 if timer:
                     timer.close_window()
@@ -219,7 +253,7 @@ def steps(
                     _end_timed_step(timer)
     finally:
         if started and not stopped:
-            _window_stop(trace)
+            _window_stop(trace, ops)
         if timer:
             write_record(timer, times_path)  # type: ignore[arg-type]
 

@@ -9,6 +9,19 @@ from typing import Annotated
 
 import typer
 
+from census.cli.capture_options import (
+    ABFailIfOpt,
+    ActiveOpt,
+    ArmsOpt,
+    BudgetOpt,
+    CaptureJsonOpt,
+    MaxArmsOpt,
+    MinEffectOpt,
+    OnRanksOpt,
+    OpsOpt,
+    StepsRefusedOpt,
+    refuse_steps,
+)
 from census.cli.common import (
     EquivalenceOpt,
     FormatOpt,
@@ -30,63 +43,6 @@ from census.cli.common import (
     write_report,
 )
 from census.errors import EXIT_TOOL_MISSING, UsageError
-
-# One meaning per name: --steps is the step-range regex of summary and diff; the number of
-# measured steps of capture, ab and demo is --active N, as in census.steps(loader, active=N).
-ActiveOpt = Annotated[
-    int | None,
-    typer.Option("--active", help="Measured steps (census.steps(loader, warmup=K, active=N))."),
-]
-StepsRefusedOpt = Annotated[str | None, typer.Option("--steps", hidden=True)]
-CAPTURE_JSON_HELP = (
-    'JSON on stdout: the folder\'s `census summary --json` with "folder" and "run" '
-    "(its run.json, the calibration run's step times included)."
-)
-ABFailIfOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--fail-if",
-        help="A CI gate on the arms' interval (95%; with --arms auto the stopping look's) "
-        "('slower>2%', 'faster>=1ms'); repeatable; exit 5 when one fails.",
-    ),
-]
-
-ArmsOpt = Annotated[
-    str,
-    typer.Option(help="Measured arms, a multiple of 4; or auto: blocks until the interval resolves "
-                 "--min-effect (a sequential rule at 5% A/A), up to --max-arms."),
-]  # fmt: skip
-MaxArmsOpt = Annotated[int | None, typer.Option(help="With --arms auto: the most arms (48).")]
-MinEffectOpt = Annotated[
-    str | None,
-    typer.Option(help="With --arms auto: the smallest difference worth resolving, a share of A's "
-                 "step (1%, the default) or a time (0.5ms)."),
-]  # fmt: skip
-BudgetOpt = Annotated[
-    str | None,
-    typer.Option(help="With --arms auto: stop at the look after which 8 more arms would not fit "
-                 "in this time (30m, 1h, 900s)."),
-]  # fmt: skip
-
-
-OnRanksOpt = Annotated[
-    bool,
-    typer.Option("--summarize-on-ranks",
-                 help="Under torchrun, srun or mpirun: each rank computes the census of its own "
-                 "export on its node as soon as its nsys stops (cached; the summary then reads "
-                 "it)."),
-]  # fmt: skip
-
-
-def refuse_steps(steps: str | None, after_dash: bool = False) -> None:
-    """`--steps` given to a command that counts steps: a usage error naming --active."""
-    if steps is None:
-        return
-    where = "; a program's own --steps goes after --" if after_dash else ""
-    raise UsageError(
-        f"--steps {steps!r}: --steps is the step-range regex of census summary and census diff; "
-        f"the number of measured steps is --active N{where}"
-    )
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -110,8 +66,9 @@ def capture(
         typer.Option(help="First run without nsys to measure overhead (default: on for --demo)."),
     ] = None,
     on_ranks: OnRanksOpt = False,
+    ops: OpsOpt = False,
     steps: StepsRefusedOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help=CAPTURE_JSON_HELP)] = False,
+    as_json: CaptureJsonOpt = False,
     profiler: ProfilerOpt = "nsys",
 ) -> None:
     """Run COMMAND (after --) under nsys, or torch.profiler (--profiler torch), and print its
@@ -130,7 +87,7 @@ def capture(
         )
     run = (warmup, active, nsys, trace, output, force)
     calibrate = bool(demo) if calibrate is None else calibrate
-    folder = capture_shown(name, command, *run, calibrate, on_ranks, as_json, profiler)
+    folder = capture_shown(name, command, *run, calibrate, on_ranks, as_json, profiler, ops)
     print(f"capture written to {folder}", file=sys.stderr)
 
 
@@ -242,7 +199,7 @@ def doctor(
 
 
 def capture_shown(name, command, warmup, active, nsys, trace, output, force, calibrate,
-                  on_ranks=False, as_json=False, profiler="nsys") -> Path:  # fmt: skip
+                  on_ranks=False, as_json=False, profiler="nsys", ops=False) -> Path:  # fmt: skip
     """Capture `command` into output/name (census.api.capture_steps: kept only if it holds step
     ranges), print its census, its capture overhead on stderr (`as_json`: its JSON document,
     census.render.views.CaptureView); the capture folder."""
@@ -257,7 +214,8 @@ def capture_shown(name, command, warmup, active, nsys, trace, output, force, cal
 
     spec = CaptureSpec(name=name, command=tuple(command), out_dir=output, nsys=nsys or "nsys",
                        trace=trace, warmup=warmup, active=active, force=force,
-                       calibrate=calibrate, on_ranks=on_ranks, profiler=profiler)  # fmt: skip
+                       calibrate=calibrate, on_ranks=on_ranks, profiler=profiler,
+                       ops=ops)  # fmt: skip
     folder = capture_steps(spec, nsys)
     view = summary_shown(folder, Options())
     if as_json:

@@ -166,14 +166,15 @@ def render_overhead(overhead: dict) -> str:
     uncaptured = fmt_ns(overhead["uncaptured_mean_step_time_ns"])
     ratio = f"(x{overhead['overhead_ratio']:.2f})"
     tracer = overhead.get("tracer") or "nsys"
+    inside = f"inside {tracer}" + (" with op ranges" if overhead.get("op_ranges") else "")
     if overhead.get("clock") == "gpu":
         return (
-            f"capture overhead on the GPU: GPU span {captured}/step inside {tracer} vs "
+            f"capture overhead on the GPU: GPU span {captured}/step {inside} vs "
             f"{uncaptured}/step uncaptured (CUDA events) {ratio}: {tracer} narrows or widens the "
             "gaps you compare"
         )
     return (
-        f"capture overhead: {captured}/step inside {tracer} vs {uncaptured}/step uncaptured "
+        f"capture overhead: {captured}/step {inside} vs {uncaptured}/step uncaptured "
         f"{ratio}: {tracer} narrows or widens the gaps you compare"
     )
 
