@@ -403,3 +403,17 @@ def test_every_fixture_stays_byte_identical(tmp_path: Path) -> None:
         summarize(src, use_cache=False)
         assert sha(src) == before, src
         assert not Path(str(src) + "-journal").exists()
+
+
+def test_json_that_is_no_trace(tmp_path: Path) -> None:
+    """HTA's execution_trace sample pairs a Kineto trace with a Chakra execution trace
+    (`benchmark_simple_add_et.json.gz`: JSON with `nodes`, no `traceEvents`): said to be JSON
+    that is neither input, not "not a SQLite database"."""
+    import gzip
+
+    p = tmp_path / "benchmark_simple_add_et.json.gz"
+    p.write_bytes(gzip.compress(b'{\n  "schema": "1.0.1", "pid": 563677, "nodes": []}\n'))
+    assert cli_error(["summary", str(p)], 1) == (
+        f"Error: {p}: JSON that is neither a PyTorch profiler trace (no `traceEvents` key near "
+        "its start) nor an nsys SQLite export"
+    )

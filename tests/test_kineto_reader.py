@@ -20,6 +20,7 @@ from census.sources.kineto.links import launch_index, step_of, step_ranges
 from tests.helpers.kineto_oracle import CATEGORIES, KINETO, ns, oracle_events
 
 TRACES = sorted(p.name for p in KINETO.glob("*.json.gz"))
+NCCL = "hta_nccl_parser_config__nccl_data.json.gz"
 
 
 def oracle_tables(name: str) -> dict[str, dict]:
@@ -154,7 +155,7 @@ def test_gpu_annotations_are_never_steps(tmp_path: Path) -> None:
 
 
 def test_rank_and_world_size() -> None:
-    assert (read_kineto(KINETO / TRACES[2]).rank, read_kineto(KINETO / TRACES[2]).world_size) == (
+    assert (read_kineto(KINETO / NCCL).rank, read_kineto(KINETO / NCCL).world_size) == (
         0,
         2,
     )
@@ -167,7 +168,9 @@ def test_recognised_by_content_not_name(tmp_path: Path) -> None:
     odd = tmp_path / "capture.bin"
     shutil.copy(KINETO / "hta_triton_example__triton_example.json.gz", odd)
     plain = tmp_path / "trace.sqlite"
-    plain.write_bytes(gzip.decompress((KINETO / TRACES[3]).read_bytes()))
+    plain.write_bytes(
+        gzip.decompress((KINETO / "hta_triton_example__triton_example.json.gz").read_bytes())
+    )
     assert is_kineto(odd) and is_kineto(plain)
     assert len(read_kineto(odd).tables["kernels"]["start_ns"]) == 1
     assert read_kineto(plain).tables["kernels"]["start_ns"].tolist() == [ns("2413669097444.592")]
@@ -231,3 +234,25 @@ def test_strings_texts_follow_ids_across_batches() -> None:
     assert strings.texts(np.concatenate([first, second])) == ["b", "a", "b", "['x', 1]", "c", "a"]
     strings.table().append("not kept")  # the table handed out is a copy
     assert strings.table() == ["a", "b", "['x', 1]", "c"]
+
+
+@pytest.mark.parametrize("devices", [1, 40])
+def test_objects_after_the_events(tmp_path: Path, devices: int) -> None:
+    """torch 2.0 writes `distributedInfo` (an object) after the events, as HTA's
+    execution_trace sample does (`  ],\n  "distributedInfo": {"rank": 0},`): a closing brace
+    followed by a comma past the events' end is no event's end. With 40 objects after the
+    array, more than TRIED_CUTS candidate braces lie beyond it."""
+    kernel = ('{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+              '"ts": 1689360788459.677, "dur": 1.5, "args": {"device": 0, "stream": 7, '
+              '"correlation": 5}}')  # fmt: skip
+    call = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, '
+            '"tid": 9, "ts": 1689360788450.001, "dur": 3, "args": {"correlation": 5}}')  # fmt: skip
+    gpus = ", ".join(f'{{"id": {i}, "name": "A100"}}' for i in range(devices))
+    path = tmp_path / "tail.json"
+    path.write_text(f'{{\n  "schemaVersion": 1,\n  "traceEvents": [\n  {kernel},\n  {call}\n  ],\n'
+                    f'  "distributedInfo": {{"rank": 3, "world_size": 4}},\n'
+                    f'  "deviceProperties": [{gpus}],\n  "traceName": "t.json"\n}}\n')  # fmt: skip
+    trace = read_kineto(path)
+    assert trace.tables["kernels"]["start_ns"].tolist() == [1689360788459677]
+    assert trace.tables["kernels"]["end_ns"].tolist() == [1689360788461177]
+    assert (trace.rank, trace.world_size) == (3, 4)

@@ -1,20 +1,19 @@
 """`census summary TRACE --json` on Kineto traces (#55): the trace made an nsys-shaped export
 (census/sources/kineto/export.py) and read by the one engine. The totals and the steps are held
-to the independent reading of tests/helpers/kineto_oracle.py; the H200 pair's counts to the nsys
+to the independent reading of tests/helpers/kineto_census.py; the H200 pair's counts to the nsys
 exports of the same workload."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from typer.testing import CliRunner
 
 from census.cli import app
-from census.definitions import launch_api_kind
-from tests.helpers.files import fixture_file
-from tests.helpers.kineto_oracle import KINETO, ns, oracle_events
+from tests.helpers.files import DATA, fixture_file
+from tests.helpers.kineto_census import KEYS, independent_census
+from tests.helpers.kineto_oracle import KINETO
 
 runner = CliRunner()
 NCCL = "hta_nccl_parser_config__nccl_data.json.gz"
@@ -26,53 +25,26 @@ def summary(path) -> dict:
     return json.loads(r.stdout)
 
 
-def oracle_totals(name: str) -> dict:
-    _, events = oracle_events(name)
-    kernels = [e for e in events if e["cat"] == "kernel"]
-    nccl = [e for e in kernels if re.match(r"nccl(Dev)?Kernel", e["name"])]
-    launches = [e for e in events if e["cat"] in ("cuda_runtime", "cuda_driver")
-                and launch_api_kind(e["name"])]  # fmt: skip
-    d2d = [e for e in events if e["cat"] == "gpu_memcpy" and e["name"].startswith("Memcpy DtoD")]
-    return {
-        "kernel_count": len(kernels),
-        "kernel_time_ns": sum(ns(e["dur"]) for e in kernels),
-        "nccl_kernel_count": len(nccl),
-        "nccl_kernel_time_ns": sum(ns(e["dur"]) for e in nccl),
-        "launch_api_count": len(launches),
-        "launch_api_time_ns": sum(ns(e["dur"]) for e in launches),
-        "d2d_count": len(d2d),
-        "d2d_bytes": sum(e["args"]["bytes"] for e in d2d),
-    }
-
-
 @pytest.mark.parametrize("name", [NCCL, "h200_eager_3steps.kineto.json.gz",
                                   "h200_compiled_3steps.kineto.json.gz",
-                                  "tracelens_b200__eager_trace.json.gz"])  # fmt: skip
+                                  "tracelens_b200__eager_trace.json.gz",
+                                  DATA / "kineto_ranks" / "hta_execution_trace__benchmark_simple_add_trace.json.gz",
+                                  "hta_triton_example__triton_example.json.gz"])  # fmt: skip
 def test_summary_totals_equal_an_independent_reading(name: str) -> None:
-    want = oracle_totals(name)
+    want = independent_census(KINETO / name)["totals"]
     got = summary(KINETO / name)["totals"]
-    assert {k: got[k] for k in want} == want
+    assert {k: got[k] for k in KEYS} == want
 
 
 def test_profiler_steps_per_step() -> None:
-    """HTA's NCCL trace: three ProfilerStep#N ranges; each step's kernels (by their launching
-    call's start, any thread of the process) and kernel time as counted independently."""
-    _, events = oracle_events(NCCL)
-    calls = {
-        e["args"]["correlation"]: e for e in events if e["cat"] in ("cuda_runtime", "cuda_driver")
-    }
-    steps = sorted((e for e in events if e["cat"] == "user_annotation"
-                    and e["name"].startswith("ProfilerStep#")), key=lambda e: ns(e["ts"]))  # fmt: skip
-    want = []
-    for s in steps:
-        lo, hi = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
-        mine = [k for k in events if k["cat"] == "kernel"
-                and lo <= ns(calls[k["args"]["correlation"]]["ts"]) < hi]  # fmt: skip
-        want.append((s["name"], len(mine), sum(ns(k["dur"]) for k in mine)))
+    """HTA's NCCL trace: three ProfilerStep#N ranges; each step's census keys (work by its
+    launching call's start, any thread of the process) as counted independently."""
+    fields = ("name", "start_ns", "end_ns", *KEYS)
+    want = [[s[k] for k in fields] for s in independent_census(KINETO / NCCL)["steps"]]
     doc = summary(KINETO / NCCL)
-    got = [(s["name"], s["kernel_count"], s["kernel_time_ns"]) for s in doc["steps"]]
-    assert got == want and [n for _, n, _ in want] == [900, 900, 900]
-    assert sum(n for _, n, _ in got) == doc["totals"]["kernel_count"]
+    got = [[s[k] for k in fields] for s in doc["steps"]]
+    assert got == want and [s[3] for s in want] == [900, 900, 900]
+    assert sum(s[3] for s in got) == doc["totals"]["kernel_count"]
 
 
 @pytest.mark.fixtures
@@ -94,3 +66,68 @@ def test_a_damaged_trace_is_one_line_exit_1(tmp_path) -> None:
     assert r.exit_code == 1 and "Traceback" not in r.output
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("Error:")]
     assert errors == [f"Error: {path}: truncated gzip file (it ends inside compressed data)"]
+
+
+def test_torch_1_9_categories(tmp_path) -> None:
+    """torch 1.8-1.9 (TensorBoard plugin's resnet50 samples, 2021) write the categories
+    capitalised: `Kernel`, `Memcpy`, `Memset`, `Runtime`, and `Operator` for the ops and for
+    `ProfilerStep#N` alike (TensorBoard's plugin takes them so); times as integer µs, host tids
+    as strings. Their kernels, copies, memsets and launches count, and the step is a step."""
+    gpu = {"pid": 0, "tid": "stream 7"}
+    host = {"pid": 25738, "tid": "25738"}
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", **host, "ts": 1000, "dur": 100},
+        {"ph": "X", "cat": "Operator", "name": "aten::conv2d", **host, "ts": 1010, "dur": 20},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", **host, "ts": 1020, "dur": 5,
+         "args": {"cbid": 211, "correlation": 41}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaMemcpyAsync", **host, "ts": 1040, "dur": 7,
+         "args": {"cbid": 41, "correlation": 42}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaMemsetAsync", **host, "ts": 1200, "dur": 3,
+         "args": {"cbid": 51, "correlation": 43}},
+        {"ph": "X", "cat": "Kernel", "name": "void k()", **gpu, "ts": 1030, "dur": 397,
+         "args": {"device": 0, "stream": 7, "correlation": 41}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoD (Device -> Device)", **gpu,
+         "ts": 1430, "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 42,
+                                         "bytes": 4096}},
+        {"ph": "X", "cat": "Memset", "name": "Memset (Device)", **gpu, "ts": 1440, "dur": 1,
+         "args": {"device": 0, "stream": 7, "correlation": 43, "bytes": 128000}},
+    ]  # fmt: skip
+    path = tmp_path / "worker0.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    doc = summary(path)
+    want = {"kernel_count": 1, "kernel_time_ns": 397_000, "launch_api_count": 1,
+            "launch_api_time_ns": 5_000, "d2d_count": 1, "d2d_bytes": 4096, "memset_count": 1,
+            "memset_bytes": 128000}  # fmt: skip
+    assert {k: doc["totals"][k] for k in want} == want
+    [step] = doc["steps"]
+    assert (step["name"], step["start_ns"], step["end_ns"]) == (
+        "ProfilerStep#5",
+        1_000_000,
+        1_100_000,
+    )
+    assert {k: step[k] for k in want} == {**want, "memset_count": 0, "memset_bytes": 0}
+    assert independent_census(path)["totals"] == doc["totals"]
+
+
+def test_events_set_aside_are_said(tmp_path) -> None:
+    """A kernel with a negative duration is left out, and copies without `args.bytes` (ROCm's
+    traces write none) count 0 bytes: `census summary` says both, with counts, never silently."""
+    gpu = {"pid": 0, "tid": 7}
+    args = {"device": 0, "stream": 7, "correlation": 5}
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+         "ts": 10, "dur": 2, "args": {"correlation": 5}},
+        {"ph": "X", "cat": "kernel", "name": "k", **gpu, "ts": 12, "dur": -3, "args": args},
+        {"ph": "X", "cat": "kernel", "name": "k", **gpu, "ts": 20, "dur": 3, "args": args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", **gpu,
+         "ts": 30, "dur": 3, "args": args},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", **gpu,
+         "ts": 40, "dur": 3, "args": {**args, "bytes": 64}},
+    ]  # fmt: skip
+    path = tmp_path / "rocm.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    doc = summary(path)
+    assert (doc["totals"]["kernel_count"], doc["totals"]["h2d_count"]) == (1, 2)
+    assert doc["totals"]["h2d_bytes"] == 64
+    assert "1 kernels events with a negative duration, left out" in doc["warnings"]
+    assert "1 copies or memsets carry no `args.bytes`: their bytes count as 0" in doc["warnings"]

@@ -245,7 +245,7 @@ def _unlaunched_line(agg: Aggregates, kernels: int) -> str:
 
 
 def _data_warnings(schema: sc.Schema, agg: Aggregates) -> list[str]:
-    out = []
+    out = list(schema.notes)  # a trace's events set aside or changed (Kineto)
     kernels = sum(g.count for g in agg.kernel_groups)
     orphan = agg.orphan_kernels
     if schema.tracer and (orphan or agg.orphan_copies):

@@ -43,15 +43,7 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     if len(head) == 0:
         raise InputError(f"{path}: empty file, not an nsys SQLite export")
     if head != SQLITE_MAGIC:
-        if _is_kineto(path, head):
-            raise InputError(
-                f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
-                "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
-                "with `nsys export --type sqlite`)"
-            )
-        raise InputError(
-            f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)"
-        )
+        raise _not_sqlite(path, head)
     header = _check_not_truncated(path)
     try:
         conn = sqlite3.connect(_readonly_uri(path, header), uri=True, timeout=2.0)
@@ -213,21 +205,38 @@ def _remove_copies(pid: int) -> None:
             shutil.rmtree(copy.parent, ignore_errors=True)
 
 
-def _is_kineto(path: Path, head: bytes) -> bool:
-    """A Chrome-trace JSON (plain or gzipped) that torch.profiler writes: `traceEvents` near
-    its start."""
+def _not_sqlite(path: Path, head: bytes) -> InputError:
+    """What a file that is no SQLite database is, as one line: a Kineto trace, other JSON (a
+    Chakra execution trace), or neither."""
+    start = _text_start(path, head)
+    if start.startswith(b"{") and b'"traceEvents"' in start:
+        return InputError(
+            f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
+            "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
+            "with `nsys export --type sqlite`)"
+        )
+    if start.startswith((b"{", b"[")):
+        return InputError(
+            f"{path}: JSON that is neither a PyTorch profiler trace (no `traceEvents` key near "
+            "its start) nor an nsys SQLite export"
+        )
+    return InputError(f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)")
+
+
+def _text_start(path: Path, head: bytes) -> bytes:
+    """The first 64 KiB of the file's text (gunzipped where it is gzip), leading blanks
+    stripped: a Chrome-trace JSON that torch.profiler writes has `traceEvents` there."""
     import gzip
+    import zlib
 
     try:
         if head.startswith(b"\x1f\x8b"):
             with gzip.open(path, "rb") as fh:
-                start = fh.read(1 << 16)
-        else:
-            with path.open("rb") as fh:
-                start = fh.read(1 << 16)
-    except (OSError, EOFError):
-        return False
-    return start.lstrip().startswith(b"{") and b'"traceEvents"' in start
+                return fh.read(1 << 16).lstrip()
+        with path.open("rb") as fh:
+            return fh.read(1 << 16).lstrip()
+    except (OSError, EOFError, zlib.error):
+        return b""
 
 
 def _check_not_truncated(path: Path) -> bytes:

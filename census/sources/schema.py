@@ -27,6 +27,7 @@ META_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 # a Kineto trace's `cpu_op` events in census's export of it (census.sources.kineto.export): the
 # operation ranges of #56, which an nsys export holds as NVTX ranges instead
 OP_RANGES = "KINETO_OP_RANGES"
+NOTE = "KINETO_NOTE_"  # META_DATA_EXPORT names of a trace's notes: KINETO_NOTE_0, _1, ...
 
 KNOWN_MAJOR_VERSIONS = (2, 3)
 
@@ -70,6 +71,8 @@ class Schema:
     schema_version: str | None
     # META_DATA_EXPORT's TRACER, written for a trace (census/sources/kineto/export.py); None: nsys
     tracer: str | None = None
+    # what the trace's reading set aside or changed, with counts (KINETO_NOTE_<i> rows): warnings
+    notes: tuple[str, ...] = ()
 
     def has(self, table: str) -> bool:
         """Whether the export has `table`."""
@@ -114,7 +117,14 @@ def read_schema(conn: sqlite3.Connection) -> Schema:
         nsys_version=meta.get("EXPORT_PRODUCT_VERSION"),
         schema_version=meta.get("EXPORT_SCHEMA_VERSION"),
         tracer=meta.get("TRACER"),
+        notes=_notes(meta),
     )
+
+
+def _notes(meta: dict[str, str]) -> tuple[str, ...]:
+    """A trace's notes (META_DATA_EXPORT's KINETO_NOTE_<i>) in their order."""
+    keys = [k for k in meta if k.startswith(NOTE) and k[len(NOTE) :].isdigit()]
+    return tuple(meta[k] for k in sorted(keys, key=lambda k: int(k[len(NOTE) :])))
 
 
 def checked_schema(conn: sqlite3.Connection, path: Path) -> Schema:

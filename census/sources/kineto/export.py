@@ -36,12 +36,12 @@ import numpy as np
 from census.findings.op_ranges import BACKWARD_PREFIX
 from census.paths import atomic_target, cache_dir
 from census.sources.kineto.numbers import NO_VALUE
-from census.sources.kineto.reader import iter_batches
+from census.sources.kineto.reader import iter_batches, notes
 from census.sources.kineto.tables import Strings
-from census.sources.schema import OP_RANGES
+from census.sources.schema import NOTE, OP_RANGES
 
 TRACER = "torch.profiler (Kineto)"
-EXPORT_VERSION = 3  # in the export's name: a census that writes exports otherwise makes its own
+EXPORT_VERSION = 4  # in the export's name: a census that writes exports otherwise makes its own
 _TID_BITS = (1 << 24) - 1
 _GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
                "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
@@ -102,6 +102,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
         conn.execute(f"CREATE TABLE {table} ({columns})")
     batches = iter_batches(trace)
     host = _HostProcess()
+    no_bytes = 0  # copies and memsets without args.bytes (ROCm's)
     for tables in batches:
         host.add(tables.get("api_calls"))
         if "api_calls" in tables:
@@ -112,7 +113,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
             _insert_ops(conn, tables["cpu_ops"], batches.strings)
         for name in _GPU_TABLES:
             if name in tables:
-                _insert_gpu(conn, name, tables[name])
+                no_bytes += _insert_gpu(conn, name, tables[name])
     for table in _GPU_TABLES.values():  # the process is known once every call is read
         conn.execute(f"UPDATE {table} SET globalPid = ?", (host.pid() << 24,))
     strings = batches.strings.table()
@@ -120,6 +121,10 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", enumerate(strings))
     conn.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
     meta = [("EXPORT_SCHEMA_VERSION", "3"), ("TRACER", TRACER), *_trace_meta(conn, batches.meta)]
+    said = notes(batches.counts)
+    if no_bytes:
+        said.append(f"{no_bytes:,} copies or memsets carry no `args.bytes`: their bytes count as 0")
+    meta += [(f"{NOTE}{i}", text) for i, text in enumerate(said)]  # warnings (census.load)
     conn.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta)
     gpus = batches.meta.get("deviceProperties")
     conn.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT)")
@@ -207,7 +212,8 @@ def _insert_ops(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: Str
     conn.executemany(f"INSERT INTO {OP_RANGES} VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
-def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -> None:
+def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -> int:
+    """The GPU events' rows; how many of them (copies, memsets) have no bytes."""
     corr = np.where(c["correlation"] == NO_VALUE, 0, c["correlation"])
     head = [c["start_ns"].tolist(), c["end_ns"].tolist(), c["device"].tolist(),
             c["stream"].tolist(), corr.tolist()]  # fmt: skip
@@ -230,3 +236,4 @@ def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -
                    "correlationId, bytes, value, contextId, globalPid) "
                    f"VALUES (?, ?, ?, ?, ?, ?, 0, 1, {process})")  # fmt: skip
     conn.executemany(sql, rows)
+    return 0 if name == "kernels" else int((c["bytes"] == NO_VALUE).sum())

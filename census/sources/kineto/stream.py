@@ -255,8 +255,8 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
             except msgspec.DecodeError as exc:
                 error = exc
                 at = _error_byte(exc)
-                if "trailing characters" in str(exc):  # the array ended before the cut (a
-                    continue  # top-level object value after it, `"distributedInfo": {...},`)
+                if at is not None and "trailing characters" in str(exc):  # the cut lies past
+                    return _events_to_end(stream, start, start - 2 + at, decode)  # the array
                 if at is not None and at < cut + 1 - (start - 1):  # before the `]` put in:
                     stream.pos = start - 1 + at  # the events' own text is wrong
                     raise stream.error(_malformed(buf, stream.pos, exc)) from None
@@ -272,6 +272,28 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
             raise stream.error(f"no event ends within {MAX_EVENT_BYTES >> 20} MiB{detail}")
         if not stream.more():
             raise stream.error(f"the events array cut short or not JSON{detail}")
+
+
+def _events_to_end(
+    stream: TraceStream, start: int, trailing: int, decode: Callable[[memoryview], list]
+) -> list:
+    """The events from the position to the array's own `]`, which ends before `trailing` (the
+    first byte past it that msgspec found, a top-level key's `,`): a cut tried past the array's
+    end (a top-level object after the events, `"distributedInfo": {"rank": 0},`) falls back
+    here. The position is left on the `]`."""
+    import msgspec
+
+    close = trailing - 1
+    while close >= start and stream.buf[close] in b" \t\r\n":
+        close -= 1
+    try:
+        with memoryview(stream.buf) as view:
+            events = decode(view[start - 1 : close + 1])
+    except msgspec.DecodeError as exc:
+        stream.pos = close
+        raise stream.error(_malformed(stream.buf, close, exc)) from None
+    stream.pos = close
+    return events
 
 
 def _error_byte(exc: Exception) -> int | None:

@@ -27,17 +27,21 @@ import numpy as np
 
 from census.sources.kineto.numbers import NO_VALUE, Rounded, decimal_ns, int_column
 
+# Each table's categories; torch 1.8-1.9 wrote them capitalised (`Kernel`, `Runtime`, ...), as
+# TensorBoard's plugin reads them, and `Operator` for the ops and `ProfilerStep#N` alike.
 TABLES: dict[str, tuple[str, ...]] = {
-    "kernels": ("kernel",),
-    "memcpys": ("gpu_memcpy",),
-    "memsets": ("gpu_memset",),
-    "api_calls": ("cuda_runtime", "cuda_driver"),
+    "kernels": ("kernel", "Kernel"),
+    "memcpys": ("gpu_memcpy", "Memcpy"),
+    "memsets": ("gpu_memset", "Memset"),
+    "api_calls": ("cuda_runtime", "cuda_driver", "Runtime"),
     "annotations": ("user_annotation",),
     "gpu_annotations": ("gpu_user_annotation",),
     "cpu_ops": ("cpu_op",),
 }
 _TABLE_OF = dict(enumerate(TABLES, start=1))
 _CODE = {cat: code for code, table in _TABLE_OF.items() for cat in TABLES[table]}
+_OPERATOR = _CODE["Operator"] = len(TABLES) + 1  # a step or an op, by its name
+_STEP, _OP = _CODE["user_annotation"], _CODE["cpu_op"]
 # Kineto names a copy `Memcpy <kind> (<src> -> <dst>)`, the kind as CUPTI's enum lists it.
 _COPY_KINDS = {"HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7,
                "DtoD": 8, "HtoH": 9, "PtoP": 10}  # fmt: skip
@@ -98,8 +102,10 @@ def batch_tables(events: list, strings: Strings, labels: dict[str, int], counts:
         codes = np.array([get(e.cat, 0) for e in events], dtype=np.int8)
     except TypeError:  # an unhashable category
         codes = np.array([_CODE.get(e.cat, 0) if isinstance(e.cat, str) else 0 for e in events])
+    for i in np.flatnonzero(codes == _OPERATOR).tolist():  # torch 1.8-1.9
+        codes[i] = _STEP if str(events[i].name).startswith("ProfilerStep#") else _OP
     out = {}
-    for code in np.flatnonzero(np.bincount(codes, minlength=len(TABLES) + 1)).tolist():
+    for code in np.flatnonzero(np.bincount(codes, minlength=len(TABLES) + 2)).tolist():
         if code:
             chosen = [events[i] for i in np.flatnonzero(codes == code).tolist()]
             out[_TABLE_OF[code]] = _table_columns(_TABLE_OF[code], chosen, strings, labels, counts)
