@@ -52,6 +52,22 @@ def test_summary_without_msgspec_equals_msgspec_route(trace: Path, tmp_path: Pat
     assert json.loads(got.stdout) == want
 
 
+def test_a_generated_trace_without_msgspec(tmp_path: Path) -> None:
+    """bench/kineto_generate.py's trace (4 MB of JSON, many batches; kernel names with braces
+    and commas, so that some cuts fall inside a string and are tried again, and the stream's
+    buffer grows while a failed batch's error is held): the same census through json."""
+    import runpy
+
+    generate = runpy.run_path(str(REPO / "bench" / "kineto_generate.py"))["main"]
+    assert generate(["--kernels", "3000", "-o", str(tmp_path / "gen")]) == 0
+    trace = tmp_path / "gen" / "rank0.pt.trace.json.gz"
+    r = runner.invoke(app, ["summary", str(trace), "--json"])
+    assert r.exit_code == 0, r.output
+    got = _without_msgspec(tmp_path, "summary", str(trace), "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == json.loads(r.stdout)
+
+
 @pytest.mark.parametrize(
     ("text", "says"),
     [

@@ -125,15 +125,28 @@ class Event:
         self.args = None if args is None else Args(args)
 
 
+def _text(data: Any) -> str:
+    """The text of bytes or a memoryview (the stream's buffer, which must not stay exported:
+    the callers drop their `data` before decoding, so an exception's frames never hold it)."""
+    return bytes(data).decode("utf-8")
+
+
 def _json_value(data: Any) -> Any:
     """A JSON value from bytes (or a memoryview), as msgspec would decode it: non-integer
     numbers as their text; NaN, Infinity and any text after the value refused."""
+    text = _text(data)
+    del data
+    return _loads(text)
+
+
+def _loads(text: str) -> Any:
     import json
 
-    text = bytes(data).decode("utf-8")
     try:
         return json.loads(text, parse_float=str, parse_constant=_reject)
     except json.JSONDecodeError as exc:
+        if exc.msg.startswith("Unterminated string"):  # as msgspec: no byte (a cut inside a
+            raise JsonDecodeError("Input data was truncated", None) from None  # string)
         at = len(text[: exc.pos].encode())
         raise JsonDecodeError(
             f"JSON is malformed: {exc.msg}", at, exc.msg == "Extra data"
@@ -146,7 +159,9 @@ def _json_value(data: Any) -> Any:
 
 def _json_events(data: Any) -> list:
     """An events array's events (each an Event), through json."""
-    events = _json_value(data)
+    text = _text(data)
+    del data
+    events = _loads(text)
     if not isinstance(events, list):
         raise EventShapeError(f"Expected `array`, got `{type(events).__name__}`")
     try:
