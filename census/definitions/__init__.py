@@ -49,7 +49,9 @@ IDLE_BY_RANGE_RULE = (
     "per range text: the GPU idle instants of the steps (no kernel, memcpy, memset or whole "
     "CUDA graph of the step's process running) at which that range is the innermost NVTX range "
     "open on the step range's thread (push/pop or start/end, any domain; innermost = the latest-started of those "
-    "open, at equal starts the one that ends first; the step ranges excluded); "
+    "open, at equal starts the one that ends first; the step ranges excluded; an op range, "
+    "decorated with `, seq = N` or `, op_id = N`, counts under its text cut at the first "
+    "comma); "
     "idle_ns_per_step = their sum / steps, share = their sum / the steps' gpu_idle_ns; idle "
     "with no range open goes to none, so the shares add up to at most 1"
 )

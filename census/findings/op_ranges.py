@@ -13,6 +13,7 @@ threads holding them are answered by a slower exact search, never by a guess.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,18 @@ def normalize_op_name(name: str) -> str:
     """An op range's name as census shows it: `aten::mm, seq = 12, op_id = 40` is `aten::mm`
     (emit_nvtx appends the sequence number and the op id after the first comma)."""
     return name.split(",", 1)[0].strip()
+
+
+# what emit_nvtx and nsys's --pytorch=autograd-nvtx append to an op range's text
+_OP_DECORATION = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+")
+
+
+def range_group(text: str) -> str:
+    """A host range's row in the GPU-idle-by-range table: an op range (its text decorated with
+    `, seq = N` or `, op_id = N`) under its normalised name, so that one operation's idle time
+    adds up in one row (`aten::addmm, seq = 791, op_id = 11000` is `aten::addmm`); any other
+    range under its text as written (`forward`, `my, range`)."""
+    return normalize_op_name(text) if _OP_DECORATION.search(text) else text
 
 
 def normalize_names(names: list[str] | tuple[str, ...]) -> tuple[tuple[str, ...], np.ndarray]:
