@@ -133,7 +133,7 @@ KINETO_SOURCES: dict[str, str] = {
     LAUNCH_API_COUNT: "`cuda_runtime`/`cuda_driver` events whose name is in the launch list, "
     "one per `args.correlation`",
     LAUNCH_API_TIME_NS: "Σ `dur` over those launch API events",
-    GRAPH_LAUNCH_COUNT: "launch API events named cudaGraphLaunch/cuGraphLaunch",
+    GRAPH_LAUNCH_COUNT: "launch API events named cudaGraphLaunch/cuGraphLaunch/hipGraphLaunch",
     **{f"{c.key}_count": f"`gpu_memcpy` events named `Memcpy {c.short[0]}to{c.short[2]} ...` "
        f"(the kind from the name)" for c in COUNTED_COPIES},
     **{f"{c.key}_bytes": "Σ `args.bytes` over those copies" for c in COUNTED_COPIES},
@@ -213,7 +213,7 @@ METRICS: tuple[Metric, ...] = _with_kineto((
     Metric(
         GRAPH_LAUNCH_COUNT,
         "count",
-        "launch API calls that are cudaGraphLaunch/cuGraphLaunch",
+        "launch API calls that are cudaGraphLaunch/cuGraphLaunch (hipGraphLaunch)",
         "graph launches",
         (VIEW_DIFF,),
     ),

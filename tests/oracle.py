@@ -340,7 +340,9 @@ def idle_by_range_oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#
     (between consecutive bounds of any interval involved) in which no kernel, memcpy or memset
     of the step's process runs goes to the innermost NVTX range open over it on the step
     range's thread (the latest-started; at equal starts the one that ends first), the step
-    ranges excluded; a stretch with no range open goes to none."""
+    ranges excluded; a stretch with no range open goes to none. An op range (`aten::mm, seq = 3,
+    op_id = 9`, `Torch-Compiled Region: 0/0, op_id = 5`) counts under its text before the
+    first comma."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     ranges = [
         (s, e, text, tid)
@@ -382,5 +384,7 @@ def idle_by_range_oracle(path: Path, steps_regex: str = r"^(step\b|ProfilerStep#
             if open_:
                 inner = max(open_, key=lambda r: (r[0], -r[1]))
                 name = inner[2] if inner[2] is not None else "(unnamed range)"
+                if re.search(r", (seq|op_id) = [0-9]+", name):
+                    name = name[: name.index(",")].strip()
                 out[name] = out.get(name, 0) + b - a
     return out

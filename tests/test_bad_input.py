@@ -82,7 +82,7 @@ def test_empty_file(tmp_path: Path) -> None:
 def test_random_bytes(tmp_path: Path) -> None:
     p = tmp_path / "noise.sqlite"
     p.write_bytes(os.urandom(4096))
-    assert "not a SQLite database" in cli_error(["summary", str(p)], 1)
+    assert "not a SQLite database nor a PyTorch profiler trace" in cli_error(["summary", str(p)], 1)
 
 
 @pytest.mark.parametrize("fraction", [0.001, 0.1, 0.5, 0.9, 0.999])
@@ -126,10 +126,13 @@ def test_a_kineto_trace_is_named_for_what_it_is(tmp_path: Path) -> None:
     from census.sources.readonly import open_readonly
 
     trace = REPO / "tests" / "data" / "kineto" / "h200_eager_3steps.kineto.json.gz"
-    with pytest.raises(
-        InputError, match=r"a PyTorch profiler \(Kineto\) trace, not an nsys export"
-    ):
+    with pytest.raises(InputError) as raised:
         open_readonly(trace)
+    assert str(raised.value) == (  # not "census reads Nsight Systems SQLite exports" (#55)
+        f"{trace}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads traces "
+        "where a capture is named (`census summary TRACE`, a folder of per-rank traces), not "
+        "where an nsys SQLite export must be opened"
+    )
     plain = tmp_path / "trace.json"
     plain.write_text(json.dumps({"schemaVersion": 1, "traceEvents": []}))
     r = runner.invoke(app, ["summary", str(plain), "--json"])

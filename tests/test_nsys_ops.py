@@ -6,6 +6,7 @@ not with census's code."""
 
 from __future__ import annotations
 
+import json
 import lzma
 import shutil
 import sqlite3
@@ -87,3 +88,44 @@ def test_the_diff_matches_every_eager_operation(captures: Path) -> None:
     rows = census.diff(captures / "eager", captures / "compiled").ops.rows
     assert [m for m in rows if not m.a_keys or not m.b_keys] == []
     assert sum(m.a_count for m in rows) == 1235 and sum(m.b_count for m in rows) == 1125
+
+
+def test_idle_by_range_has_one_row_per_operation(captures: Path) -> None:
+    """The op ranges' idle time adds up under their normalised names (`aten::addmm`, not one
+    row per `aten::addmm, op_id = N`); the ranges' sum is what it was (5,430,177 and
+    3,148,124 ns over the steps, 653 and 286 rows before)."""
+    for side, rows, total, addmm in (("eager", 41, 5430177, 1071669),
+                                     ("compiled", 51, 3148124, 357825)):  # fmt: skip
+        c = census.summarize(captures / side, use_cache=False)
+        names = [r.range for r in c.idle_by_range]
+        assert len(names) == len(set(names)) == rows
+        assert not [n for n in names if "op_id =" in n or "seq =" in n]
+        assert sum(r.idle_ns for r in c.idle_by_range) == total
+        assert dict((r.range, r.idle_ns) for r in c.idle_by_range)["aten::addmm"] == addmm
+    assert "Torch-Compiled Region: 0/0" in names
+
+
+def test_summary_json_has_ops_per_phase_adding_up_to_its_kernels(captures: Path) -> None:
+    from census import api
+    from census.render import json_docs, json_rows
+
+    view = api.census_view(census.summarize(captures / "eager"))
+    whole = json_docs.summary_json(view, 5)
+    assert json_rows.dumps(json_docs.summary_json(view, 5, rows_as_text=True)) == \
+        json.dumps(whole)  # fmt: skip
+    phases = [p for s in whole["steps"] for p in s["phases"]]
+    assert [p["name"] for p in phases[:3]] == ["forward", "backward", "optimizer"]
+    assert len(phases) == 20
+    for p in phases:
+        sums = sum(e["kernel_count"] for e in p["ops"]), sum(e["kernel_time_ns"] for e in p["ops"])
+        assert sums == (p["kernel_count"], p["kernel_time_ns"])
+    assert sum(sum(e["kernel_count"] for e in p["ops"]) for p in phases) == 1235
+
+
+def test_idle_by_range_equals_the_slow_reference(captures: Path) -> None:
+    from tests.oracle import idle_by_range_oracle
+
+    for side in ("eager", "compiled"):
+        c = census.summarize(captures / side)
+        want = idle_by_range_oracle(captures / side / "capture.sqlite")
+        assert {r.range: r.idle_ns for r in c.idle_by_range} == {k: v for k, v in want.items() if v}

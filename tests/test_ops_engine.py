@@ -5,6 +5,7 @@ of the definition, adding up to every step's kernels exactly; the record codec c
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -325,3 +326,46 @@ def test_a_rank_folders_operations_are_its_ranks_side_by_side(tmp_path: Path) ->
     _emit_nvtx_export(mixed / "rank0.sqlite")
     _emit_nvtx_export(mixed / "rank1.sqlite", with_ops=False)
     assert census.summarize(mixed, ranks=True).ops is None
+
+
+def test_a_rank_folders_diff_has_its_ranks_operations(tmp_path: Path) -> None:
+    """`census diff RANKFOLDER_A RANKFOLDER_B`: the ranks' operations merged (merge_ops), each
+    rank's steps counted, not "no operation ranges"."""
+    for side in ("a", "b"):
+        folder = tmp_path / side
+        folder.mkdir()
+        for rank in range(2):
+            _emit_nvtx_export(folder / f"rank{rank}.sqlite")
+        (folder / "run.json").write_text(json.dumps({"ranks": {"0": "rank0.sqlite",
+                                                               "1": "rank1.sqlite"}}))  # fmt: skip
+    r = CliRunner().invoke(app, ["diff", str(tmp_path / "a"), str(tmp_path / "b"), "--format",
+                                 "json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    ops = json.loads(r.stdout)["ops"]
+    assert ops["missing"] is None and ops["steps"] == {"a": 4, "b": 4}
+    got = [
+        ([k["op"] for k in row["a_ops"]], row["sums"]["a"]["kernel_count"]) for row in ops["rows"]
+    ]
+    assert sorted(got, key=str) == sorted([(["add + mul"], 4), (["aten::mm"], 4), (["aten::mm"], 4),
+                                           ([None], 0)], key=str)  # fmt: skip
+
+
+def test_a_torch_capture_folders_inductor_map_is_read_and_keys_the_cache(tmp_path: Path) -> None:
+    """`census capture --profiler torch` of a compiled run: the trace's export lies in the cache
+    folder, the map beside the trace in the capture folder. It decides the fused group, and a
+    map written after a census was cached makes a new census (its identity is in the key)."""
+    folder = tmp_path / "capture"
+    folder.mkdir()
+    shutil.copy(KINETO / "h200_compiled_3steps.kineto.json.gz", folder / "capture.pt.trace.json.gz")
+    kernel = "triton_poi_fused_gelu_gelu_backward_view_2"  # 12 kernels in the trace
+
+    def fused(c: census.Census) -> dict[str, int]:
+        o = c.ops
+        return {o.op[r]: int(o.total_kernel_count[r]) for r in range(len(o)) if o.fused[r]}
+
+    before = fused(census.summarize(folder))
+    assert "mul + erf" not in before and before["gelu + gelu_backward + view"] == 12
+    (folder / "inductor_map.json").write_text(json.dumps({kernel: ["aten::mul", "aten::erf"]}))
+    for trace in (folder, folder / "capture.pt.trace.json.gz"):
+        after = fused(census.summarize(trace))
+        assert after["mul + erf"] == 12 and "gelu + gelu_backward + view" not in after

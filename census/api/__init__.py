@@ -21,6 +21,7 @@ from census.options import (
     resolve_input,
     with_options,
 )
+from census.sources.inductor_map import map_identity  # in each census cache key: a map added later
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -80,18 +81,18 @@ def _summarize_one(path: Path, options: Options, progress: Progress | None = Non
     from census.store.cache import cached_census
 
     sqlite_path = resolve_sqlite(path, progress)
+    source = named_source(path, sqlite_path)  # as named (not a trace's export): its map beside
 
     def compute() -> Census:
         profile = load_profile(sqlite_path, options.steps_regex, options.skip_first, progress,
                                workers, phases_regex=options.phases_regex or None,
-                               idle=options.idle)  # fmt: skip
+                               idle=options.idle, map_from=source)  # fmt: skip
         return compute_census(profile)
 
-    # the path the user named this time: the cache may hold it as read through another name
-    named = str(named_source(path, sqlite_path))
-    if not use_cache:
-        return compute().read_through(named)
-    return cached_census(sqlite_path, options.key(), compute, cache_as).read_through(named)
+    if not use_cache:  # read through the name given this time, which the cache may not hold
+        return compute().read_through(str(source))
+    key = [*options.key(), map_identity(source)]
+    return cached_census(sqlite_path, key, compute, cache_as).read_through(str(source))
 
 
 def summarize_ranks(
@@ -146,7 +147,7 @@ def _cached(path: Path, options: Options) -> bool:
     """Whether the cache holds the census of this export file with these options."""
     from census.store.cache import holds_census
 
-    return holds_census(path, options.key())
+    return holds_census(path, [*options.key(), map_identity(path)])
 
 
 def _diff_sides(a: tuple, b: tuple, labels: tuple[str, str]) -> CensusDiff:
@@ -287,10 +288,10 @@ def _document_key(
     named: Path, options: Options, top: int, calibration: dict | None
 ) -> tuple[list, str]:
     """(the key, the kind) a summary document is cached under (census.store.cache): the
-    options, --top, the calibration run the capture overhead is measured against and the
-    export's path as named (the document's source.path; the cache keys the file itself by its
-    resolved path)."""
-    return [*options.key(), top, calibration, str(named)], "summary-json"
+    options and the Inductor map (as a census's), --top, the calibration run the capture overhead
+    is measured against and the export's path as named (the document's source.path; the cache
+    keys the file itself by its resolved path)."""
+    return [*options.key(), map_identity(named), top, calibration, str(named)], "summary-json"
 
 
 def _calibration(path: Path) -> dict | None:
@@ -337,9 +338,9 @@ def diff_document(a: Path, b: Path, labels: tuple[str, str] | None, options: Opt
         meta, text = render()
         return meta, spooled(text)
     files = [resolve_sqlite(a, progress), resolve_sqlite(b, progress)]
-    # the sides' source paths, as named (see _document_key)
-    named = [str(named_source(p, f)) for p, f in zip((a, b), files, strict=True)]
-    return cached_text(files, [list(labels), *options.key(), top, named], "diff-json", render)
+    named = [named_source(p, f) for p, f in zip((a, b), files, strict=True)]  # see _document_key
+    key = [list(labels), *options.key(), top, [str(p) for p in named], *map(map_identity, named)]
+    return cached_text(files, key, "diff-json", render)
 
 
 def load_experiment(folder: PathLike, scheduler: str | None = None) -> Experiment:

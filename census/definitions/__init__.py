@@ -49,7 +49,9 @@ IDLE_BY_RANGE_RULE = (
     "per range text: the GPU idle instants of the steps (no kernel, memcpy, memset or whole "
     "CUDA graph of the step's process running) at which that range is the innermost NVTX range "
     "open on the step range's thread (push/pop or start/end, any domain; innermost = the latest-started of those "
-    "open, at equal starts the one that ends first; the step ranges excluded); "
+    "open, at equal starts the one that ends first; the step ranges excluded; an op range, "
+    "decorated with `, seq = N` or `, op_id = N`, counts under its text cut at the first "
+    "comma); "
     "idle_ns_per_step = their sum / steps, share = their sum / the steps' gpu_idle_ns; idle "
     "with no range open goes to none, so the shares add up to at most 1"
 )
@@ -158,7 +160,7 @@ def is_nccl(name: str) -> bool:
     return classify_kernel(name) == NCCL
 
 
-# Launch APIs, after a trailing `_v<digits>` and then `_ptsz`/`_ptds` are removed.
+# Launch APIs, after a trailing `_v<digits>` and then `_ptsz`/`_ptds` (HIP's `_spt`) are removed.
 LAUNCH_APIS = frozenset(
     {
         "cudaLaunchKernel",
@@ -174,10 +176,22 @@ LAUNCH_APIS = frozenset(
         "cuLaunchGridAsync",
         "cudaGraphLaunch",
         "cuGraphLaunch",
+        # HIP's (ROCm traces of torch.profiler: `cuda_runtime` events of these names)
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipHccModuleLaunchKernel",
+        "hipLaunchCooperativeKernel",
+        "hipLaunchCooperativeKernelMultiDevice",
+        "hipModuleLaunchCooperativeKernel",
+        "hipModuleLaunchCooperativeKernelMultiDevice",
+        "hipExtLaunchMultiKernelMultiDevice",
+        "hipGraphLaunch",
     }
 )
-# The launch APIs that launch a whole CUDA graph (graph_launch_count counts them).
-GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+# The launch APIs that launch a whole CUDA (or HIP) graph (graph_launch_count counts them).
+GRAPH_LAUNCH_APIS = frozenset({"cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch"})
 # Calls that block the host until the GPU (or a stream, or an event) has caught up, after the same
 # suffix removal: the synchronous copies (cudaMemcpy without Async: a `.item()` or `.cpu()`) too.
 SYNC_APIS = frozenset(
@@ -197,12 +211,12 @@ SYNC_APIS = frozenset(
     }
 )
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
-_STREAM_SUFFIX = re.compile(r"_(ptsz|ptds)$")
+_STREAM_SUFFIX = re.compile(r"_(ptsz|ptds|spt)$")  # per-thread default stream variants
 
 
 def normalise_api_name(name: str) -> str:
-    """A runtime API name without its `_v<digits>` and then its `_ptsz`/`_ptds` suffix
-    (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`)."""
+    """A runtime API name without its `_v<digits>` and then its `_ptsz`/`_ptds`/`_spt` suffix
+    (`cudaLaunchKernel_v7000` -> `cudaLaunchKernel`, `hipLaunchKernel_spt` -> `hipLaunchKernel`)."""
     return _STREAM_SUFFIX.sub("", _VERSION_SUFFIX.sub("", name))
 
 

@@ -4,7 +4,8 @@ Rule (census.definitions.IDLE_BY_RANGE_RULE): for every instant of a step at whi
 its process is idle (no kernel, memcpy or memset of the process running: the complement of the
 busy union gpu_busy_ns is made of), the innermost NVTX range open at that instant on the step
 range's thread (push/pop or start/end, any domain; the latest-started of those open; the step
-ranges themselves excluded) gets the instant. Summed per range text over the steps. Idle time
+ranges themselves excluded) gets the instant. Summed per range text over the steps, an op range's
+text normalised (census.findings.op_ranges.range_group: one row per operation, not per op_id). Idle time
 with no range open goes to none, so the ranges' sum never exceeds gpu_idle_ns.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from census.findings.op_ranges import range_group
 from census.load.idle import idle_gaps
 from census.load.idle_windows import Window, windows
 from census.load.intervals import Covered, sums_per_code, unique
@@ -124,9 +126,10 @@ def _ranges(
     ).fetchall()
     own = {(s.start_ns, s.end_ns, s.name) for s in steps}
     kept = [r for r in rows if (r[1], r[2], r[0]) not in own]
-    texts = sorted({UNNAMED if r[0] is None else str(r[0]) for r in kept})
+    group = {r[0]: UNNAMED if r[0] is None else range_group(str(r[0])) for r in kept}
+    texts = sorted(set(group.values()))
     code = {t: i for i, t in enumerate(texts)}
-    name = np.array([code[UNNAMED if r[0] is None else str(r[0])] for r in kept], np.int64)
+    name = np.array([code[group[r[0]]] for r in kept], np.int64)
     start = np.array([r[1] for r in kept], np.int64)
     end = np.array([r[2] for r in kept], np.int64)
     order = np.lexsort((-end, start))

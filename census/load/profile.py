@@ -78,19 +78,25 @@ def load_profile(
     batch_rows: int | None = None,
     phases_regex: str | None = None,
     idle: bool = True,
+    map_from: Path | None = None,
 ) -> Profile:
     """Read the aggregates of one export. `workers`: processes to read it with (default: one
     per core, up to 8, for large exports; $CENSUS_WORKERS overrides); `batch_rows`: rows per
     batch (tests make it small to exercise what carries from batch to batch); `phases_regex`:
     the NVTX ranges inside steps that are phases (None: no phases); `idle`: split the GPU idle
     time by cause and by host range (census.load.idle, census.load.idle_ranges), from the
-    intervals the passes gather on the way."""
+    intervals the passes gather on the way; `map_from`: what the user named, where Inductor's
+    map is looked for (census.sources.inductor_map: in that capture folder, or beside that
+    trace, whose export lies in the cache folder), by default beside the export."""
+    from census.sources.inductor_map import inductor_map
+
+    kept = inductor_map(Path(map_from or path))  # a bad map: said before the export is read
     conn = open_readonly(path)
     note = wal_note(path)  # read with its log, from a private copy: said first
     notes.taken()  # another read's: not this one's
     try:
         run = (progress or _silent, workers, batch_rows)
-        profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run)
+        profile = _load(conn, path, steps_regex, skip_first, phases_regex, idle, *run, kept)
         sql = tuple(sorted(notes.taken().items()))
         said = tuple(w for w in (note, sql_note(sql)) if w)
         return replace(profile, warnings=(*said, *profile.warnings), read_with_sql=sql)
@@ -125,6 +131,7 @@ def _load(
     progress: Progress,
     workers: int | None,
     batch_rows: int | None,
+    kept: dict[str, tuple[str, ...]] | None = None,
 ) -> Profile:
     from census.load.idle_pass import threads_early
 
@@ -137,16 +144,17 @@ def _load(
     early = threads_early(conn, path, schema, steps) if idle and steps else None
     try:
         return _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress,
-                           workers, batch_rows, early)  # fmt: skip
+                           workers, batch_rows, early, kept)  # fmt: skip
     finally:
         if early is not None:
             early.stop()
 
 
 def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progress, workers,
-                batch_rows, early) -> Profile:  # fmt: skip
+                batch_rows, early, kept) -> Profile:  # fmt: skip
     """The profile once the steps are known: phases, the passes and their aggregates, the idle
-    split (the step threads' ranges from `early`, threads_early's, where it read them)."""
+    split (the step threads' ranges from `early`, threads_early's, where it read them); `kept`:
+    Inductor's map, or None."""
     from census.load.idle_pass import early_threads, idle_inputs
     from census.load.intervals import StepIndex
     from census.load.passes import run_passes
@@ -179,7 +187,7 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
     try:
         warnings += _data_warnings(schema, agg)
         gpus = sc.read_gpus(conn, schema, agg.devices)
-        ops, said = _ops(conn, schema, index, agg, progress, path)
+        ops, said = _ops(conn, schema, index, agg, progress, kept)
         profile = Profile(path, schema, gpus, tuple(steps), agg, (*warnings, *said), segments,
                           ops=ops)  # fmt: skip
         if split is None:
@@ -192,19 +200,18 @@ def _load_steps(conn, path, schema, steps, warnings, phases_regex, idle, progres
 
 
 def _ops(conn, schema, index, agg: Aggregates, progress: Progress,
-         path: Path) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
-    """The kernels by operation (census.load.ops) where the export has op ranges (with the
-    Inductor map its capture kept beside it, census.sources.inductor_map), checked to
+         kept: dict[str, tuple[str, ...]] | None) -> tuple[OpTable | None, tuple[str, ...]]:  # fmt: skip
+    """The kernels by operation (census.load.ops) where the export has op ranges (with `kept`,
+    the Inductor map its capture kept, census.sources.inductor_map), checked to
     add up to every key's (a step's, or with phases a segment's) and the capture's kernel count
     and time (the kernels' accumulator, KernelSums, read: else left out, said)."""
     from census.load.accumulators import KernelSums
     from census.load.ops import read_ops
     from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
-    from census.sources.inductor_map import inductor_map
 
     progress("reading operation ranges")
     keys = agg.keys
-    ops = read_ops(conn, schema, index, keys, inductor_map(Path(path)))
+    ops = read_ops(conn, schema, index, keys, kept)
     if ops is None:
         return None, ()
     kernels = next(acc for acc in agg.per_key if isinstance(acc, KernelSums))

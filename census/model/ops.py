@@ -75,19 +75,23 @@ class OpRows:
         return sorted(range(len(self.op)),
                       key=lambda r: (self.op[r] is None, -time[r], self.label(r)))  # fmt: skip
 
-    def entries(self, step: int | None = None) -> list[dict[str, Any]]:
+    def entries(self, step: int | None = None, phase: int | None = None) -> list[dict[str, Any]]:
         """The rows as the JSON lists them (docs/json.md, `ops`): over the whole capture (every
-        row with kernels, and the unattributed always), or in the step at position `step`
-        (the rows with kernels there); in `order`, adding up to the kernel count and time."""
-        if step is None:
-            cols = (self.total_kernel_count, self.total_kernel_time_ns, self.total_launch_count)
-        else:
+        row with kernels, and the unattributed always), in the step at position `step` or in
+        the phase row at position `phase` (the rows with kernels there); in `order`, adding up
+        to the kernel count and time."""
+        if phase is not None:
+            cols = tuple(getattr(self, k)[:, phase] for k in PHASE_ARRAYS)
+        elif step is not None:
             cols = tuple(getattr(self, k)[:, step] for k in STEP_ARRAYS)
+        else:
+            cols = (self.total_kernel_count, self.total_kernel_time_ns, self.total_launch_count)
+        whole = step is None and phase is None
         count, time, launches = (c.tolist() for c in cols)
         return [{"op": self.op[r], "fused": self.fused[r], "backward": self.backward[r],
                  "forward": list(self.forward[r]), KERNEL_COUNT: count[r],
                  KERNEL_TIME_NS: time[r], "launch_count": launches[r]}
-                for r in self._capture_order if count[r] or (step is None and self.op[r] is None)]  # fmt: skip
+                for r in self._capture_order if count[r] or (whole and self.op[r] is None)]  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, OpRows):

@@ -71,7 +71,7 @@ def summary_json(view: SummaryView, top: int = 20, rows_as_text: bool = False,
         "totals": census.totals.as_dict(),
         "steps": json_rows.steps_text(census.steps, census.ops)
         if rows_as_text
-        else [_step(s, census.ops, i) for i, s in enumerate(census.steps)],
+        else [_step(s, census.ops, i, census.steps.bounds[i]) for i, s in enumerate(census.steps)],
         "per_step": census.per_step(),
         "per_phase": census.per_phase(),
         "tail": None if tail is None else _tail(tail),
@@ -117,13 +117,13 @@ def _source(source: Source) -> dict[str, Any]:
     return out
 
 
-def _step(s: Step, ops: OpRows | None = None, at: int = 0) -> dict[str, Any]:  # at: its position
+def _step(s: Step, ops: OpRows | None = None, at: int = 0, first: int = 0) -> dict[str, Any]:
     return {
         "name": s.name,
         "start_ns": s.start_ns,
         "end_ns": s.end_ns,
         **dict(zip(METRIC_KEYS, METRIC_VALUES(s.metrics), strict=True)),
-        "phases": [_phase(p) for p in s.phases],
+        "phases": [_phase(p, ops, first + i) for i, p in enumerate(s.phases)],
         **({} if ops is None else {"ops": ops.entries(at)}),
     }
 
@@ -175,9 +175,9 @@ def _tables(census: Census, top: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _phase(p: Phase) -> dict[str, Any]:
-    return {"name": p.name, **p.as_dict(), GPU_START_NS: p.gpu_start_ns,
-            GPU_SPAN_NS: p.gpu_span_ns}  # fmt: skip
+def _phase(p: Phase, ops: OpRows | None = None, at: int = 0) -> dict[str, Any]:  # at: its phase row
+    return {"name": p.name, **p.as_dict(), GPU_START_NS: p.gpu_start_ns, GPU_SPAN_NS: p.gpu_span_ns,
+            **({} if ops is None else {"ops": ops.entries(phase=at)})}  # fmt: skip
 
 
 def _tail(tail: Tail) -> dict[str, Any]:

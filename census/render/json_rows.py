@@ -65,7 +65,7 @@ _ROW = '{"name": %s'  # a row's start: its name's JSON, then its numbers
 
 
 def steps_text(steps: StepTable, ops: OpRows | None = None) -> Raw:
-    """json.dumps([json_docs._step(s, ops, i) for i, s in enumerate(steps)])."""
+    """json.dumps([json_docs._step(s, ops, i, steps.bounds[i]) for i, s in enumerate(steps)])."""
     return Raw(lambda: _listed(_step_chunk(steps, lo, hi, ops) for lo, hi in steps.chunks()))
 
 
@@ -81,8 +81,12 @@ def _step_chunk(steps: StepTable, lo: int, hi: int, ops: OpRows | None = None) -
     values, templates = [], []
     for i, (row, a, b) in enumerate(zip(rows.tolist(), bounds, bounds[1:], strict=False)):
         values += row
-        values += phases[(a - bounds[0]) * width : (b - bounds[0]) * width]
-        if ops is not None:
+        if ops is None:
+            values += phases[(a - bounds[0]) * width : (b - bounds[0]) * width]
+        else:
+            for k in range(a, b):  # each phase's values, then its ops
+                values += phases[(k - bounds[0]) * width : (k + 1 - bounds[0]) * width]
+                values.append(json.dumps(ops.entries(phase=k)))
             values.append(json.dumps(ops.entries(lo + i)))
         templates.append(_step_template(b - a, ops is not None))
     return ", ".join(templates) % tuple(values)
@@ -90,7 +94,7 @@ def _step_chunk(steps: StepTable, lo: int, hi: int, ops: OpRows | None = None) -
 
 @cache
 def _step_template(phases: int, ops: bool = False) -> str:
-    listed = ", ".join([_ROW + _PHASE + "}"] * phases)
+    listed = ", ".join([_ROW + _PHASE + (', "ops": %s}' if ops else "}")] * phases)
     return _ROW + _STEP + ', "phases": [' + listed + "]" + (', "ops": %s}' if ops else "}")
 
 

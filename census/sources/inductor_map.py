@@ -15,12 +15,31 @@ from census.capture.inductor import INDUCTOR_MAP
 from census.errors import InputError
 
 
+def map_path(where: Path) -> Path:
+    """Where the map of `where` lies: inside a capture folder, else beside the file named (an
+    export, a trace)."""
+    return (where if where.is_dir() else where.parent) / INDUCTOR_MAP
+
+
+def map_identity(where: Path) -> str | None:
+    """A hash of the map of `where` (map_path), None where there is none: part of every cache
+    key of a census (census.api), so a map written after a census was cached is read."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(map_path(where).read_bytes()).hexdigest()[:16]
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise InputError(f"{map_path(where)}: unreadable Inductor map ({exc})") from None
+
+
 def inductor_map(folder: Path) -> dict[str, tuple[str, ...]] | None:
     """The map in capture folder `folder` (or beside the export `folder` names): kernel name ->
     its ops (`aten::add`, ...); None where the capture kept none (an eager run, a run whose
     Inductor cache the user had set, an export made elsewhere). An InputError naming the file
     when it is there but not such a map."""
-    path = (folder if folder.is_dir() else folder.parent) / INDUCTOR_MAP
+    path = map_path(folder)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

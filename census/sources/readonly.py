@@ -1,4 +1,6 @@
-"""Open an nsys export read-only, or say in one line why it cannot be read.
+"""Open an nsys export read-only, or say in one line why it cannot be read (a PyTorch profiler
+trace handed where an export must be opened is named for what it is: census reads traces where
+a capture is named, census.sources.kineto).
 
 Inputs are opened with `mode=ro` and never written; SQLite's own messages become one line.
 Nothing is created beside an input either. An export in SQLite WAL mode would make SQLite create
@@ -212,15 +214,18 @@ def _not_sqlite(path: Path, head: bytes) -> InputError:
     if start.startswith(b"{") and b'"traceEvents"' in start:
         return InputError(
             f"{path}: a PyTorch profiler (Kineto) trace, not an nsys export: census reads "
-            "Nsight Systems SQLite exports (capture with `census capture`, or export a report "
-            "with `nsys export --type sqlite`)"
+            "traces where a capture is named (`census summary TRACE`, a folder of per-rank "
+            "traces), not where an nsys SQLite export must be opened"
         )
     if start.startswith((b"{", b"[")):
         return InputError(
             f"{path}: JSON that is neither a PyTorch profiler trace (no `traceEvents` key near "
             "its start) nor an nsys SQLite export"
         )
-    return InputError(f"{path}: not a SQLite database (export it with `nsys export --type sqlite`)")
+    return InputError(
+        f"{path}: not a SQLite database nor a PyTorch profiler trace (export an nsys report with "
+        "`nsys export --type sqlite`; torch.profiler writes a trace as .json or .json.gz)"
+    )
 
 
 def _text_start(path: Path, head: bytes) -> bytes:

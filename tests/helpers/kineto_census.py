@@ -19,7 +19,13 @@ LAUNCHES = {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchKernelEx",
             "cudaLaunchCooperativeKernel", "cudaLaunchCooperativeKernelMultiDevice",
             "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
             "cuLaunchCooperativeKernelMultiDevice", "cuLaunchGrid", "cuLaunchGridAsync",
-            "cudaGraphLaunch", "cuGraphLaunch"}  # fmt: skip
+            "cudaGraphLaunch", "cuGraphLaunch",
+            # HIP's (docs/definitions.md)
+            "hipLaunchKernel", "hipExtLaunchKernel", "hipModuleLaunchKernel",
+            "hipExtModuleLaunchKernel", "hipHccModuleLaunchKernel", "hipLaunchCooperativeKernel",
+            "hipLaunchCooperativeKernelMultiDevice", "hipModuleLaunchCooperativeKernel",
+            "hipModuleLaunchCooperativeKernelMultiDevice", "hipExtLaunchMultiKernelMultiDevice",
+            "hipGraphLaunch"}  # fmt: skip
 STEPS = re.compile(r"^(step\b|ProfilerStep#)")
 COPIES = {"Memcpy DtoD": "d2d", "Memcpy HtoD": "h2d", "Memcpy DtoH": "d2h"}
 API = ("cuda_runtime", "cuda_driver")
@@ -30,8 +36,8 @@ OLD = {"Kernel": "kernel", "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
 
 
 def is_launch(name: str) -> bool:
-    """The launch list: a trailing `_v<digits>`, then `_ptsz`/`_ptds`, removed first."""
-    base = re.sub(r"_(ptsz|ptds)$", "", re.sub(r"_v\d+$", "", name))
+    """The launch list: a trailing `_v<digits>`, then `_ptsz`/`_ptds`/`_spt`, removed first."""
+    base = re.sub(r"_(ptsz|ptds|spt)$", "", re.sub(r"_v\d+$", "", name))
     return base in LAUNCHES
 
 
@@ -69,7 +75,11 @@ def census_of(events: list[dict]) -> dict:
         elif cat in API:
             out["launch_api_count"] += 1
             out["launch_api_time_ns"] += dur
-            out["graph_launch_count"] += e["name"] in ("cudaGraphLaunch", "cuGraphLaunch")
+            out["graph_launch_count"] += e["name"] in (
+                "cudaGraphLaunch",
+                "cuGraphLaunch",
+                "hipGraphLaunch",
+            )
     for intervals in spans.values():
         end = None
         for lo, hi in sorted(intervals):

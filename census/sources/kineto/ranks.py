@@ -141,18 +141,18 @@ def export_meta(path: Path) -> dict[str, str]:
 def _header(path: Path) -> dict:
     """The trace's top-level keys before its events: from its first MiB where they end there
     (as the sniff reads it), else from the stream (its first batch read, no more)."""
-    import msgspec
-
+    from census.sources.kineto.decoder import decoder
     from census.sources.kineto.reader import iter_batches, sniff
 
     head = sniff(path)
     at = head.find(b'"traceEvents"')
     keys = head[:at].rstrip().removesuffix(b",") + b"}" if at > 0 else b""
+    dec = decoder()
     try:
-        meta = msgspec.json.decode(keys)
+        meta = dec.value(keys)
         if isinstance(meta, dict):
             return meta
-    except msgspec.DecodeError:  # a key's text holds the word, or the header is longer
+    except dec.malformed:  # a key's text holds the word, or the header is longer
         pass
     batches = iter_batches(path)
     events = iter(batches)

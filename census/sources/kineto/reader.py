@@ -5,6 +5,8 @@ each batch's tables on as it is decoded (memory bounded whatever the trace's len
 The JSON parser is msgspec (docs/performance.md, "Kineto traces": measured beside json,
 orjson, ijson and pysimdjson): typed decoding into the few fields census reads skips the rest
 of every event without building it, and `float_hook=str` hands the times' decimal text over.
+Where msgspec is not installed, the standard library's json reads the same batches, with the
+same results, slower (census.sources.kineto.decoder).
 """
 
 from __future__ import annotations
@@ -17,17 +19,11 @@ from typing import Any
 import numpy as np
 
 from census.errors import InputError
+from census.sources.kineto.decoder import decoder
 from census.sources.kineto.stream import TraceStream, read_events
 from census.sources.kineto.tables import TABLES, Counts, Strings, batch_tables
 
 SNIFF_BYTES = 1 << 20
-
-
-def _decoder():
-    """msgspec's decoder of an events array into the fields census reads."""
-    from census.sources.kineto.events import DECODE_EVENTS
-
-    return DECODE_EVENTS
 
 
 @dataclass
@@ -85,7 +81,7 @@ class Batches:
         if stream.skip_ws() != ord("{"):
             raise stream.error("expected a JSON object with `traceEvents`")
         stream.pos += 1
-        decode = _decoder()
+        dec = decoder()
         first = True
         while True:
             c = stream.skip_ws()
@@ -99,7 +95,7 @@ class Batches:
             if key == "traceEvents":
                 break
             self.meta[key] = stream.read_value()
-        for events in read_events(stream, decode, self.meta):
+        for events in read_events(stream, dec, self.meta):
             yield batch_tables(events, self.strings, self.labels, self.counts)
 
 

@@ -17,11 +17,12 @@ import queue
 import re
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from census.errors import InputError
+from census.sources.kineto.decoder import Decoder, decoder
 
 CHUNK_BYTES = 8 << 20  # compressed bytes read at a time; decompressed pieces of about this size
 BATCH_BYTES = 256 << 10  # decoded at a time: the batch's events stay in the CPU's caches
@@ -191,17 +192,14 @@ def _value_end(buf: bytearray, start: int) -> int | None:
 
 
 def _decode(text: bytes, stream: TraceStream) -> Any:
-    import msgspec
-
+    dec = decoder()
     try:
-        return msgspec.json.decode(text)
-    except msgspec.DecodeError as exc:
+        return dec.value(text)
+    except dec.malformed as exc:
         raise stream.error(f"invalid JSON ({exc})") from None
 
 
-def read_events(
-    stream: TraceStream, decode: Callable[[memoryview], list], meta: dict[str, Any]
-) -> Iterator[list]:
+def read_events(stream: TraceStream, dec: Decoder, meta: dict[str, Any]) -> Iterator[list]:
     """The events of the array at the position, a decoded batch at a time; `meta` gains the
     top-level keys that follow the array."""
     stream.expect(b"[", "the events array `[`")
@@ -212,7 +210,7 @@ def read_events(
             break
         if c == -1:
             raise stream.error("the events array cut short")
-        batch = _next_batch(stream, decode)
+        batch = _next_batch(stream, dec)
         yield batch
         c = stream.skip_ws()
         if c == ord(","):
@@ -237,10 +235,8 @@ def _last_cuts(buf: bytearray, start: int, count: int, end: int) -> list[int]:
     return cuts
 
 
-def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> list:
+def _next_batch(stream: TraceStream, dec: Decoder) -> list:
     """The events from the position to the last cut in the buffer, decoded."""
-    import msgspec
-
     error: Exception | None = None
     while True:
         buf, start = stream.buf, stream.pos
@@ -251,17 +247,17 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
             buf[start - 1], buf[cut + 1] = ord("["), ord("]")
             try:
                 with memoryview(buf) as view:
-                    events = decode(view[start - 1 : cut + 2])
-            except msgspec.DecodeError as exc:
+                    events = dec.events(view[start - 1 : cut + 2])
+            except dec.malformed as exc:
                 error = exc
-                at = _error_byte(exc)
-                if at is not None and "trailing characters" in str(exc):  # the cut lies past
-                    return _events_to_end(stream, start, start - 2 + at, decode)  # the array
+                at, trailing = dec.error_at(exc)
+                if at is not None and trailing:  # the cut lies past the array
+                    return _events_to_end(stream, start, start - 1 + at, dec)
                 if at is not None and at < cut + 1 - (start - 1):  # before the `]` put in:
                     stream.pos = start - 1 + at  # the events' own text is wrong
                     raise stream.error(_malformed(buf, stream.pos, exc)) from None
                 continue
-            except msgspec.ValidationError as exc:  # an event that is not an object, ...
+            except dec.shape as exc:  # an event that is not an object, ...
                 raise stream.error(f"an event of an unexpected shape ({exc})") from None
             finally:
                 buf[start - 1], buf[cut + 1] = saved
@@ -274,32 +270,22 @@ def _next_batch(stream: TraceStream, decode: Callable[[memoryview], list]) -> li
             raise stream.error(f"the events array cut short or not JSON{detail}")
 
 
-def _events_to_end(
-    stream: TraceStream, start: int, trailing: int, decode: Callable[[memoryview], list]
-) -> list:
+def _events_to_end(stream: TraceStream, start: int, trailing: int, dec: Decoder) -> list:
     """The events from the position to the array's own `]`, which ends before `trailing` (the
-    first byte past it that msgspec found, a top-level key's `,`): a cut tried past the array's
-    end (a top-level object after the events, `"distributedInfo": {"rank": 0},`) falls back
-    here. The position is left on the `]`."""
-    import msgspec
-
+    first byte past it that the decoder found, a top-level key's `,`): a cut tried past the
+    array's end (a top-level object after the events, `"distributedInfo": {"rank": 0},`) falls
+    back here. The position is left on the `]`."""
     close = trailing - 1
     while close >= start and stream.buf[close] in b" \t\r\n":
         close -= 1
     try:
         with memoryview(stream.buf) as view:
-            events = decode(view[start - 1 : close + 1])
-    except msgspec.DecodeError as exc:
+            events = dec.events(view[start - 1 : close + 1])
+    except dec.malformed as exc:
         stream.pos = close
         raise stream.error(_malformed(stream.buf, close, exc)) from None
     stream.pos = close
     return events
-
-
-def _error_byte(exc: Exception) -> int | None:
-    """The place msgspec's message names ("... (byte 53)"), if any."""
-    m = re.search(r"\(byte (\d+)\)", str(exc))
-    return int(m.group(1)) if m else None
 
 
 def _malformed(buf: bytearray, at: int, exc: Exception) -> str:
