@@ -1,6 +1,7 @@
-"""The process's memory: glibc's heap tuned and trimmed (keep_heap, trim_heap), and the cyclic
-garbage collector paused while census makes objects by the hundred thousand (collector_paused).
-The ground floor: the command line, the engine's pools, the store and the renderers call it."""
+"""The process's memory: glibc's heap tuned and trimmed (keep_heap, trim_heap), numpy's arrays
+in ordinary pages meanwhile (small_pages), and the cyclic garbage collector paused while census
+makes objects by the hundred thousand (collector_paused). The ground floor: the command line,
+the engine's pools, the store, the operations' reader and the renderers call it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,28 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+@contextmanager
+def small_pages() -> Iterator[None]:
+    """numpy's new arrays in ordinary pages meanwhile: numpy asks Linux for transparent huge
+    pages (madvise) on every array of 4 MiB or more, and where the kernel compacts memory to
+    find a huge page on the first touch (THP `defrag` = `madvise`, its default), the faults of
+    the operations' (#56) temporaries took 2.2 s of system time of a 10^6-kernel census's 8
+    (docs/performance.md, "Operations (#56)"); elsewhere ordinary pages cost more faults than
+    they save. Through numpy's own switch (NUMPY_MADVISE_HUGEPAGE's); nothing where it has none."""
+    import numpy
+
+    core = getattr(numpy, "_core", None) or getattr(numpy, "core", None)
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    if switch is None:
+        yield
+        return
+    before = switch(False)
+    try:
+        yield
+    finally:
+        switch(before)
 
 
 def trim_heap() -> None:

@@ -22,7 +22,7 @@ from census.findings.ops import op_table
 from census.render import json_docs, json_rows
 from census.store.codec import dump_record, load_record
 from tests.helpers.files import DATA
-from tests.helpers.kineto_ops import brute_op, ns, read_events
+from tests.helpers.kineto_ops import LAUNCH_CATS, brute_op, ns, read_events
 from tests.nsysdb import Export
 
 KINETO = DATA / "kineto"
@@ -262,13 +262,18 @@ def test_ops_frame_equals_the_summary_json() -> None:
     assert census.frames.ops("sample:eager").empty
 
 
-def test_the_kineto_export_holds_every_cpu_op() -> None:
+def test_the_kineto_export_holds_the_cpu_ops_that_can_answer() -> None:
     import sqlite3
 
     from census.sources.kineto.export import export_kineto
 
     events = read_events(PAIR["eager"])
     ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    kernel_corr = {e["args"]["correlation"] for e in events
+                   if e.get("ph") == "X" and e.get("cat") == "kernel"}  # fmt: skip
+    launches = [(e["tid"], ns(e["ts"])) for e in events
+                if e.get("ph") == "X" and e.get("cat") in LAUNCH_CATS
+                and e.get("args", {}).get("correlation") in kernel_corr]  # fmt: skip
     conn = sqlite3.connect(export_kineto(PAIR["eager"]))
     try:
         rows = conn.execute(
@@ -278,11 +283,14 @@ def test_the_kineto_export_holds_every_cpu_op() -> None:
     finally:
         conn.close()
     prefix = "autograd::engine::evaluate_function: "
-    want = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], e["args"].get("Sequence number"),
-             int(int(e["args"].get("Fwd thread id", 0)) > 0 or e["name"].startswith(prefix)))
-            for e in ops]  # fmt: skip
-    assert sorted(rows) == sorted(want) and len(rows) == 7182
-    assert sum(r[4] for r in rows) == 1446  # the backward nodes' ranges (144 AccumulateGrad calls)
+    every = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"], e["args"].get("Sequence number"),
+              int(int(e["args"].get("Fwd thread id", 0)) > 0 or e["name"].startswith(prefix)),
+              e["tid"]) for e in ops]  # fmt: skip
+    # kept: a forward range with a sequence number, or one holding a launch on its thread
+    want = [r[:5] for r in every if (r[3] is not None and not r[4])
+            or any(t == r[5] and r[0] <= at < r[1] for t, at in launches)]  # fmt: skip
+    assert rows == want and (len(rows), len(every)) == (2730, 7182)
+    assert sum(r[4] for r in rows) == 594  # of 1,446 backward ranges, those holding a launch
 
 
 def test_kernels_without_a_launching_call_are_unattributed(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from census.definitions import kernel_name
 from census.findings.op_ranges import attribute_launches
 from census.findings.ops import OpTable, group_kernels
+from census.heap import small_pages
 from census.load.api_names import read_strings
 from census.load.intervals import INT_NULL, StepIndex, distinct, factorize, unique
 from census.load.op_ranges import Launches, has_op_ranges, read_op_ranges
@@ -36,6 +37,17 @@ def read_ops(
     capture (census.sources.inductor_map), which decides a Triton kernel's fused group."""
     if not schema.has(sc.KERNEL) or not has_op_ranges(conn, schema):
         return None
+    with small_pages():
+        return _read_ops(conn, schema, index, keys, inductor)
+
+
+def _read_ops(
+    conn: sqlite3.Connection,
+    schema: sc.Schema,
+    index: StepIndex,
+    keys: int,
+    inductor: Mapping[str, Sequence[str]] | None,
+) -> OpTable | None:
     dn = "demangledName" if schema.has_column(sc.KERNEL, "demangledName") else "NULL"
     k = _columns(conn, sc.KERNEL, {"dur": TIMED["dur"], "proc": "globalPid >> 24",
                                    "corr": "correlationId", "dn": dn, "sn": "shortName"})  # fmt: skip

@@ -11,6 +11,7 @@ inside the functions (the CLI's --help imports the model).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from census.metrics import KERNEL_COUNT, KERNEL_TIME_NS
@@ -61,7 +62,16 @@ class OpRows:
     def order(self, time_ns: list[int] | None = None) -> list[int]:
         """The rows by kernel time (`time_ns`, one per row; else the whole capture's),
         descending (ties by label), the unattributed last: the order outputs list them in."""
-        time = self.total_kernel_time_ns.tolist() if time_ns is None else time_ns
+        if time_ns is None:
+            return list(self._capture_order)
+        return self._ordered(time_ns)
+
+    @cached_property
+    def _capture_order(self) -> tuple[int, ...]:
+        """order() by the whole capture's kernel time, once (entries asks it of every step)."""
+        return tuple(self._ordered(self.total_kernel_time_ns.tolist()))
+
+    def _ordered(self, time: list[int]) -> list[int]:
         return sorted(range(len(self.op)),
                       key=lambda r: (self.op[r] is None, -time[r], self.label(r)))  # fmt: skip
 
@@ -81,7 +91,7 @@ class OpRows:
         return [{"op": self.op[r], "fused": self.fused[r], "backward": self.backward[r],
                  "forward": list(self.forward[r]), KERNEL_COUNT: count[r],
                  KERNEL_TIME_NS: time[r], "launch_count": launches[r]}
-                for r in self.order() if count[r] or (whole and self.op[r] is None)]  # fmt: skip
+                for r in self._capture_order if count[r] or (whole and self.op[r] is None)]  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, OpRows):

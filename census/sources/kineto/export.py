@@ -15,6 +15,10 @@ one door (census.sqlite.read_batches and the SQL beside it), as an .nsys-rep is 
   split's host ranges: start, end, globalTid, nameId (the name as the trace writes it),
   sequence (args' `Sequence number`, NULL where none) and backward (1 where args' `Fwd thread
   id` > 0 or the name is the autograd engine's call of a node), for census.load.op_ranges.
+  Only the ranges that can answer for a kernel are kept (_keep_answering_ops): those holding, on
+  their thread, a call whose correlationId a kernel has, and the forward ranges with a sequence
+  number; census.load.op_ranges keeps the same ones again as it reads, so the answers are the
+  same, and a summary does not read the ops that launch nothing (2/3 of them in HTA's trace).
 - META_DATA_EXPORT: the tracer; the rank and world size where the trace names them
   (`distributedInfo`); its `traceName` and `host_name` where it has them; its clock's origin
   (KINETO_CLOCK_ORIGIN_NS: `baseTimeNanoseconds`, the wall-clock ns its `ts` count from; 0 for an
@@ -41,7 +45,7 @@ from census.sources.kineto.tables import Strings
 from census.sources.schema import NOTE, OP_RANGES
 
 TRACER = "torch.profiler (Kineto)"
-EXPORT_VERSION = 4  # in the export's name: a census that writes exports otherwise makes its own
+EXPORT_VERSION = 5  # in the export's name: a census that writes exports otherwise makes its own
 _TID_BITS = (1 << 24) - 1
 _GPU_TABLES = {"kernels": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpys": "CUPTI_ACTIVITY_KIND_MEMCPY",
                "memsets": "CUPTI_ACTIVITY_KIND_MEMSET"}  # fmt: skip
@@ -59,6 +63,7 @@ _SCHEMA = {
     "textId INT, domainId INT",
     OP_RANGES: "start INT, end INT, globalTid INT, nameId INT, sequence INT, backward INT",
 }
+_ALL_OPS = "temp.all_ops"  # every cpu_op, until _keep_answering_ops keeps those that can answer
 
 
 def kineto_target(trace: Path) -> Path:
@@ -100,6 +105,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
     conn.execute("PRAGMA synchronous = OFF")
     for table, columns in _SCHEMA.items():
         conn.execute(f"CREATE TABLE {table} ({columns})")
+    conn.execute(f"CREATE TABLE {_ALL_OPS} ({_SCHEMA[OP_RANGES]})")
     batches = iter_batches(trace)
     host = _HostProcess()
     no_bytes = 0  # copies and memsets without args.bytes (ROCm's)
@@ -116,6 +122,7 @@ def _write(conn: sqlite3.Connection, trace: Path) -> None:
                 no_bytes += _insert_gpu(conn, name, tables[name])
     for table in _GPU_TABLES.values():  # the process is known once every call is read
         conn.execute(f"UPDATE {table} SET globalPid = ?", (host.pid() << 24,))
+    _keep_answering_ops(conn)
     strings = batches.strings.table()
     conn.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", enumerate(strings))
@@ -209,7 +216,29 @@ def _insert_ops(conn: sqlite3.Connection, c: dict[str, np.ndarray], strings: Str
                _thread(c["pid"], c["tid"]).tolist(), c["name"].tolist(),
                [None if s == NO_VALUE else s for s in seq.tolist()],
                backward.astype(np.int64).tolist(), strict=True)  # fmt: skip
-    conn.executemany(f"INSERT INTO {OP_RANGES} VALUES (?, ?, ?, ?, ?, ?)", rows)
+    conn.executemany(f"INSERT INTO {_ALL_OPS} VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def _keep_answering_ops(conn: sqlite3.Connection) -> None:
+    """OP_RANGES: the cpu_ops that can be a kernel's operation, in the trace's order: the
+    forward ranges with a sequence number (a backward node's forward op is chosen among all of
+    those), and those holding (start <= t < end) a call on their thread whose correlationId a
+    kernel has. A superset of what census.load.op_ranges keeps (it also asks the process)."""
+    conn.execute(
+        "CREATE TEMP TABLE launches AS SELECT globalTid AS tid, start AS t "
+        "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+        "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)"
+    )
+    conn.execute("CREATE INDEX temp.launch_at ON launches (tid, t)")
+    conn.execute(
+        f"""INSERT INTO {OP_RANGES} SELECT start, "end", globalTid, nameId, sequence, backward
+            FROM {_ALL_OPS} o WHERE (o.sequence IS NOT NULL AND o.backward = 0) OR EXISTS (
+              SELECT 1 FROM launches l
+              WHERE l.tid = o.globalTid AND l.t >= o.start AND l.t < o."end")
+            ORDER BY o.rowid"""
+    )
+    conn.execute(f"DROP TABLE {_ALL_OPS}")
+    conn.execute("DROP TABLE temp.launches")
 
 
 def _insert_gpu(conn: sqlite3.Connection, name: str, c: dict[str, np.ndarray]) -> int:
