@@ -18,24 +18,32 @@ W="--warmup 5 --active 5"
 say() { echo; echo "=== $*"; }
 case $SECTION in
 demo)
+  # ordered so that a run cut short still leaves whole pairs: eager by both tracers first
   for mode in eager compiled; do
-    say "capture $mode nsys --ops --calibrate"
-    $C capture d-$mode-nsys -o $P --demo $mode $W --ops --calibrate --force 2>&1 | tail -30
+    cal=$([ $mode = eager ] && echo --calibrate || echo --no-calibrate)
+    say "capture $mode nsys --ops $cal"
+    $C capture d-$mode-nsys -o $P --demo $mode $W --ops $cal --force 2>&1 | tail -40
     say "capture $mode --profiler torch"
-    $C capture d-$mode-torch -o $P --demo $mode $W --profiler torch --force 2>&1 | tail -30
+    $C capture d-$mode-torch -o $P --demo $mode $W --profiler torch --no-calibrate --force 2>&1 | tail -40
     for t in nsys torch; do $C summary $P/d-$mode-$t --json > $OUT/summary-d-$mode-$t.json 2>$OUT/summary-d-$mode-$t.err; done
+    cp $P/d-$mode-nsys/run.json $OUT/run-d-$mode-nsys.json 2>/dev/null
+    say "per step ($mode), nsys against torch.profiler"
+    python3 scripts/tracer_pair.py $OUT/summary-d-$mode-{nsys,torch}.json
+    $C summary $P/d-$mode-nsys --ops 2>&1 | tail -25
   done
-  say "per step, nsys against torch.profiler"
-  python3 scripts/tracer_pair.py $OUT/summary-d-{eager,compiled}-{nsys,torch}.json
   for t in nsys torch; do
     say "diff eager compiled ($t)"
-    $C diff $P/d-eager-$t $P/d-compiled-$t 2>&1 | head -90
+    COLUMNS=100 $C diff $P/d-eager-$t $P/d-compiled-$t 2>&1 | head -120
     $C diff $P/d-eager-$t $P/d-compiled-$t --json > $OUT/diff-d-$t.json 2>/dev/null
   done
   say "Operations: nsys against torch.profiler"
   python3 scripts/tracer_pair.py --ops $OUT/diff-d-nsys.json $OUT/diff-d-torch.json
   say "diff nsys eager vs torch eager (tracers differ)"
   $C diff $P/d-eager-nsys $P/d-eager-torch 2>&1 | head -12
+  ls -la $P/d-compiled-nsys $P/d-compiled-torch
+  for f in $P/d-*/*.sqlite; do xz -T4 -6 -c $f > $OUT/$(basename $(dirname $f)).sqlite.xz; done
+  for d in $P/d-*-torch; do cp $d/capture.pt.trace.json.gz $OUT/$(basename $d).pt.trace.json.gz 2>/dev/null; done
+  cp $P/d-compiled-nsys/inductor_map.json $OUT/ 2>/dev/null
   ;;
 ab)
   say "census ab --profiler torch"

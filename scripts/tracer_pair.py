@@ -33,18 +33,28 @@ def steps(pair: list[str]) -> None:
         print(f"  totals {key:18} {a} {b} {'EQUAL' if a == b else 'DIFFER'}")
 
 
+def _row_key(row: dict) -> tuple:
+    def names(ops: list) -> tuple:
+        return tuple(sorted(f"{o['op']}{' (bwd)' if o.get('backward') else ''}" for o in ops))
+
+    return names(row.get("a_ops") or []), names(row.get("b_ops") or [])
+
+
 def ops(pair: list[str]) -> None:
-    """The diffs' operation rows: kernels per step on each side, by label."""
+    """The diffs' Operations rows (A ops -> B groups) with kernels per step on each side,
+    nsys's against torch.profiler's: equal or not, row by row."""
     tables = []
     for p in pair:
-        doc = json.loads(Path(p).read_text())
-        rows = doc.get("ops") or []
-        tables.append(rows)
+        rows = (json.loads(Path(p).read_text()).get("ops") or {}).get("rows") or []
+        tables.append({_row_key(r): (r["kernel_count"]["a"], r["kernel_count"]["b"]) for r in rows})
         print(f"{p}: {len(rows)} operation rows")
-    for row in tables[0][:40]:
-        print("  nsys ", json.dumps(row)[:200])
-    for row in tables[1][:40]:
-        print("  torch", json.dumps(row)[:200])
+    keys = sorted(set(tables[0]) | set(tables[1]), key=str)
+    same = 0
+    for k in keys:
+        a, b = tables[0].get(k), tables[1].get(k)
+        same += a == b
+        print(f"  {'EQUAL ' if a == b else 'DIFFER'} nsys {a} torch {b}  {k[0]} -> {k[1]}"[:230])
+    print(f"  {same} of {len(keys)} rows equal (kernels per step, A and B)")
 
 
 def main() -> None:
