@@ -7,7 +7,6 @@ not with census's code."""
 from __future__ import annotations
 
 import json
-import lzma
 import shutil
 import sqlite3
 from collections import Counter
@@ -17,6 +16,7 @@ import pytest
 
 import census
 from census.findings.op_ranges import normalize_op_name
+from tests.helpers.exports import capture_folder
 
 DATA = Path(__file__).parent / "data" / "nsys_ops"
 
@@ -26,11 +26,8 @@ def captures(tmp_path_factory) -> Path:
     """The two capture folders as census capture left them (export, run.json, Inductor's map)."""
     root = tmp_path_factory.mktemp("nsys_ops")
     for side in ("eager", "compiled"):
-        folder = root / side
-        folder.mkdir()
-        packed = DATA / f"d-{side}-nsys.sqlite.xz"
-        (folder / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
-        shutil.copy(DATA / f"d-{side}-nsys.run.json", folder / "run.json")
+        capture_folder(root / side, DATA / f"d-{side}-nsys.sqlite.xz",
+                       DATA / f"d-{side}-nsys.run.json")  # fmt: skip
     shutil.copy(DATA / "inductor_map.json", root / "compiled" / "inductor_map.json")
     return root
 

@@ -5,7 +5,6 @@ examples/gpu_bound.py (no per-step sync) and on built exports."""
 from __future__ import annotations
 
 import json
-import lzma
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import census
 from census.cli import app
 from census.compare.explain import explain_diff
 from census.metrics import GPU_SPAN_NS, PHASE_LABELS
+from tests.helpers.exports import capture_folder
 from tests.helpers.files import DATA
 from tests.helpers.terminal import headings, terminal_tables
 from tests.nsysdb import Export
@@ -27,12 +27,8 @@ def captures(tmp_path_factory) -> Path:
     """The two H200 capture folders, with the GPU clock added to eager's calibration record."""
     root = tmp_path_factory.mktemp("ra")
     for side in ("eager", "compiled"):
-        folder = root / side
-        folder.mkdir()
-        packed = DATA / "runahead" / f"ra-{side}.sqlite.xz"
-        (folder / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
-        info = json.loads((DATA / "runahead" / f"ra-{side}.run.json").read_text())
-        (folder / "run.json").write_text(json.dumps(info))
+        capture_folder(root / side, DATA / "runahead" / f"ra-{side}.sqlite.xz",
+                       DATA / "runahead" / f"ra-{side}.run.json")  # fmt: skip
     return root
 
 

@@ -117,6 +117,15 @@ def rank_folder(tmp_path: Path, *names: str) -> Path:
     return folder
 
 
+def capture_folder(folder: Path, packed: Path, run_json: Path) -> Path:
+    """A capture folder as census capture leaves one, from a packed export (`.sqlite.xz`) and
+    its run.json: `folder`/capture.sqlite and `folder`/run.json."""
+    folder.mkdir(parents=True)
+    (folder / "capture.sqlite").write_bytes(lzma.decompress(packed.read_bytes()))
+    (folder / "run.json").write_bytes(run_json.read_bytes())
+    return folder
+
+
 def query(path: Path, sql: str) -> list[tuple]:
     """The rows `sql` reads from the export at `path`, opened read-only."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
